@@ -1,0 +1,62 @@
+"""`icml25`: build the book, list its chapters, benchmark the kernels, check the rendered HTML."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import catalog
+from ..core.config import SCALES
+
+
+def _scale(value: str) -> str:
+    if value not in SCALES:
+        raise argparse.ArgumentTypeError(f"invalid scale {value!r}; valid scales: {', '.join(SCALES)}")
+    return value
+
+
+def _slug(value: str) -> str:
+    if value not in catalog.BY_SLUG:
+        raise argparse.ArgumentTypeError(f"unknown chapter {value!r}; valid chapters: {', '.join(catalog.BY_SLUG)}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="icml25", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="execute the notebooks and render the book")
+    b.add_argument("--scale", type=_scale, default="ci", help=f"one of {', '.join(SCALES)} (default ci)")
+    b.add_argument("--only", type=_slug, nargs="+", metavar="SLUG", help="build only these chapters")
+    b.add_argument("--jobs", type=int, default=2, help="notebooks run at once (default 2)")
+    b.add_argument("--keep-going", action="store_true", help="run every notebook even after one fails")
+    sub.add_parser("list", help="list the chapters and their notebooks")
+    sub.add_parser("bench", help="benchmark the compiled kernels against their references")
+    c = sub.add_parser("check-html", help="open the built pages in headless Chromium and check them")
+    c.add_argument("--chromium", default="chromium")
+    args = parser.parse_args(argv)
+
+    if args.command == "build":
+        from .build import build
+
+        return build(args.scale, args.only, args.jobs, args.keep_going)
+    if args.command == "list":
+        from .build import discover
+
+        tasks = discover()
+        for ch in catalog.ALL:
+            names = [t.name for t in tasks if t.slug == ch.slug]
+            print(f"{ch.slug:20s} {ch.part[:28]:28s} {', '.join(names) or '(not written yet)'}")
+        return 0
+    if args.command == "bench":
+        from ..ops import bench
+
+        return bench.main()
+    if args.command == "check-html":
+        from .htmlcheck import main as check
+
+        return check(args.chromium)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The training loop every chapter shares: AdamW, linear warmup then cosine decay, gradient clipping,
+a `tqdm.auto` progress bar, periodic evaluation, and explicit seeding through the batches it is given."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedTokenizerBase
+
+from .generation import encode_completions, token_logprobs
+from .seeding import torch_generator
+
+
+@dataclass
+class TrainResult:
+    losses: list[float] = field(default_factory=list)  # one per step
+    evals: list[tuple[int, float]] = field(default_factory=list)  # (step, eval_fn value)
+
+
+def lm_batches(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str], completions: Sequence[str],
+               batch_size: int, seed: int, add_eos: bool = True) -> Iterator[dict[str, torch.Tensor]]:
+    """An endless stream of batches sampled (with replacement) from prompt/completion pairs, from `seed`."""
+    g = torch_generator(seed, "lm_batches")
+    while True:
+        idx = torch.randint(len(prompts), (batch_size,), generator=g).tolist()
+        yield encode_completions(tokenizer, [prompts[i] for i in idx], [completions[i] for i in idx], add_eos)
+
+
+def lm_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Mean negative log-likelihood of the completion tokens (the prompt is context only)."""
+    logp = token_logprobs(model, batch)
+    return -logp.sum() / batch["completion_mask"][:, 1:].sum().clamp(min=1)
+
+
+def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
+    """Linear warmup over `warmup` steps, then cosine decay to 10% of `lr` at the last step."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def train(model: torch.nn.Module, batches: Iterator[dict], steps: int, lr: float = 3e-3, warmup: int | None = None,
+          weight_decay: float = 0.01, clip: float = 1.0,
+          loss_fn: Callable[[torch.nn.Module, dict], torch.Tensor] = lm_loss,
+          eval_fn: Callable[[torch.nn.Module], float] | None = None, eval_every: int = 0,
+          desc: str = "train", params: Sequence[torch.nn.Parameter] | None = None) -> TrainResult:
+    """Optimise `loss_fn` over `steps` batches; returns the per-step loss curve and periodic evaluations.
+
+    `params` restricts the optimiser to some parameters (adapters, a reward head); by default all of them.
+    """
+    params = [p for p in (params if params is not None else model.parameters()) if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
+    warmup = max(1, steps // 20) if warmup is None else warmup
+    result = TrainResult()
+    model.train()
+    bar = tqdm(range(steps), desc=desc, leave=False)
+    for step in bar:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, steps, lr, warmup)
+        loss = loss_fn(model, next(batches))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_(params, clip)
+        opt.step()
+        result.losses.append(float(loss.detach()))
+        if eval_fn is not None and eval_every and ((step + 1) % eval_every == 0 or step + 1 == steps):
+            model.eval()
+            result.evals.append((step + 1, float(eval_fn(model))))
+            model.train()
+        if step % 20 == 0:
+            bar.set_postfix(loss=f"{result.losses[-1]:.3f}")
+    model.eval()
+    return result

@@ -1,0 +1,105 @@
+"""The model zoo: named models trained once and cached, content-addressed, under `$ICML25_CACHE`.
+
+An entry is a build function registered with its per-scale training settings::
+
+    @zoo.register("arith-target", PRESETS)
+    def build(cfg, seed): ... return model, tokenizer, info
+
+`zoo.get("arith-target", scale, seed)` hashes the entry's name, settings, seed and the source code that builds it;
+if a model with that hash is cached it is loaded with `from_pretrained`, otherwise it is trained, written to a
+temporary folder and renamed into place (a half-written entry is never loaded). A file lock per entry keeps
+two processes from training the same model at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+from transformers import PreTrainedModel, PreTrainedTokenizerFast
+
+from . import generation, tinylm, train
+from .config import Config, make_config
+from .paths import cache_dir
+
+Builder = Callable[[Config, int], tuple[PreTrainedModel, PreTrainedTokenizerFast, dict]]
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    config: Callable[..., Config]
+    build: Builder
+
+
+@dataclass
+class ZooModel:
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerFast
+    info: dict  # what the build reported: loss curve, accuracy, training seconds, ...
+    path: Path
+    trained_now: bool
+
+
+_REGISTRY: dict[str, Entry] = {}
+_CORE_SOURCES = (tinylm, train, generation)
+
+
+def register(name: str, presets: Mapping[str, Mapping[str, Any]]) -> Callable[[Builder], Builder]:
+    def deco(build: Builder) -> Builder:
+        _REGISTRY[name] = Entry(name, make_config(presets), build)
+        return build
+
+    return deco
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def _entry(name: str) -> Entry:
+    if name not in _REGISTRY:
+        raise ValueError(f"unknown zoo model {name!r}; registered models: {', '.join(names()) or 'none'}")
+    return _REGISTRY[name]
+
+
+def key(name: str, scale: str, seed: int) -> str:
+    """The content address: entry name, its settings at `scale`, the seed, and the code that trains it."""
+    entry = _entry(name)
+    code = "".join(inspect.getsource(m) for m in (inspect.getmodule(entry.build), *_CORE_SOURCES))
+    blob = json.dumps({"name": name, "config": dict(entry.config(scale)), "seed": seed,
+                       "code": hashlib.sha256(code.encode()).hexdigest()}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def path(name: str, scale: str = "ci", seed: int = 0) -> Path:
+    return cache_dir() / f"{name}-{scale}-s{seed}-{key(name, scale, seed)}"
+
+
+def get(name: str, scale: str = "ci", seed: int = 0) -> ZooModel:
+    """The trained model `name` at `scale` from `seed`: loaded from the cache, or trained once and cached."""
+    entry, final = _entry(name), path(name, scale, seed)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    trained_now = False
+    with FileLock(str(final) + ".lock"):
+        if not (final / "info.json").exists():
+            start = time.perf_counter()
+            model, tokenizer, info = entry.build(entry.config(scale), seed)
+            info = dict(info, train_seconds=time.perf_counter() - start, n_params=tinylm.n_params(model))
+            tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tinylm.save(model, tokenizer, tmp)
+            (tmp / "info.json").write_text(json.dumps(info))
+            tmp.rename(final)
+            trained_now = True
+    model, tokenizer = tinylm.load(final)
+    return ZooModel(model, tokenizer, json.loads((final / "info.json").read_text()), final, trained_now)
