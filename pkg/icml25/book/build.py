@@ -20,6 +20,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from .. import catalog
 from ..core.config import check_scale
 from ..core.paths import PROJECT_ROOT, build_dir, results_dir
@@ -132,12 +134,17 @@ def run_notebook(task: Task, scale: str, threads: int) -> dict:
             "error": error, "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 
-def _save_manifest(manifest: dict) -> None:
+def _record(key: str, entry: dict) -> dict:
+    """Merge one notebook's entry into the manifest on disk (under a lock: builds may run side by side)."""
     path = manifest_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=1))
-    tmp.replace(path)
+    with FileLock(str(path) + ".lock"):
+        manifest = load_manifest()
+        manifest["notebooks"][key] = entry
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(manifest, indent=1))
+        tmp.replace(path)
+    return manifest
 
 
 def execute(tasks: list[Task], scale: str, jobs: int, keep_going: bool) -> dict:
@@ -151,23 +158,18 @@ def execute(tasks: list[Task], scale: str, jobs: int, keep_going: bool) -> dict:
         else:
             todo.append((t, h))
     threads = 1 if jobs > 1 else max(1, os.cpu_count() or 1)
-    failed = False
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {pool.submit(run_notebook, t, scale, threads): (t, h) for t, h in todo}
         for i, fut in enumerate(as_completed(futures), 1):
             t, h = futures[fut]
             entry = dict(fut.result(), hash=h)
-            manifest["notebooks"][t.key] = entry
-            _save_manifest(manifest)
+            manifest = _record(t.key, entry)
             print(f"  [{i}/{len(todo)}] {entry['status']:6s} {t.key} {entry['duration_s']:.1f} s"
                   + (f"  -- {entry['error']}" if entry["error"] else ""), flush=True)
-            if entry["status"] == "failed":
-                failed = True
-                if not keep_going:
-                    for f in futures:
-                        f.cancel()
-                    break
-    manifest["failed_any"] = failed
+            if entry["status"] == "failed" and not keep_going:
+                for f in futures:
+                    f.cancel()
+                break
     return manifest
 
 
@@ -192,7 +194,8 @@ def render(strict: bool = True) -> int:
     return subprocess.call(cmd, cwd=PROJECT_ROOT)
 
 
-def build(scale: str = "ci", only: list[str] | None = None, jobs: int = 2, keep_going: bool = False) -> int:
+def build(scale: str = "ci", only: list[str] | None = None, jobs: int = 2, keep_going: bool = False,
+          render_book: bool = True) -> int:
     check_scale(scale)
     tasks = discover(only)
     from .. import ops
@@ -202,7 +205,7 @@ def build(scale: str = "ci", only: list[str] | None = None, jobs: int = 2, keep_
     print(f"Executing {len(tasks)} notebook(s) at scale {scale!r} with {jobs} worker(s)")
     manifest = execute(tasks, scale, jobs, keep_going)
     print_table(manifest, tasks)
-    rc = render()
+    rc = render() if render_book else 0
     minutes = (time.perf_counter() - start) / 60
     failed = [t.key for t in tasks if manifest["notebooks"].get(t.key, {}).get("status") != "ok"]
     print(f"\nBuilt {len(tasks) - len(failed)}/{len(tasks)} notebook(s) in {minutes:.1f} min; "

@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--only", type=_slug, nargs="+", metavar="SLUG", help="build only these chapters")
     b.add_argument("--jobs", type=int, default=2, help="notebooks run at once (default 2)")
     b.add_argument("--keep-going", action="store_true", help="run every notebook even after one fails")
+    b.add_argument("--no-render", action="store_true", help="execute the notebooks but do not render the HTML")
     sub.add_parser("list", help="list the chapters and their notebooks")
     sub.add_parser("bench", help="benchmark the compiled kernels against their references")
     c = sub.add_parser("check-html", help="open the built pages in headless Chromium and check them")
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         from .build import build
 
-        return build(args.scale, args.only, args.jobs, args.keep_going)
+        return build(args.scale, args.only, args.jobs, args.keep_going, not args.no_render)
     if args.command == "list":
         from .build import discover
 
