@@ -1,0 +1,464 @@
+"""Chapter: A Unified Approach to Routing and Cascading for LLMs (Dekoninck, Baader, Vechev; ICML 2025).
+
+A *strategy* decides, per query, which models of a pool to run and whose answer to return, trading expected
+quality against cost with a multiplier λ:
+
+* **routing** runs one model, ``argmax_m q̂_m − λ ĉ_m`` with ex-ante estimates (the paper's Eq. 1);
+* the **threshold cascade** runs models from cheapest up and stops once the post-hoc estimate of the last one
+  clears a threshold;
+* the **optimal cascade** (Sec. 3) runs the next model only if some longer prefix of the cascade has a better
+  trade-off ``q̂(M) − λ ĉ(M)``, where the quality of a set of models ("supermodel") is the expected maximum of
+  their qualities, ``q̂(M) = E[max_{m∈M} Q_m]``, with Q Gaussian around the estimates (Eq. 4);
+* **cascade routing** (Sec. 4) maximises the same trade-off over *all* supersets of the models already run, and
+  runs the cheapest model of the best one; it stops when the best set is the one already run.
+
+Models not yet run carry the uncertainty of their ex-ante estimate, fitted as the covariance of
+``q̂_pre − q̂_post`` on a training split; models already run are known (variance 0). Quality–cost curves are
+compared by their normalised area (AUC) between the cheapest and the most expensive model's cost.
+
+Everything is vectorised over queries: the expected maxima of every (models-run ⊆ candidate-set) pair are
+tabulated once per query (3^K entries, Sec. 5's "supermodel" values), so one λ costs only table look-ups.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit, ndtri
+from scipy.stats import norm, qmc
+
+from .core.claims import Claim
+from .core.config import make_config
+from .core.seeding import derive_seed, numpy_rng
+
+CHAPTER = "cascade_routing"
+
+# noise level -> (σ of the ex-ante signal, σ of the post-hoc signal, is the per-query cost unknown?)
+# The σ's are the paper's RouterBench settings (its repo's scripts/routerbench.py); "exact" is for tests.
+NOISE_LEVELS = {"exact": (0.0, 0.0, False), "low": (0.6, 0.3, False), "medium": (1.6, 0.8, False),
+                "high": (2.4, 1.2, True)}
+STRATEGIES = ("routing", "threshold cascade", "optimal cascade", "cascade routing")
+
+config = make_config({
+    "smoke": {"seeds": [0, 1, 2], "n_queries": 500, "pool_sizes": [3, 5], "noise_levels": ["low", "medium", "high"],
+              "n_lambdas": 12, "qmc_samples": 16, "max_depth": 5, "train_fraction": 0.2, "n_domains": 4},
+    "ci": {"seeds": [0, 1, 2, 3, 4], "n_queries": 2500, "pool_sizes": [3, 5],
+           "noise_levels": ["low", "medium", "high"], "n_lambdas": 25, "qmc_samples": 32, "max_depth": 5,
+           "train_fraction": 0.2, "n_domains": 4},
+    "full": {"seeds": list(range(10)), "n_queries": 10000, "pool_sizes": [3, 5, 7],
+             "noise_levels": ["low", "medium", "high"], "n_lambdas": 60, "qmc_samples": 128, "max_depth": 5,
+             "train_fraction": 0.2, "n_domains": 4},
+})
+
+BEATS_BOTH = Claim(
+    chapter=CHAPTER, id="beats_both",
+    paper_statement="Cascade routing beats both routing and the optimal cascade (RouterBench, 3/5/11 models, "
+                    "low and medium noise)",
+    paper_value="AUC×100, 5 models, low noise: 84.3 vs routing 81.2, optimal cascade 83.1",
+    criterion="For every pool size run and at low and medium noise, the seed-mean AUC of cascade routing is at "
+              "least the larger of the seed-mean AUCs of routing and of the optimal cascade (gain ≥ 0)",
+    test=lambda m: min(m["gain_low_medium"]) >= 0.0,
+)
+OPTIMAL_CASCADE = Claim(
+    chapter=CHAPTER, id="optimal_cascade",
+    paper_statement="The optimal cascade (expected-max supermodel rule) is at least as good as the threshold cascade",
+    paper_value="AUC×100, 5 models: 83.1/75.2/70.2 vs 82.3/73.0/69.5 (low/medium/high noise)",
+    criterion="For every pool size and noise level run, the seed-mean AUC of the optimal cascade is at least that "
+              "of the threshold cascade",
+    test=lambda m: min(m["optimal_minus_threshold"]) >= 0.0,
+)
+ESTIMATORS_MATTER = Claim(
+    chapter=CHAPTER, id="estimators_matter",
+    paper_statement="Quality estimators are decisive: cascade routing's advantage shrinks as estimator noise grows",
+    paper_value="gain over the best baseline, AUC×100, 3/5/11 models: 1.3/1.2/2.7 at low noise, 0.5/1.4/1.7 at high",
+    criterion="For every pool size run, the seed-mean gain of cascade routing over the better of routing and the "
+              "optimal cascade is larger at low noise than at high noise",
+    test=lambda m: all(lo > hi for lo, hi in zip(m["gain_low"], m["gain_high"], strict=True)),
+)
+CLAIMS = (BEATS_BOTH, OPTIMAL_CASCADE, ESTIMATORS_MATTER)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Expected maximum of a Gaussian vector (the supermodel's quality, Eq. 4)
+
+
+def _check_finite(name: str, x: np.ndarray) -> None:
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+
+
+def expected_max_two(mu1, mu2, var1, var2, cov12=0.0):
+    """Clark's closed form for E[max(X1, X2)] of a bivariate Gaussian:
+    ``μ1 Φ(a) + μ2 Φ(−a) + θ φ(a)`` with ``θ² = σ1² + σ2² − 2 cov`` and ``a = (μ1 − μ2)/θ``."""
+    mu1, mu2 = np.asarray(mu1, float), np.asarray(mu2, float)
+    theta = np.sqrt(np.maximum(var1 + var2 - 2 * cov12, 0.0))
+    if np.all(theta == 0):
+        return np.maximum(mu1, mu2)
+    a = (mu1 - mu2) / np.where(theta > 0, theta, 1.0)
+    out = mu1 * norm.cdf(a) + mu2 * norm.cdf(-a) + theta * norm.pdf(a)
+    return np.where(theta > 0, out, np.maximum(mu1, mu2))
+
+
+def gaussian_samples(n_dims: int, n_samples: int, seed: int = 0) -> np.ndarray:
+    """Standard-normal quasi-Monte Carlo points (scrambled Sobol, mapped through Φ⁻¹), made antithetic:
+    the second half is the negated first half, so every coordinate's sample mean is exactly 0."""
+    if n_samples < 2 or n_samples % 2:
+        raise ValueError(f"n_samples must be an even number >= 2, got {n_samples}")
+    u = qmc.Sobol(n_dims, scramble=True, seed=derive_seed(seed, "sobol", n_dims)).random(n_samples // 2)
+    z = ndtri(np.clip(u, 1e-12, 1 - 1e-12))
+    return np.concatenate([z, -z])
+
+
+def _sqrt_psd(cov: np.ndarray) -> np.ndarray:
+    """A matrix L with L Lᵀ = cov, for any positive semi-definite cov (eigendecomposition, negatives clipped)."""
+    w, v = np.linalg.eigh((cov + cov.T) / 2)
+    return v * np.sqrt(np.clip(w, 0, None))
+
+
+def expected_max(mu, cov, n_samples: int | None = None, seed: int = 0) -> np.ndarray:
+    """E[max_k X_k] for X ~ N(mu, cov); `mu` may be batched (..., K) with one shared (K, K) `cov`.
+
+    K = 1: the mean. K = 2 and no `n_samples`: Clark's closed form. Otherwise quasi-Monte Carlo with
+    antithetic scrambled-Sobol points (default 128), which never falls below ``max(mu)`` (Jensen, since
+    the sample mean of the noise is exactly 0)."""
+    mu = np.asarray(mu, float)
+    cov = np.atleast_2d(np.asarray(cov, float))
+    k = mu.shape[-1]
+    if cov.shape != (k, k):
+        raise ValueError(f"cov has shape {cov.shape}, expected ({k}, {k}) to match mu's last axis")
+    _check_finite("mu", mu)
+    _check_finite("cov", cov)
+    if k == 1:
+        return mu[..., 0]
+    if k == 2 and n_samples is None:
+        return expected_max_two(mu[..., 0], mu[..., 1], cov[0, 0], cov[1, 1], cov[0, 1])
+    x = gaussian_samples(k, n_samples or 128, seed) @ _sqrt_psd(cov).T  # (S, K)
+    return (mu[..., None, :] + x).max(-1).mean(-1)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# A synthetic RouterBench: queries, models, and noisy estimators
+
+
+@dataclass(frozen=True)
+class Pool:
+    """True per-query outcomes of K models ordered by cost: `quality` (N, K) in {0, 1}, `cost` (N, K)."""
+
+    quality: np.ndarray
+    cost: np.ndarray
+    domain: np.ndarray
+
+
+def make_pool(n_models: int, n_queries: int, seed: int, n_domains: int = 4) -> Pool:
+    """K models with geometric costs 3^k (the largest costs 1 per unit length) and abilities that grow with
+    size plus a per-domain specialisation; a query has a domain, a difficulty θ and a length. A model answers
+    correctly with probability σ(3(a_{k,domain} − θ)); it costs its base cost times the query's length."""
+    if n_models < 1 or n_queries < 2:
+        raise ValueError(f"need n_models >= 1 and n_queries >= 2, got {n_models}, {n_queries}")
+    rng = numpy_rng(seed, CHAPTER, "pool", n_models, n_queries)
+    base_cost = 3.0 ** (np.arange(n_models) - (n_models - 1))
+    ability = np.linspace(-0.75, 1.0, n_models)[:, None] + rng.normal(0, 0.6, (n_models, n_domains))
+    domain = rng.integers(n_domains, size=n_queries)
+    theta = rng.normal(0, 1, n_queries)
+    p = expit(3 * (ability[:, domain].T - theta[:, None]))
+    quality = (rng.random(p.shape) < p).astype(float)
+    length = rng.lognormal(0, 0.3, n_queries)
+    return Pool(quality, base_cost[None, :] * length[:, None], domain)
+
+
+@dataclass(frozen=True)
+class Estimates:
+    """What a strategy sees for N queries and K models: ex-ante quality `pre`, post-hoc quality `post` (only
+    read once the model has run), estimated cost `cost`, and `cov`, the (K, K) covariance of pre − post."""
+
+    pre: np.ndarray
+    post: np.ndarray
+    cost: np.ndarray
+    cov: np.ndarray
+
+
+def _calibrate(signal: np.ndarray, quality: np.ndarray, train: np.ndarray) -> np.ndarray:
+    """Per-model linear regression of the true quality on the noisy signal, fitted on the training rows."""
+    out = np.empty_like(signal)
+    for k in range(signal.shape[1]):
+        s, q = signal[train, k], quality[train, k]
+        var = s.var()
+        b = ((s - s.mean()) * (q - q.mean())).mean() / var if var > 0 else 0.0
+        out[:, k] = q.mean() + b * (signal[:, k] - s.mean())
+    return out
+
+
+def make_estimates(pool: Pool, noise: str | tuple, seed: int, train_fraction: float = 0.2) -> tuple[Pool, Estimates]:
+    """The paper's RouterBench estimators: true quality plus Gaussian noise (σ_pre before a model runs, σ_post
+    after), calibrated per model by linear regression on a training split. Returns the test split's pool and
+    estimates. At "high" noise the per-query cost is unknown and estimated by the model's mean cost."""
+    if isinstance(noise, str):
+        if noise not in NOISE_LEVELS:
+            raise ValueError(f"unknown noise level {noise!r}; valid: {', '.join(NOISE_LEVELS)}")
+        noise = NOISE_LEVELS[noise]
+    sd_pre, sd_post, cost_unknown = noise
+    if not 0 < train_fraction < 1:
+        raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction}")
+    _check_finite("pool.quality", pool.quality)
+    rng = numpy_rng(seed, CHAPTER, "estimates", sd_pre, sd_post)
+    q = pool.quality
+    train = rng.random(len(q)) < train_fraction
+    pre = _calibrate(q + sd_pre * rng.normal(size=q.shape), q, train)
+    post = _calibrate(q + sd_post * rng.normal(size=q.shape), q, train)
+    cost = np.broadcast_to(pool.cost[train].mean(0), pool.cost.shape) if cost_unknown else pool.cost
+    cov = np.atleast_2d(np.cov((pre - post)[train].T))
+    test = ~train
+    return (Pool(q[test], pool.cost[test], pool.domain[test]),
+            Estimates(pre[test], post[test], np.array(cost[test]), cov))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Supermodel table: E[max] of every (run set S ⊆ candidate set T)
+
+
+def config_index(run: int, cand: int, n_models: int) -> int:
+    """Ternary code of a (run ⊆ candidate) pair of bitmasks: digit 0 not in T, 1 in T and run, 2 in T not run."""
+    return sum((1 if run >> k & 1 else 2 if cand >> k & 1 else 0) * 3 ** k for k in range(n_models))
+
+
+def supermodel_table(est: Estimates, n_samples: int = 32, seed: int = 0) -> np.ndarray:
+    """(3^K, N) table of q̂(T | S) = E[max_{m∈T} Q_m] where Q_m is the post-hoc estimate for run models (known)
+    and N(q̂_pre, Σ) jointly for the others (Eq. 4). One shared set of QMC points makes every row a sample
+    average over the same draws, so the table is exactly monotone and submodular in T (which pruning uses)."""
+    n, k = est.pre.shape
+    x = gaussian_samples(k, n_samples, seed) @ _sqrt_psd(est.cov).T  # (S, K) correlated noise of unrun models
+    table = np.full((3 ** k, n), -np.inf)
+    for code in range(3 ** k):
+        digits = [(code // 3 ** j) % 3 for j in range(k)]
+        run = [j for j in range(k) if digits[j] == 1]
+        unrun = [j for j in range(k) if digits[j] == 2]
+        if not run and not unrun:
+            continue
+        best_run = est.post[:, run].max(1) if run else np.full(n, -np.inf)
+        if not unrun:
+            table[code] = best_run
+            continue
+        draws = (est.pre[:, None, unrun] + x[None, :, unrun]).max(-1)  # (N, S)
+        table[code] = np.maximum(draws, best_run[:, None]).mean(1)
+    return table
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Strategies. Each returns (ran, answer): the (N, K) mask of models run and the index of the returned model.
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ran: np.ndarray
+    answer: np.ndarray
+
+    def cost(self, pool: Pool) -> float:
+        return float((pool.cost * self.ran).sum(1).mean())
+
+    def quality(self, pool: Pool) -> float:
+        return float(pool.quality[np.arange(len(self.answer)), self.answer].mean())
+
+
+def routing(est: Estimates, lam: float) -> Outcome:
+    """Eq. 1: run the single model maximising q̂_pre − λ ĉ (ties: the first, i.e. cheaper, one)."""
+    answer = np.argmax(est.pre - lam * est.cost, axis=1)
+    ran = np.zeros(est.pre.shape, bool)
+    ran[np.arange(len(answer)), answer] = True
+    return Outcome(ran, answer)
+
+
+def threshold_cascade(est: Estimates, tau: float) -> Outcome:
+    """Baseline cascade: run models cheapest first; stop after model j if q̂_post,j ≥ τ; return the last one."""
+    n, k = est.post.shape
+    good = est.post >= tau
+    good[:, -1] = True
+    last = np.argmax(good, axis=1)
+    return Outcome(np.arange(k)[None, :] <= last[:, None], last)
+
+
+def _candidates(run: int, n_models: int, max_depth: int, prefix_only: bool) -> list[int]:
+    """Candidate sets T ⊇ S (bitmasks), S itself first, so ties prefer stopping."""
+    if prefix_only:
+        cands = [(1 << i) - 1 for i in range(1, n_models + 1) if ((1 << i) - 1) & run == run]
+    else:
+        free = [j for j in range(n_models) if not run >> j & 1]
+        cands = [run | sum(1 << j for j in extra) for r in range(len(free) + 1)
+                 for extra in itertools.combinations(free, r)]
+    cands = [c for c in cands if c and bin(c).count("1") <= max_depth]
+    return sorted(cands, key=lambda c: c != run)
+
+
+def cascade_routing(est: Estimates, table: np.ndarray, lam: float, max_depth: int | None = None,
+                    prefix_only: bool = False, prune: bool = True) -> Outcome:
+    """Sec. 4: with S the models run so far, pick T ⊇ S (|T| ≤ max_depth) maximising q̂(T|S) − λ ĉ(T);
+    stop if T = S, else run the cheapest model of T \\ S. Returns the run model with the best post-hoc
+    estimate. `prefix_only=True` restricts T to prefixes of the cost order: the optimal cascade (Sec. 3).
+    Pruning drops model m from every candidate when adding it to S gains less than λ ĉ_m (exact, because
+    the table is submodular and T \\ {m} is then always a better candidate; not so among prefixes, where
+    T \\ {m} is usually no prefix, so the optimal cascade never prunes)."""
+    n, k = est.pre.shape
+    max_depth = k if max_depth is None else max_depth
+    if max_depth < 1:
+        raise ValueError(f"max_depth must be >= 1, got {max_depth}")
+    run = np.zeros(n, dtype=np.int64)
+    active = np.ones(n, bool)
+    for _ in range(k):
+        if not active.any():
+            break
+        for s in np.unique(run[active]):
+            idx = np.flatnonzero(active & (run == s))
+            cands = _candidates(int(s), k, max_depth, prefix_only)
+            masks = np.array([[c >> j & 1 for j in range(k)] for c in cands], float)  # (C, K)
+            value = (table[[config_index(int(s), c, k) for c in cands]][:, idx]
+                     - lam * masks @ est.cost[idx].T)  # (C, n_idx)
+            if prune and s and not prefix_only:
+                base = table[config_index(int(s), int(s), k), idx]
+                for j in range(k):
+                    if not s >> j & 1:
+                        gain = table[config_index(int(s), int(s) | 1 << j, k), idx] - base
+                        pruned = gain < lam * est.cost[idx, j]
+                        value[(masks[:, j] == 1)[:, None] & pruned[None, :]] = -np.inf
+            best = np.array(cands)[np.argmax(value, axis=0)]
+            stop = best == s
+            active[idx[stop]] = False
+            new = best[~stop] & ~s
+            nxt = np.array([(int(m) & -int(m)).bit_length() - 1 for m in new], dtype=np.int64)
+            run[idx[~stop]] = s | (1 << nxt)
+    ran = (run[:, None] >> np.arange(k)[None, :]) & 1 == 1
+    answer = np.argmax(np.where(ran, est.post, -np.inf), axis=1)
+    return Outcome(ran, answer)
+
+
+def optimal_cascade(est: Estimates, table: np.ndarray, lam: float) -> Outcome:
+    """Sec. 3: continue the cascade while some longer prefix has a better trade-off than the current one."""
+    return cascade_routing(est, table, lam, prefix_only=True)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Budgets and curves
+
+
+def routing_for_budget(est: Estimates, budget: float, iters: int = 60) -> tuple[float, float, float, float]:
+    """The paper's budget form of routing: binary-search λ for the two neighbouring strategies whose expected
+    cost brackets `budget`, and mix them with probability γ so the expected cost equals the budget exactly.
+    Returns (λ_cheap, λ_expensive, γ, expected cost); γ is the probability of the expensive one. A budget above
+    what λ = 0 spends is not used up: routing then simply takes argmax q̂ (γ = 0)."""
+    cheapest = est.cost.min(1).mean()
+    if budget < cheapest - 1e-12:
+        raise ValueError(f"budget {budget:.4g} is below the cheapest model's expected cost {cheapest:.4g}")
+
+    def cost_at(lam):
+        o = routing(est, lam)
+        return float((est.cost * o.ran).sum(1).mean())
+
+    lo, hi = 0.0, 1.0  # lo: expensive side (cost >= budget), hi: cheap side (cost <= budget)
+    if cost_at(0.0) <= budget:
+        c = cost_at(0.0)
+        return 0.0, 0.0, 0.0, c
+    while cost_at(hi) > budget:
+        hi *= 2
+    for _ in range(iters):
+        mid = (lo + hi) / 2
+        (hi, lo) = (mid, lo) if cost_at(mid) <= budget else (hi, mid)
+    c_cheap, c_exp = cost_at(hi), cost_at(lo)
+    gamma = 0.0 if c_exp == c_cheap else (budget - c_cheap) / (c_exp - c_cheap)
+    gamma = float(np.clip(gamma, 0.0, 1.0))
+    return hi, lo, gamma, gamma * c_exp + (1 - gamma) * c_cheap
+
+
+def upper_envelope(cost, quality) -> tuple[np.ndarray, np.ndarray]:
+    """The best quality reachable at each cost by mixing strategies (γ-mixing makes every chord reachable): the
+    upper concave hull of the (cost, quality) points, cut at its highest quality."""
+    cost, quality = np.asarray(cost, float), np.asarray(quality, float)
+    if cost.shape != quality.shape or cost.ndim != 1 or len(cost) == 0:
+        raise ValueError(f"cost and quality must be equal-length 1-d arrays, got {cost.shape}, {quality.shape}")
+    _check_finite("quality", quality)
+    _check_finite("cost", cost)
+    order = np.lexsort((-quality, cost))
+    hull: list[tuple[float, float]] = []
+    for c, q in zip(cost[order], quality[order]):
+        if hull and c == hull[-1][0]:
+            continue
+        while len(hull) >= 2 and ((hull[-1][0] - hull[-2][0]) * (q - hull[-2][1])
+                                  - (hull[-1][1] - hull[-2][1]) * (c - hull[-2][0])) >= 0:
+            hull.pop()
+        hull.append((c, q))
+    h = np.array(hull)
+    top = int(np.argmax(h[:, 1]))
+    return h[: top + 1, 0], h[: top + 1, 1]
+
+
+def quality_cost_auc(cost, quality, c_min: float, c_max: float) -> float:
+    """Area under the envelope between `c_min` (the cheapest model's cost) and `c_max` (the most expensive
+    model's), divided by c_max − c_min: the paper's AUC. Flat after the envelope's last point."""
+    if not c_max > c_min:
+        raise ValueError(f"need c_max > c_min, got {c_min}, {c_max}")
+    ec, eq = upper_envelope(cost, quality)
+    if ec[0] > c_min + 1e-9 * max(1.0, abs(c_min)):
+        raise ValueError(f"the curve starts at cost {ec[0]:.4g}, above c_min {c_min:.4g}")
+    grid = np.unique(np.concatenate([[c_min, c_max], ec[(ec > c_min) & (ec < c_max)]]))
+    q = np.interp(grid, ec, eq)
+    return float(np.trapezoid(q, grid) / (c_max - c_min))
+
+
+def remove_dominated(cost, quality) -> np.ndarray:
+    """Indices of the models worth keeping: those on the upper concave hull of (mean cost, mean quality), up to
+    the best one. A model below the chord of two others is beaten by mixing them."""
+    cost, quality = np.asarray(cost, float), np.asarray(quality, float)
+    ec, eq = upper_envelope(cost, quality)
+    return np.array([i for i in range(len(cost)) if np.any((ec == cost[i]) & (eq == quality[i]))], dtype=int)
+
+
+def lambda_grid(n: int) -> np.ndarray:
+    """λ = 0 (quality only), a geometric sweep, and a huge λ (cheapest only)."""
+    return np.concatenate([[0.0], np.geomspace(1e-2, 1e2, max(n - 2, 1)), [1e9]])
+
+
+def curves(pool: Pool, est: Estimates, table: np.ndarray, n_lambdas: int, max_depth: int) -> dict:
+    """(costs, qualities) of every strategy over its sweep: λ for routing / optimal cascade / cascade routing,
+    the threshold τ (quantiles of the post-hoc estimates) for the threshold cascade."""
+    lams = lambda_grid(n_lambdas)
+    taus = np.concatenate([[-np.inf], np.quantile(est.post, np.linspace(0, 1, n_lambdas - 1))])
+    runs = {
+        "routing": [routing(est, lam) for lam in lams],
+        "threshold cascade": [threshold_cascade(est, t) for t in taus],
+        "optimal cascade": [optimal_cascade(est, table, lam) for lam in lams],
+        "cascade routing": [cascade_routing(est, table, lam, max_depth) for lam in lams],
+    }
+    return {name: (np.array([o.cost(pool) for o in outs]), np.array([o.quality(pool) for o in outs]))
+            for name, outs in runs.items()}
+
+
+def benchmark_cell(n_models: int, noise: str, seed: int, cfg) -> dict:
+    """One (pool size, noise, seed) cell of the paper's Table 1: every strategy's curve and AUC×100."""
+    full = make_pool(n_models, cfg.n_queries, seed, cfg.n_domains)
+    pool, est = make_estimates(full, noise, seed, cfg.train_fraction)
+    table = supermodel_table(est, cfg.qmc_samples, seed)
+    cv = curves(pool, est, table, cfg.n_lambdas, cfg.max_depth)
+    mean_cost = pool.cost.mean(0)
+    auc = {name: 100 * quality_cost_auc(c, q, mean_cost.min(), mean_cost.max()) for name, (c, q) in cv.items()}
+    return {"n_models": n_models, "noise": noise, "seed": seed, "auc": auc, "curves": cv,
+            "model_cost": mean_cost, "model_quality": pool.quality.mean(0)}
+
+
+def run_benchmark(cfg) -> list[dict]:
+    """Every cell of cfg.pool_sizes × cfg.noise_levels × cfg.seeds."""
+    return [benchmark_cell(k, noise, s, cfg) for k in cfg.pool_sizes for noise in cfg.noise_levels
+            for s in cfg.seeds]
+
+
+def auc_table(cells: list[dict]) -> dict[tuple[int, str], dict[str, tuple[float, float]]]:
+    """(pool size, noise) -> strategy -> (mean, sd) of AUC×100 over seeds."""
+    out: dict = {}
+    for key in sorted({(c["n_models"], c["noise"]) for c in cells}, key=lambda t: (t[0], list(NOISE_LEVELS).index(t[1]))):
+        group = [c for c in cells if (c["n_models"], c["noise"]) == key]
+        out[key] = {s: (float(np.mean([c["auc"][s] for c in group])), float(np.std([c["auc"][s] for c in group])))
+                    for s in STRATEGIES}
+    return out
+
+
+def gain_over_best(row: dict[str, tuple[float, float]]) -> float:
+    """Seed-mean AUC of cascade routing minus the larger seed-mean AUC of routing and the optimal cascade."""
+    return row["cascade routing"][0] - max(row["routing"][0], row["optimal cascade"][0])

@@ -1,0 +1,194 @@
+import itertools
+
+import numpy as np
+import pytest
+
+from icml25 import cascade_routing as cr
+
+
+def small_problem(noise="low", n_models=4, n=300, seed=0):
+    pool = cr.make_pool(n_models, n, seed)
+    test_pool, est = cr.make_estimates(pool, noise, seed, 0.3)
+    return test_pool, est, cr.supermodel_table(est, 16, seed)
+
+
+# ---- expected max -------------------------------------------------------------------------------------------
+
+def test_expected_max_zero_variance_is_max_mu():
+    mu = np.array([[0.1, 0.7, 0.3], [0.5, -1.0, 0.2]])
+    assert np.allclose(cr.expected_max(mu, np.zeros((3, 3))), mu.max(1))
+    assert np.allclose(cr.expected_max(mu[:, :2], np.zeros((2, 2))), mu[:, :2].max(1))
+
+
+def test_expected_max_at_least_max_mu():
+    rng = np.random.default_rng(0)
+    for k in (2, 3, 5):
+        a = rng.normal(size=(k, k))
+        mu = rng.normal(size=(20, k))
+        assert np.all(cr.expected_max(mu, a @ a.T, n_samples=16) >= mu.max(1) - 1e-12)
+        assert np.all(cr.expected_max(mu, a @ a.T) >= mu.max(1) - 1e-12)
+
+
+def test_expected_max_two_iid_standard_normals():
+    assert cr.expected_max([0.0, 0.0], np.eye(2)) == pytest.approx(1 / np.sqrt(np.pi), abs=1e-12)
+    assert cr.expected_max([0.0, 0.0], np.eye(2), n_samples=4096) == pytest.approx(1 / np.sqrt(np.pi), abs=5e-3)
+
+
+def test_expected_max_two_correlated_matches_monte_carlo_and_qmc():
+    mu, cov = np.array([0.3, -0.2]), np.array([[1.0, 0.6], [0.6, 2.0]])
+    closed = cr.expected_max(mu, cov)
+    x = np.random.default_rng(1).multivariate_normal(mu, cov, size=400_000).max(1)
+    assert abs(closed - x.mean()) < 4 * x.std() / np.sqrt(len(x))
+    assert cr.expected_max(mu, cov, n_samples=8192) == pytest.approx(closed, abs=5e-3)
+
+
+def test_expected_max_bad_input():
+    with pytest.raises(ValueError, match="NaN"):
+        cr.expected_max([0.0, np.nan], np.eye(2))
+    with pytest.raises(ValueError, match="shape"):
+        cr.expected_max([0.0, 1.0, 2.0], np.eye(2))
+
+
+def test_supermodel_table_is_monotone_and_submodular():
+    _, est, table = small_problem()
+    k = est.pre.shape[1]
+    for s in range(1 << k):
+        supersets = [t for t in range(1 << k) if t & s == s and t]
+        for t in supersets:
+            for j in range(k):
+                if t >> j & 1:
+                    continue
+                gain_t = table[cr.config_index(s, t | 1 << j, k)] - table[cr.config_index(s, t, k)]
+                assert np.all(gain_t >= -1e-12)  # monotone
+                if s:
+                    gain_s = table[cr.config_index(s, s | 1 << j, k)] - table[cr.config_index(s, s, k)]
+                    assert np.all(gain_t <= gain_s + 1e-12)  # diminishing returns
+
+
+# ---- routing -------------------------------------------------------------------------------------------------
+
+def test_routing_extremes_and_monotone_cost():
+    pool, est, _ = small_problem()
+    assert np.array_equal(cr.routing(est, 0.0).answer, np.argmax(est.pre, 1))
+    assert np.array_equal(cr.routing(est, 1e9).answer, np.argmin(est.cost, 1))
+    costs = [cr.routing(est, lam).cost(pool) for lam in cr.lambda_grid(30)]
+    assert all(a >= b - 1e-12 for a, b in zip(costs, costs[1:]))
+
+
+def test_gamma_mix_hits_the_budget():
+    _, est, _ = small_problem()
+    lo, hi = est.cost.min(1).mean(), (est.cost * cr.routing(est, 0.0).ran).sum(1).mean()
+    for budget in np.linspace(lo, hi, 7)[1:-1]:
+        lam_cheap, lam_exp, gamma, expected = cr.routing_for_budget(est, budget)
+        assert expected == pytest.approx(budget, rel=1e-9)
+        assert 0 <= gamma <= 1 and lam_cheap >= lam_exp
+
+
+def test_budget_below_cheapest_is_an_error():
+    _, est, _ = small_problem()
+    with pytest.raises(ValueError, match="below the cheapest"):
+        cr.routing_for_budget(est, 0.5 * est.cost.min(1).mean())
+
+
+# ---- cascades ------------------------------------------------------------------------------------------------
+
+def test_depth_one_cascade_routing_is_routing():
+    _, est, table = small_problem()
+    for lam in (0.0, 0.3, 2.0, 30.0):
+        a, b = cr.cascade_routing(est, table, lam, max_depth=1), cr.routing(est, lam)
+        assert np.array_equal(a.answer, b.answer) and np.array_equal(a.ran, b.ran)
+
+
+def reference_cascade_routing(pre, post, cost, cov, lam, prefix_only, samples):
+    """A plain one-query loop straight from the definition, with the same QMC points as the table."""
+    k = len(pre)
+    x = samples @ cr._sqrt_psd(cov).T
+    run = []
+    while True:
+        best, best_v = None, -np.inf
+        for r in range(1, k + 1):
+            sets = [tuple(range(r))] if prefix_only else itertools.combinations(range(k), r)
+            for t in sets:
+                if not set(run) <= set(t):
+                    continue
+                unrun = [m for m in t if m not in run]
+                known = max((post[m] for m in run), default=-np.inf)
+                e = np.maximum((pre[unrun] + x[:, unrun]).max(1), known).mean() if unrun else known
+                v = e - lam * cost[list(t)].sum()
+                if v > best_v + 1e-12 or (abs(v - best_v) <= 1e-12 and set(t) == set(run)):
+                    best, best_v = t, v
+        nxt = [m for m in best if m not in run]
+        if not nxt:
+            return sorted(run), max(run, key=lambda m: post[m])
+        run.append(min(nxt))
+
+
+@pytest.mark.parametrize("prefix_only", [False, True])
+def test_cascade_routing_matches_plain_reference(prefix_only):
+    _, est, table = small_problem(n_models=4, n=120)
+    samples = cr.gaussian_samples(4, 16, 0)
+    for lam in (0.0, 0.5, 3.0):
+        out = cr.cascade_routing(est, table, lam, prefix_only=prefix_only)
+        for i in range(len(est.pre)):
+            run, ans = reference_cascade_routing(est.pre[i], est.post[i], est.cost[i], est.cov, lam, prefix_only,
+                                                 samples)
+            assert sorted(np.flatnonzero(out.ran[i])) == run and out.answer[i] == ans, (lam, i)
+
+
+def test_pruning_changes_nothing():
+    _, est, table = small_problem(noise="medium")
+    for lam in (0.1, 1.0, 10.0):
+        a = cr.cascade_routing(est, table, lam, prune=True)
+        b = cr.cascade_routing(est, table, lam, prune=False)
+        assert np.array_equal(a.ran, b.ran) and np.array_equal(a.answer, b.answer)
+
+
+def test_optimal_cascade_runs_prefixes():
+    _, est, table = small_problem()
+    ran = cr.optimal_cascade(est, table, 0.5).ran
+    assert np.all(ran[:, 0]) and np.all(np.diff(ran.astype(int), axis=1) <= 0)
+
+
+def test_exact_estimators_cascade_routing_dominates():
+    pool = cr.make_pool(4, 800, 3)
+    test_pool, est = cr.make_estimates(pool, "exact", 3, 0.3)
+    table = cr.supermodel_table(est, 16, 3)
+    cv = cr.curves(test_pool, est, table, 20, 4)
+    c = test_pool.cost.mean(0)
+    auc = {s: cr.quality_cost_auc(*cv[s], c.min(), c.max()) for s in cv}
+    assert auc["cascade routing"] >= auc["routing"] - 1e-12
+    assert auc["cascade routing"] >= auc["optimal cascade"] - 1e-12
+    assert auc["cascade routing"] >= auc["threshold cascade"] - 1e-12
+
+
+# ---- curves --------------------------------------------------------------------------------------------------
+
+def test_auc_of_two_models_is_mean_quality():
+    assert cr.quality_cost_auc([1.0, 3.0], [0.2, 0.8], 1.0, 3.0) == pytest.approx(0.5)
+    # a point below the chord changes nothing; a flat tail after the best point
+    assert cr.quality_cost_auc([1.0, 2.0, 3.0], [0.2, 0.4, 0.8], 1.0, 3.0) == pytest.approx(0.5)
+    assert cr.quality_cost_auc([1.0, 2.0, 3.0], [0.2, 0.8, 0.6], 1.0, 3.0) == pytest.approx((0.5 + 0.8) / 2)
+
+
+def test_remove_dominated_keeps_upper_hull():
+    cost = [1, 2, 3, 4, 5]
+    quality = [0.2, 0.3, 0.6, 0.65, 0.62]  # model 1 is under the chord 0-2; model 4 is worse than model 3
+    assert cr.remove_dominated(cost, quality).tolist() == [0, 2, 3]
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="equal-length"):
+        cr.quality_cost_auc([1.0, 2.0], [0.5], 1.0, 2.0)
+    with pytest.raises(ValueError, match="NaN"):
+        cr.quality_cost_auc([1.0, 2.0], [0.5, np.nan], 1.0, 2.0)
+    with pytest.raises(ValueError, match="unknown noise level"):
+        cr.make_estimates(cr.make_pool(3, 50, 0), "huge", 0)
+    with pytest.raises(ValueError, match="unknown setting"):
+        cr.config("ci", n_queries_typo=3)
+
+
+def test_claim_rules_on_known_measurements():
+    assert cr.BEATS_BOTH.test({"gain_low_medium": [0.1, 0.0]})
+    assert not cr.BEATS_BOTH.test({"gain_low_medium": [0.1, -0.2]})
+    assert cr.ESTIMATORS_MATTER.test({"gain_low": [2.0, 1.0], "gain_high": [1.0, 0.5]})
+    assert not cr.ESTIMATORS_MATTER.test({"gain_low": [2.0, 1.0], "gain_high": [1.0, 1.5]})
