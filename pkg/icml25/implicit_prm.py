@@ -1,0 +1,565 @@
+"""Free Process Rewards without Process Labels (Yuan et al., ICML 2025): the implicit process reward model.
+
+Parameterise an *outcome* reward as a log-likelihood ratio between a trained model π_θ and a frozen reference
+π_ref (the paper's Eq. 1 / Eq. 2)::
+
+    r_θ(y) = β · log π_θ(y) / π_ref(y)
+
+and train it on response-level labels only (cross-entropy, Eq. 5, or DPO). The Proposition then makes the
+partial sums of the token log-ratios a *process* reward for free::
+
+    q_θ^t = Σ_{i ≤ t} β · log π_θ(y_i | y_<i) / π_ref(y_i | y_<i)  =  β · log E_{π_ref(y | y_≤t)} exp(r_θ(y) / β)
+
+so a step's reward is r_t = q^t − q^{t−1}, read at the step boundaries (here the arithmetic task's `;`).
+Responses are scored by their worst step (min over t of r_t) or by the outcome reward, and best-of-N picks the
+highest-scoring candidate, optionally with reward-weighted majority voting.
+
+Everything below takes Hugging Face causal LMs, so the same code runs on a real policy/reference pair.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from .core import arithmetic, zoo
+from .core.claims import Claim
+from .core.config import make_config
+from .core.generation import encode_completions, generate, token_logprobs
+from .core.seeding import numpy_rng, torch_generator
+from .core.train import train
+
+CHAPTER = "implicit_prm"
+REFERENCE = "arith-draft"  # the zoo model that is π_ref, the sampler of candidates, and θ's initialisation
+PRM_NAME = "implicit-prm"  # this chapter's zoo entry: the CE-trained implicit PRM (reusable by other chapters)
+
+# Settings of the zoo PRM (the main CE model); the chapter config holds them plus the experiment's knobs.
+_PRM = {
+    "smoke": dict(ref_seed=0, beta=0.5, n_prompts=60, responses_per_prompt=2, temperature=1.0,
+                  train_steps=10, batch_size=16, lr=1e-3),
+    "ci": dict(ref_seed=0, beta=0.5, n_prompts=500, responses_per_prompt=4, temperature=1.0,
+               train_steps=80, batch_size=32, lr=1e-3),
+    "full": dict(ref_seed=0, beta=0.5, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
+                 train_steps=1000, batch_size=64, lr=1e-3),
+}
+PRESETS = {
+    "smoke": dict(_PRM["smoke"], seeds=[0], n_test=20, n_candidates=4, best_of=[1, 4], sweep_n=[1, 2]),
+    "ci": dict(_PRM["ci"], seeds=[0, 1, 2], n_test=100, n_candidates=16, best_of=[1, 4, 16], sweep_n=[1, 4]),
+    "full": dict(_PRM["full"], seeds=[0, 1, 2, 3, 4], n_test=500, n_candidates=64, best_of=[1, 4, 16, 64],
+                 sweep_n=[1, 2, 4, 8]),
+}
+config = make_config(PRESETS)
+PRM_KEYS = tuple(_PRM["ci"])
+
+# ---------------------------------------------------------------------------------------------------------
+# Claims, fixed before any experiment ran.
+
+STEP_SIGNAL = Claim(
+    chapter=CHAPTER, id="step_signal",
+    paper_statement="An implicit PRM trained on response-level (outcome) labels only yields step rewards that "
+                    "identify correct and incorrect steps (the Proposition; evaluated in the paper by best-of-N "
+                    "and ProcessBench)",
+    paper_value="process rewards 'for free' (no step labels); no step-level AUC reported",
+    criterion="CE-trained implicit PRM, held-out candidates: the AUC of single-step rewards r_t against the exact "
+              "step verifier (steps up to and including the first error) is at least 0.7 on the mean over seeds",
+    test=lambda m: float(np.mean(m["step_auc"])) >= 0.7,
+)
+BEST_OF_N = Claim(
+    chapter=CHAPTER, id="best_of_n",
+    paper_statement="Best-of-N with the implicit PRM beats majority voting and the baselines on MATH500",
+    paper_value="e.g. Llama-3.1-8B generator: DPO implicit PRM above majority voting at @4/@16/@64",
+    criterion="Best-of-N (largest N) accuracy with the CE implicit PRM (min-step score) exceeds majority voting on "
+              "every seed and exceeds random choice on the mean over seeds",
+    test=lambda m: all(p > v for p, v in zip(m["prm_min"], m["majority"], strict=True))
+    and float(np.mean(m["prm_min"])) > float(np.mean(m["random"])),
+)
+ONE_RESPONSE = Claim(
+    chapter=CHAPTER, id="one_response",
+    paper_statement="The CE objective is data-efficient: it yields a useful PRM even with one response per "
+                    "instruction (where DPO has no pairs)",
+    paper_value="CE with 1 response per instruction still improves best-of-N over the baselines",
+    criterion="Best-of-N (largest N) accuracy of a CE implicit PRM trained on one response per instruction "
+              "exceeds random choice on every seed",
+    test=lambda m: all(p > r for p, r in zip(m["prm_min_n1"], m["random"], strict=True)),
+)
+CLAIMS = (STEP_SIGNAL, BEST_OF_N, ONE_RESPONSE)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The implicit reward: token log-ratios, step rewards (Proposition), outcome reward (Eq. 1).
+
+def check_pair(policy: PreTrainedModel, reference: PreTrainedModel) -> None:
+    """The two models must share a vocabulary: the log-ratio compares probabilities of the same tokens."""
+    vp, vr = policy.get_output_embeddings().weight.shape[0], reference.get_output_embeddings().weight.shape[0]
+    if vp != vr:
+        raise ValueError(f"policy and reference have different vocabularies ({vp} vs {vr} tokens); the implicit "
+                         "reward β·log π_θ/π_ref needs one tokenizer for both")
+
+
+def token_log_ratios(policy: PreTrainedModel, reference: PreTrainedModel, batch: dict) -> torch.Tensor:
+    """β-free per-token log-ratios log π_θ(y_i|y_<i) − log π_ref(y_i|y_<i), [B, T-1], zero outside the completion.
+
+    The reference needs no gradient; the policy's term is differentiable (what the training losses use)."""
+    check_pair(policy, reference)
+    with torch.no_grad():
+        ref = token_logprobs(reference, batch)
+    return token_logprobs(policy, batch) - ref
+
+
+def step_ends(tokenizer: PreTrainedTokenizerBase, batch: dict, on_missing: str = "raise") -> list[list[int]]:
+    """For each row, the index (in the [B, T-1] log-prob coordinates) of the last token of every step.
+
+    A step ends at a delimiter token (`;`) or at the completion's last token. A completion without any delimiter
+    raises ValueError (`on_missing="raise"`) or counts as a single step (`on_missing="whole"`)."""
+    if on_missing not in ("raise", "whole"):
+        raise ValueError(f"on_missing={on_missing!r}; valid: 'raise', 'whole'")
+    delim = tokenizer.convert_tokens_to_ids(arithmetic.STEP_DELIMITER)
+    ids, cmask = batch["input_ids"][:, 1:], batch["completion_mask"][:, 1:]
+    out = []
+    for row, m in zip(ids.tolist(), cmask.tolist()):
+        pos = [j for j, keep in enumerate(m) if keep]
+        if not pos:
+            raise ValueError("empty completion: there is no step to reward")
+        ends = [j for j in pos if row[j] == delim]
+        if not ends and on_missing == "raise":
+            text = tokenizer.decode([row[j] for j in pos])
+            raise ValueError(f"completion {text!r} has no step delimiter {arithmetic.STEP_DELIMITER!r}")
+        if not ends or ends[-1] != pos[-1]:
+            ends.append(pos[-1])
+        out.append(ends)
+    return out
+
+
+def process_rewards(token_rewards: torch.Tensor, ends: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+    """Step rewards from token rewards (Proposition): q^t = cumulative sum up to step t's last token,
+    r_t = q^t − q^{t−1} (q^0 = 0). Returns one [n_steps] tensor per row."""
+    q = token_rewards.cumsum(-1)
+    out = []
+    for i, e in enumerate(ends):
+        qt = q[i, list(e)]
+        out.append(torch.diff(qt, prepend=qt.new_zeros(1)))
+    return out
+
+
+def process_rewards_by_segments(token_rewards: torch.Tensor, ends: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+    """Plain reference of :func:`process_rewards`: each step's reward is the sum of its own tokens' rewards."""
+    out = []
+    for i, e in enumerate(ends):
+        starts = [0] + [j + 1 for j in e[:-1]]
+        out.append(torch.stack([token_rewards[i, s:j + 1].sum() for s, j in zip(starts, e)]))
+    return out
+
+
+@dataclass
+class ImplicitPRM:
+    """An implicit PRM: a trained `policy` π_θ and its frozen `reference` π_ref (same tokenizer) with `beta`.
+
+    `step_rewards(prompts, completions)` gives r_t for every step; `outcome_rewards` gives r_θ(y) = Σ_t r_t;
+    `score` aggregates steps (min, sum, last) as best-of-N needs; `last_step_rewards` scores the newest step of
+    partial solutions (the step-scorer interface of reward-guided decoding)."""
+
+    policy: PreTrainedModel
+    reference: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    beta: float
+    batch_size: int = 512
+
+    def __post_init__(self):
+        check_pair(self.policy, self.reference)
+        if not self.beta > 0:
+            raise ValueError(f"beta must be positive, got {self.beta}")
+
+    @torch.no_grad()
+    def step_rewards(self, prompts: Sequence[str], completions: Sequence[str],
+                     on_missing: str = "raise") -> list[np.ndarray]:
+        """r_t = β·Σ_{tokens of step t} log π_θ/π_ref, for every step of every completion."""
+        out = []
+        for i in range(0, len(prompts), self.batch_size):
+            batch = encode_completions(self.tokenizer, prompts[i:i + self.batch_size],
+                                       completions[i:i + self.batch_size])
+            ends = step_ends(self.tokenizer, batch, on_missing)
+            rewards = self.beta * token_log_ratios(self.policy, self.reference, batch)
+            out += [r.numpy() for r in process_rewards(rewards, ends)]
+        return out
+
+    def outcome_rewards(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
+        """r_θ(y) = β·log π_θ(y)/π_ref(y) (Eq. 1): the telescoped sum of the step rewards."""
+        return np.array([r.sum() for r in self.step_rewards(prompts, completions, on_missing="whole")])
+
+    def score(self, prompts: Sequence[str], completions: Sequence[str], aggregate: str = "min") -> np.ndarray:
+        return np.array([aggregate_steps(r, aggregate)
+                         for r in self.step_rewards(prompts, completions, on_missing="whole")])
+
+    def last_step_rewards(self, prompts: Sequence[str], partial_completions: Sequence[str]) -> np.ndarray:
+        return np.array([r[-1] for r in self.step_rewards(prompts, partial_completions, on_missing="whole")])
+
+
+def aggregate_steps(step_rewards: np.ndarray, how: str = "min") -> float:
+    """A response's score from its step rewards: the worst step (`min`), all of them (`sum` = outcome reward),
+    or the final step (`last`)."""
+    if how == "min":
+        return float(np.min(step_rewards))
+    if how == "sum":
+        return float(np.sum(step_rewards))
+    if how == "last":
+        return float(step_rewards[-1])
+    raise ValueError(f"unknown aggregation {how!r}; valid: min, sum, last")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Training objectives on outcome labels.
+
+def ce_loss(policy: PreTrainedModel, reference: PreTrainedModel, batch: dict, beta: float) -> torch.Tensor:
+    """Cross-entropy on outcome labels l ∈ {0, 1} (Eq. 5): −[l·log σ(r_θ(y)) + (1−l)·log(1 − σ(r_θ(y)))],
+    with r_θ(y) = β·Σ_tokens log π_θ/π_ref. Works with one response per instruction."""
+    reward = beta * token_log_ratios(policy, reference, batch).sum(-1)
+    return F.binary_cross_entropy_with_logits(reward, batch["labels"].float())
+
+
+def dpo_loss(policy: PreTrainedModel, reference: PreTrainedModel, batch: dict, beta: float) -> torch.Tensor:
+    """DPO on (correct, incorrect) pairs: −log σ(r_θ(y_w) − r_θ(y_l)). Rows [0, B/2) are the chosen responses,
+    rows [B/2, B) the rejected ones, in matching order."""
+    reward = beta * token_log_ratios(policy, reference, batch).sum(-1)
+    half = reward.shape[0] // 2
+    return -F.logsigmoid(reward[:half] - reward[half:]).mean()
+
+
+@dataclass
+class Rollouts:
+    """Sampled responses with outcome labels: `prompt_index[k]` says which prompt response k answers."""
+
+    problems: list[arithmetic.Problem]
+    prompt_index: list[int]
+    completions: list[str]
+    labels: list[bool]
+
+    def first(self, n: int) -> Rollouts:
+        """The first `n` responses of every prompt (n responses per instruction, same instructions)."""
+        seen: dict[int, int] = {}
+        keep = []
+        for k, i in enumerate(self.prompt_index):
+            seen[i] = seen.get(i, 0) + 1
+            if seen[i] <= n:
+                keep.append(k)
+        return Rollouts(self.problems, [self.prompt_index[k] for k in keep], [self.completions[k] for k in keep],
+                        [self.labels[k] for k in keep])
+
+    @property
+    def prompts(self) -> list[str]:
+        return [self.problems[i].prompt for i in self.prompt_index]
+
+
+def sample_rollouts(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
+                    problems: Sequence[arithmetic.Problem], n: int, temperature: float,
+                    generator: torch.Generator, batch_size: int = 500) -> Rollouts:
+    """`n` sampled solutions per problem, labelled only by final-answer correctness (the outcome verifier)."""
+    index = [i for i in range(len(problems)) for _ in range(n)]
+    texts: list[str] = []
+    for s in range(0, len(index), batch_size):
+        chunk = index[s:s + batch_size]
+        texts += generate(model, tokenizer, [problems[i].prompt for i in chunk], max_new_tokens=48,
+                          stop=(), temperature=temperature, generator=generator).texts
+    labels = [arithmetic.is_correct(problems[i], t) for i, t in zip(index, texts)]
+    return Rollouts(list(problems), index, texts, labels)
+
+
+def ce_batches(tokenizer, data: Rollouts, batch_size: int, seed: int):
+    """Endless CE batches drawn with replacement from the labelled responses."""
+    g = torch_generator(seed, "ce_batches")
+    prompts = data.prompts
+    while True:
+        idx = torch.randint(len(prompts), (batch_size,), generator=g).tolist()
+        batch = encode_completions(tokenizer, [prompts[i] for i in idx], [data.completions[i] for i in idx])
+        batch["labels"] = torch.tensor([data.labels[i] for i in idx])
+        yield batch
+
+
+def preference_pairs(data: Rollouts) -> list[tuple[int, int]]:
+    """Every (correct, incorrect) pair of responses to the same prompt (indices into `data`)."""
+    by_prompt: dict[int, tuple[list[int], list[int]]] = {}
+    for k, (i, ok) in enumerate(zip(data.prompt_index, data.labels)):
+        by_prompt.setdefault(i, ([], []))[0 if ok else 1].append(k)
+    return [pair for good, bad in by_prompt.values() for pair in itertools.product(good, bad)]
+
+
+def dpo_batches(tokenizer, data: Rollouts, batch_size: int, seed: int):
+    """Endless DPO batches: chosen rows first, then their rejected partners. Needs at least one pair."""
+    pairs = preference_pairs(data)
+    if not pairs:
+        raise ValueError("DPO needs a prompt with both a correct and an incorrect response; with one response "
+                         "per instruction there are no pairs (use the CE objective)")
+    g = torch_generator(seed, "dpo_batches")
+    prompts = data.prompts
+    half = max(1, batch_size // 2)
+    while True:
+        chosen = [pairs[i] for i in torch.randint(len(pairs), (half,), generator=g).tolist()]
+        rows = [w for w, _ in chosen] + [lo for _, lo in chosen]
+        yield encode_completions(tokenizer, [prompts[k] for k in rows], [data.completions[k] for k in rows])
+
+
+def train_implicit_prm(reference: PreTrainedModel, tokenizer, data: Rollouts, objective: str, beta: float,
+                       steps: int, batch_size: int, lr: float, seed: int) -> tuple[ImplicitPRM, list[float]]:
+    """Train π_θ from a copy of π_ref on outcome labels with the `ce` or `dpo` objective; the PRM and its
+    loss curve."""
+    if objective not in ("ce", "dpo"):
+        raise ValueError(f"unknown objective {objective!r}; valid: ce, dpo")
+    policy = copy.deepcopy(reference)
+    reference.eval()
+    if objective == "ce":
+        batches, loss = ce_batches(tokenizer, data, batch_size, seed), ce_loss
+    else:
+        batches, loss = dpo_batches(tokenizer, data, batch_size, seed), dpo_loss
+    result = train(policy, batches, steps, lr=lr, loss_fn=lambda m, b: loss(m, reference, b, beta),
+                   desc=f"implicit PRM ({objective})")
+    return ImplicitPRM(policy, reference, tokenizer, beta), result.losses
+
+
+def train_problems(cfg, seed: int) -> list[arithmetic.Problem]:
+    return arithmetic.sample_problems(cfg.n_prompts, seed, stream="implicit_prm/train")
+
+
+def test_problems(cfg, seed: int) -> list[arithmetic.Problem]:
+    return arithmetic.sample_problems(cfg.n_test, seed, stream="implicit_prm/test")
+
+
+def training_rollouts(ref: zoo.ZooModel, cfg, seed: int) -> Rollouts:
+    """π_ref's own rollouts on the training prompts, `responses_per_prompt` each, outcome-labelled."""
+    return sample_rollouts(ref.model, ref.tokenizer, train_problems(cfg, seed), cfg.responses_per_prompt,
+                           cfg.temperature, torch_generator(seed, "implicit_prm", "train_rollouts"))
+
+
+@zoo.register(PRM_NAME, _PRM)
+def _build_prm(cfg, seed: int):
+    ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
+    data = training_rollouts(ref, cfg, seed)
+    prm, losses = train_implicit_prm(ref.model, ref.tokenizer, data, "ce", cfg.beta, cfg.train_steps,
+                                     cfg.batch_size, cfg.lr, seed)
+    return prm.policy, ref.tokenizer, {"losses": losses, "beta": cfg.beta,
+                                       "train_accuracy": float(np.mean(data.labels))}
+
+
+def load_prm(scale: str = "ci", seed: int = 0) -> ImplicitPRM:
+    """This chapter's CE implicit PRM at `scale` from the zoo (trained once), paired with its reference."""
+    settings = config(scale)
+    z = zoo.get(PRM_NAME, scale, seed)
+    ref = zoo.get(REFERENCE, scale, settings.ref_seed)
+    return ImplicitPRM(z.model, ref.model, ref.tokenizer, settings.beta)
+
+
+def main_prm(cfg, seed: int) -> tuple[ImplicitPRM, list[float]]:
+    """The CE PRM with all `responses_per_prompt`: from the zoo when `cfg` has the zoo's settings, else trained."""
+    if all(cfg[k] == _PRM[cfg.scale][k] for k in PRM_KEYS):
+        z = zoo.get(PRM_NAME, cfg.scale, seed)
+        ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
+        return ImplicitPRM(z.model, ref.model, ref.tokenizer, cfg.beta), z.info["losses"]
+    ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
+    return train_implicit_prm(ref.model, ref.tokenizer, training_rollouts(ref, cfg, seed), "ce", cfg.beta,
+                              cfg.train_steps, cfg.batch_size, cfg.lr, seed)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The Proposition, exactly, on an enumerable model.
+
+class TabularLM:
+    """An autoregressive model over `vocab` symbols and sequences of exactly `length`, with an arbitrary
+    (random) next-symbol distribution for every prefix: small enough to enumerate every sequence."""
+
+    def __init__(self, vocab: int, length: int, seed: int, concentration: float = 1.0):
+        rng = numpy_rng(seed, "tabular")
+        self.vocab, self.length = vocab, length
+        self.table = {prefix: rng.dirichlet([concentration] * vocab)
+                      for t in range(length) for prefix in itertools.product(range(vocab), repeat=t)}
+
+    def logprob(self, y: Sequence[int], start: int = 0) -> float:
+        """log π(y_start..y_end | y_<start)."""
+        return float(sum(np.log(self.table[tuple(y[:i])][y[i]]) for i in range(start, len(y))))
+
+    def sequences(self):
+        return itertools.product(range(self.vocab), repeat=self.length)
+
+
+def implicit_q(policy: TabularLM, reference: TabularLM, y: Sequence[int], t: int, beta: float) -> float:
+    """Left side of the Proposition: q^t = Σ_{i<t} β·log π_θ(y_i|y_<i)/π_ref(y_i|y_<i) (first t symbols)."""
+    return beta * sum(policy.logprob(y[:i + 1], i) - reference.logprob(y[:i + 1], i) for i in range(t))
+
+
+def expected_exp_reward(policy: TabularLM, reference: TabularLM, y: Sequence[int], t: int, beta: float) -> float:
+    """Right side of the Proposition: β·log E_{π_ref(y'|y_≤t)} exp(r_θ(y_≤t, y')/β), by enumerating every
+    continuation y' of the first t symbols, with r_θ = β·log π_θ/π_ref of the full sequence (Eq. 1)."""
+    prefix = tuple(y[:t])
+    terms = []
+    for tail in itertools.product(range(reference.vocab), repeat=reference.length - t):
+        full = prefix + tail
+        reward = beta * (policy.logprob(full) - reference.logprob(full))
+        terms.append(reference.logprob(full, t) + reward / beta)
+    return beta * float(np.logaddexp.reduce(terms))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Evaluation: step-level AUC, first-error localisation, best-of-N.
+
+def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
+    """P(score of a positive > score of a negative), ties counting one half (Mann–Whitney)."""
+    s, y = np.asarray(scores, float), np.asarray(labels, bool)
+    if y.all() or not y.any():
+        return float("nan")
+    order = np.argsort(s, kind="mergesort")
+    ranks = np.empty(len(s))
+    sorted_s = s[order]
+    i = 0
+    while i < len(s):  # average ranks over ties
+        j = i
+        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    n_pos, n_neg = y.sum(), (~y).sum()
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def steps_to_first_error(labels: Sequence[bool]) -> int:
+    """How many steps count for step-level evaluation: up to and including the first wrong one."""
+    for t, ok in enumerate(labels):
+        if not ok:
+            return t + 1
+    return len(labels)
+
+
+@dataclass
+class Candidates:
+    """N sampled solutions per test problem: texts, final answers (-1 when malformed), outcome and step labels."""
+
+    problems: list[arithmetic.Problem]
+    texts: list[list[str]]  # [P][N]
+    answers: np.ndarray  # [P, N]
+    correct: np.ndarray  # [P, N] bool
+    step_labels: list[list[list[bool]]]  # [P][N][steps]
+
+    @property
+    def flat(self) -> tuple[list[str], list[str]]:
+        return ([p.prompt for p, row in zip(self.problems, self.texts) for _ in row],
+                [t for row in self.texts for t in row])
+
+
+def sample_candidates(model, tokenizer, problems: Sequence[arithmetic.Problem], n: int, temperature: float,
+                      generator: torch.Generator) -> Candidates:
+    r = sample_rollouts(model, tokenizer, problems, n, temperature, generator)
+    texts = [r.completions[i * n:(i + 1) * n] for i in range(len(problems))]
+    answers = np.array([[-1 if (a := arithmetic.final_answer(t)) is None else a for t in row] for row in texts])
+    correct = np.array(r.labels).reshape(len(problems), n)
+    labels = [[arithmetic.step_labels(p, t) for t in row] for p, row in zip(problems, texts)]
+    return Candidates(list(problems), texts, answers, correct, labels)
+
+
+def step_rewards_grid(prm: ImplicitPRM, cands: Candidates) -> list[list[np.ndarray]]:
+    prompts, texts = cands.flat
+    flat = prm.step_rewards(prompts, texts, on_missing="whole")
+    n = cands.correct.shape[1]
+    return [flat[i * n:(i + 1) * n] for i in range(len(cands.problems))]
+
+
+def step_metrics(rewards: list[list[np.ndarray]], cands: Candidates) -> dict[str, float]:
+    """Step AUC (steps up to the first error, and all steps), and first-error localisation: among solutions with
+    a wrong step, how often argmin_t r_t is the first wrong step, against picking a step at random."""
+    s_first, y_first, s_all, y_all, hits, chance = [], [], [], [], [], []
+    for r_row, l_row in zip(rewards, cands.step_labels):
+        for r, lab in zip(r_row, l_row):
+            if len(r) != len(lab):  # a malformed completion scored as one step; no step labels to compare
+                continue
+            k = steps_to_first_error(lab)
+            s_first += list(r[:k]); y_first += lab[:k]
+            s_all += list(r); y_all += lab
+            if not all(lab):
+                hits.append(int(np.argmin(r)) == k - 1)
+                chance.append(1 / len(lab))
+    return {"step_auc": roc_auc(s_first, y_first), "step_auc_all": roc_auc(s_all, y_all),
+            "first_error_hit": float(np.mean(hits)) if hits else float("nan"),
+            "first_error_chance": float(np.mean(chance)) if chance else float("nan")}
+
+
+def majority_pick(answers: np.ndarray, correct: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Expected accuracy of (weighted) majority voting over one group: the answer with the most (weighted) votes;
+    ties split evenly. Malformed answers (-1) get no vote unless nothing else does."""
+    w = np.ones(len(answers)) if weights is None else np.asarray(weights, float)
+    valid = answers >= 0
+    if not valid.any():
+        return float(correct.mean())
+    votes = {a: w[(answers == a)].sum() for a in set(answers[valid].tolist())}
+    best = max(votes.values())
+    winners = [a for a, v in votes.items() if np.isclose(v, best)]
+    return float(np.mean([correct[answers == a][0] for a in winners]))
+
+
+def argmax_pick(scores: np.ndarray, correct: np.ndarray) -> float:
+    """Accuracy of picking the highest-scoring candidate (ties split evenly)."""
+    top = np.isclose(scores, scores.max())
+    return float(correct[top].mean())
+
+
+def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int, beta: float = 1.0) -> dict[str, float]:
+    """Best-of-`n` accuracy of every selector, averaged over the disjoint groups of `n` among the candidates.
+
+    Selectors: `random` (expected accuracy), `majority`, the argmax of each score in `scores` (e.g. `prm_min`,
+    `prm_outcome`), `<score>_vote` (majority voting weighted by σ(score/β)), and `oracle` (any correct)."""
+    total = cands.correct.shape[1]
+    if n > total or n < 1:
+        raise ValueError(f"best-of-{n} needs 1 <= n <= {total} candidates")
+    acc: dict[str, list[float]] = {}
+    for p in range(len(cands.problems)):
+        for g in range(total // n):
+            sl = slice(g * n, (g + 1) * n)
+            ans, ok = cands.answers[p, sl], cands.correct[p, sl]
+            acc.setdefault("random", []).append(float(ok.mean()))
+            acc.setdefault("majority", []).append(majority_pick(ans, ok))
+            for name, s in scores.items():
+                acc.setdefault(name, []).append(argmax_pick(s[p, sl], ok))
+                acc.setdefault(f"{name}_vote", []).append(
+                    majority_pick(ans, ok, 1 / (1 + np.exp(-s[p, sl] / beta))))
+            acc.setdefault("oracle", []).append(float(ok.any()))
+    return {k: float(np.mean(v)) for k, v in acc.items()}
+
+
+def prm_scores(rewards: list[list[np.ndarray]]) -> dict[str, np.ndarray]:
+    """The two response scores of the paper: min step reward and the outcome reward (sum of steps)."""
+    return {"prm_min": np.array([[aggregate_steps(r, "min") for r in row] for row in rewards]),
+            "prm_outcome": np.array([[aggregate_steps(r, "sum") for r in row] for row in rewards])}
+
+
+def evaluate_prm(prm: ImplicitPRM, cands: Candidates, best_of: Sequence[int]) -> dict:
+    """Step metrics and best-of-N for every N in `best_of`."""
+    rewards = step_rewards_grid(prm, cands)
+    scores = prm_scores(rewards)
+    return {**step_metrics(rewards, cands),
+            "best_of": {n: best_of_n(cands, scores, n, prm.beta) for n in best_of}}
+
+
+def run_seed(cfg, seed: int) -> dict:
+    """The whole experiment for one seed: test candidates from π_ref, the main CE PRM (all responses per prompt),
+    CE and DPO PRMs for every n in `sweep_n`, each evaluated on the same candidates."""
+    ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
+    cands = sample_candidates(ref.model, ref.tokenizer, test_problems(cfg, seed), cfg.n_candidates,
+                              cfg.temperature, torch_generator(seed, "implicit_prm", "candidates"))
+    main, losses = main_prm(cfg, seed)
+    out = {"main": evaluate_prm(main, cands, cfg.best_of), "main_losses": losses, "sweep": {}}
+    data = training_rollouts(ref, cfg, seed)
+    out["train_accuracy"] = float(np.mean(data.labels))
+    for n in cfg.sweep_n:
+        for objective in ("ce", "dpo"):
+            if n == cfg.responses_per_prompt and objective == "ce":
+                res = out["main"]
+            elif objective == "dpo" and not preference_pairs(data.first(n)):
+                continue
+            else:
+                prm, _ = train_implicit_prm(ref.model, ref.tokenizer, data.first(n), objective, cfg.beta,
+                                            cfg.train_steps, cfg.batch_size, cfg.lr, seed)
+                res = evaluate_prm(prm, cands, [max(cfg.best_of)])
+            out["sweep"][(objective, n)] = {"step_auc": res["step_auc"],
+                                            "best": res["best_of"][max(cfg.best_of)]}
+    return out

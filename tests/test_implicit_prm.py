@@ -1,0 +1,160 @@
+"""Invariants of the implicit PRM: telescoping, the Proposition by enumeration, θ = ref, padding, β-scale
+invariance of min-step best-of-N, the direction of one CE step, and the bad inputs."""
+
+import copy
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from icml25 import implicit_prm as ip
+from icml25.core import arithmetic, tinylm
+from icml25.core.generation import encode_completions, sequence_logprobs
+
+TOK = tinylm.char_tokenizer(arithmetic.ALPHABET)
+PROMPTS = ["3+4*2|", "7-1|", "2*2*2-1|"]
+COMPLETIONS = ["3+4=7;7*2=4;A4", "7-1=5;A5", "2*2=4;4*2=8;8-1=7;A7"]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    ref = tinylm.make_model("nano", TOK, seed=0)
+    policy = tinylm.make_model("nano", TOK, seed=1)
+    return policy.eval(), ref.eval()
+
+
+def test_step_rewards_telescope_to_the_outcome_reward(pair):
+    policy, ref = pair
+    beta = 0.3
+    prm = ip.ImplicitPRM(policy, ref, TOK, beta)
+    steps = prm.step_rewards(PROMPTS, COMPLETIONS)
+    with torch.no_grad():
+        expected = beta * (sequence_logprobs(policy, TOK, PROMPTS, COMPLETIONS)
+                           - sequence_logprobs(ref, TOK, PROMPTS, COMPLETIONS))
+    assert [len(s) for s in steps] == [len(arithmetic.split_steps(c)) for c in COMPLETIONS]
+    np.testing.assert_allclose([s.sum() for s in steps], expected.numpy(), atol=1e-5)
+    np.testing.assert_allclose(prm.outcome_rewards(PROMPTS, COMPLETIONS), expected.numpy(), atol=1e-5)
+
+
+def test_cumsum_gather_diff_equals_segment_sums(pair):
+    policy, ref = pair
+    batch = encode_completions(TOK, PROMPTS, COMPLETIONS)
+    rewards = ip.token_log_ratios(policy, ref, batch).detach()
+    ends = ip.step_ends(TOK, batch)
+    for a, b in zip(ip.process_rewards(rewards, ends), ip.process_rewards_by_segments(rewards, ends)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+def test_theta_equal_ref_gives_zero_rewards_and_log2_losses(pair):
+    _, ref = pair
+    policy = copy.deepcopy(ref)
+    prm = ip.ImplicitPRM(policy, ref, TOK, beta=0.5)
+    assert all(np.all(np.abs(s) < 1e-6) for s in prm.step_rewards(PROMPTS, COMPLETIONS))
+    batch = encode_completions(TOK, PROMPTS, COMPLETIONS)
+    for label in (0, 1):
+        batch["labels"] = torch.full((len(PROMPTS),), label)
+        assert math.isclose(ip.ce_loss(policy, ref, batch, 0.5).item(), math.log(2), abs_tol=1e-6)
+    pairs = encode_completions(TOK, PROMPTS[:2] * 2, COMPLETIONS[:2] + COMPLETIONS[1:3])
+    assert math.isclose(ip.dpo_loss(policy, ref, pairs, 0.5).item(), math.log(2), abs_tol=1e-6)
+
+
+def test_proposition_holds_exactly_on_an_enumerable_model():
+    policy, ref = ip.TabularLM(3, 3, seed=1), ip.TabularLM(3, 3, seed=2)
+    # both are normalised distributions over the 27 sequences
+    assert math.isclose(sum(math.exp(ref.logprob(y)) for y in ref.sequences()), 1.0, rel_tol=1e-9)
+    for beta in (0.1, 0.7, 2.0):
+        for y in itertools.product(range(3), repeat=3):
+            for t in range(4):
+                lhs = ip.implicit_q(policy, ref, y, t, beta)
+                rhs = ip.expected_exp_reward(policy, ref, y, t, beta)
+                assert math.isclose(lhs, rhs, abs_tol=1e-9), (y, t, beta, lhs, rhs)
+    # and it is not a tautology: a different policy's q differs from this one's right side
+    other = ip.TabularLM(3, 3, seed=3)
+    assert not math.isclose(ip.implicit_q(other, ref, (0, 1, 2), 2, 0.7),
+                            ip.expected_exp_reward(policy, ref, (0, 1, 2), 2, 0.7), abs_tol=1e-3)
+
+
+def test_padding_and_prompt_tokens_do_not_change_rewards(pair):
+    policy, ref = pair
+    alone = ip.ImplicitPRM(policy, ref, TOK, 0.5, batch_size=1).step_rewards(PROMPTS, COMPLETIONS)
+    together = ip.ImplicitPRM(policy, ref, TOK, 0.5).step_rewards(PROMPTS, COMPLETIONS)
+    for a, b in zip(alone, together):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    batch = encode_completions(TOK, PROMPTS, COMPLETIONS)
+    ratios = ip.token_log_ratios(policy, ref, batch).detach()
+    outside = batch["completion_mask"][:, 1:] == 0
+    assert outside.any() and torch.all(ratios[outside] == 0)
+
+
+def test_min_step_best_of_n_is_invariant_to_a_positive_beta_scale(pair):
+    policy, ref = pair
+    problems = [arithmetic.parse_prompt(p) for p in PROMPTS]
+    texts = [[COMPLETIONS[i], arithmetic.corrupt_step(problems[i], 0, np.random.default_rng(i)) + "A0",
+              problems[i].solution, COMPLETIONS[(i + 1) % 3]] for i in range(3)]
+    answers = np.array([[-1 if (a := arithmetic.final_answer(t)) is None else a for t in row] for row in texts])
+    correct = np.array([[arithmetic.is_correct(p, t) for t in row] for p, row in zip(problems, texts)])
+    labels = [[arithmetic.step_labels(p, t) for t in row] for p, row in zip(problems, texts)]
+    cands = ip.Candidates(problems, texts, answers, correct, labels)
+    picks = []
+    for beta in (0.05, 0.5, 5.0):
+        scores = ip.prm_scores(ip.step_rewards_grid(ip.ImplicitPRM(policy, ref, TOK, beta), cands))
+        best = scores["prm_min"].argmax(1)
+        picks.append((best.tolist(), ip.best_of_n(cands, scores, 4, beta)["prm_min"]))
+    assert all(p == picks[0] for p in picks)
+
+
+@pytest.mark.parametrize("label", [0, 1])
+def test_one_ce_step_moves_log_likelihood_toward_the_label(pair, label):
+    _, ref = pair
+    policy = copy.deepcopy(ref).train()
+    batch = encode_completions(TOK, PROMPTS[:1], COMPLETIONS[:1])
+    batch["labels"] = torch.tensor([label])
+    with torch.no_grad():
+        before = float(sequence_logprobs(policy, TOK, PROMPTS[:1], COMPLETIONS[:1]))
+    opt = torch.optim.SGD(policy.parameters(), lr=0.05)
+    ip.ce_loss(policy, ref, batch, beta=0.5).backward()
+    opt.step()
+    with torch.no_grad():
+        after = float(sequence_logprobs(policy, TOK, PROMPTS[:1], COMPLETIONS[:1]))
+    assert (after - before) * (1 if label else -1) > 1e-4
+
+
+def test_bad_inputs_raise_clear_errors(pair):
+    policy, ref = pair
+    other = tinylm.make_model("nano", tinylm.char_tokenizer("abc"), seed=0)
+    with pytest.raises(ValueError, match="different vocabularies"):
+        ip.ImplicitPRM(other, ref, TOK, 0.5)
+    with pytest.raises(ValueError, match="no step delimiter"):
+        ip.ImplicitPRM(policy, ref, TOK, 0.5).step_rewards(["3+4|"], ["A7"])
+    assert len(ip.ImplicitPRM(policy, ref, TOK, 0.5).step_rewards(["3+4|"], ["A7"], on_missing="whole")[0]) == 1
+    with pytest.raises(ValueError, match="beta"):
+        ip.ImplicitPRM(policy, ref, TOK, 0.0)
+    one_each = ip.Rollouts([arithmetic.parse_prompt("3+4|")], [0], ["3+4=7;A7"], [True])
+    with pytest.raises(ValueError, match="no pairs"):
+        next(ip.dpo_batches(TOK, one_each, 4, 0))
+    with pytest.raises(ValueError, match="valid settings"):
+        ip.config("ci", betta=0.1)
+    with pytest.raises(ValueError, match="aggregation"):
+        ip.aggregate_steps(np.zeros(2), "mean")
+
+
+def test_roc_auc_matches_pair_counting():
+    rng = np.random.default_rng(0)
+    s, y = rng.integers(0, 5, 40).astype(float), rng.random(40) < 0.4
+    pairs = [(a > b) + 0.5 * (a == b) for a, b in itertools.product(s[y], s[~y])]
+    assert math.isclose(ip.roc_auc(s, y), float(np.mean(pairs)), rel_tol=1e-12)
+
+
+def test_selectors_and_rollout_subsets():
+    correct = np.array([True, False, False, True])
+    answers = np.array([3, 5, 5, 3])
+    assert ip.majority_pick(answers, correct) == 0.5  # a 2-2 tie: half right in expectation
+    assert ip.majority_pick(answers, correct, np.array([1.0, 0.1, 0.1, 1.0])) == 1.0
+    assert ip.argmax_pick(np.array([0.0, 2.0, 2.0, 1.0]), correct) == 0.0
+    data = ip.Rollouts([arithmetic.parse_prompt("3+4|"), arithmetic.parse_prompt("1+1|")], [0, 0, 1, 1, 0],
+                       ["a", "b", "c", "d", "e"], [True, False, True, True, False])
+    first = data.first(1)
+    assert first.completions == ["a", "c"] and first.prompt_index == [0, 1]
+    assert sorted(ip.preference_pairs(data)) == [(0, 1), (0, 4)]
