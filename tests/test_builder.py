@@ -1,0 +1,85 @@
+"""The builder: discovery, one-line errors for bad input, keep-going with a failing notebook, incremental
+skips, the manifest, the generated table of contents and the 19-row scorecard."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from icml25 import catalog
+from icml25.book import build, cli, scorecard, toc
+
+GOOD = '''# %% tags=["parameters"]
+scale = "ci"
+seed = 0
+# %%
+import matplotlib.pyplot as plt
+plt.plot([0, 1], [seed, 1]); plt.title(f"demo at {scale}")
+'''
+BAD = GOOD + '# %%\nraise RuntimeError("deliberate failure")\n'
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A throw-away notebooks/ and book/ with one good and one failing notebook in the workbench chapter."""
+    nbs, book = tmp_path / "notebooks", tmp_path / "book"
+    (nbs / "workbench").mkdir(parents=True)
+    (nbs / "workbench" / "01_good.py").write_text(GOOD)
+    (nbs / "workbench" / "02_bad.py").write_text(BAD)
+    (book / "workbench").mkdir(parents=True)
+    (book / "workbench" / "index.md").write_text("# Workbench\n")
+    monkeypatch.setattr(build, "NOTEBOOKS", nbs)
+    monkeypatch.setattr(build, "BOOK", book)
+    monkeypatch.setattr(toc, "BOOK", book)
+    monkeypatch.setattr(scorecard, "BOOK", book)
+    monkeypatch.setattr(build, "build_dir", lambda: tmp_path / "_build")
+    monkeypatch.setattr(build, "code_hash", lambda: "pkg-unchanged")  # others may edit pkg/ meanwhile
+    return tmp_path
+
+
+def test_failing_notebook_does_not_stop_the_others_and_keeps_its_traceback(project):
+    tasks = build.discover()
+    assert [t.key for t in tasks] == ["workbench/01_good", "workbench/02_bad"]
+    manifest = build.execute(tasks, "smoke", jobs=2, keep_going=True)
+    good, bad = (manifest["notebooks"][t.key] for t in tasks)
+    assert good["status"] == "ok" and good["scale"] == "smoke" and good["duration_s"] > 0
+    assert bad["status"] == "failed" and "deliberate failure" in bad["error"]
+    assert tasks[0].output.exists()
+    rendered = tasks[1].output.read_text()
+    assert "RuntimeError" in rendered and "deliberate failure" in rendered
+    # the injected-parameters cell is hidden from the rendered page
+    cells = json.loads(tasks[0].output.read_text())["cells"]
+    injected = [c for c in cells if "injected-parameters" in c["metadata"].get("tags", [])]
+    assert injected and "remove-cell" in injected[0]["metadata"]["tags"]
+    # a second run skips the unchanged good notebook and retries the failed one
+    again = build.execute(tasks, "smoke", jobs=1, keep_going=True)
+    assert again["notebooks"]["workbench/01_good"]["finished_at"] == good["finished_at"]
+    assert again["notebooks"]["workbench/02_bad"]["finished_at"] >= bad["finished_at"]
+    # a different scale is a different input
+    assert build.input_hash(tasks[0], "ci", "x") != build.input_hash(tasks[0], "smoke", "x")
+
+
+def test_toc_lists_built_pages_and_scorecard_lists_all_nineteen_papers(project):
+    (build.BOOK / "workbench" / "01_good.ipynb").write_text("{}")
+    text = toc.render()
+    assert "workbench/01_good" in text and "file: scorecard" in text and "rsd" not in text
+    rows = scorecard.rows()
+    assert len(rows) == 19 and all(r["verdict"] == "not yet reproduced" for r in rows)
+    assert [r["chapter"] for r in rows] == [c.title for c in catalog.CHAPTERS]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["build", "--only", "nosuchchapter"], "unknown chapter 'nosuchchapter'; valid chapters: workbench, rsd"),
+    (["build", "--scale", "bogus"], "invalid scale 'bogus'; valid scales: smoke, ci, full"),
+])
+def test_bad_arguments_get_a_one_line_error_listing_valid_values(args, message):
+    res = subprocess.run([sys.executable, "-m", "icml25.book.cli", *args], capture_output=True, text=True)
+    assert res.returncode == 2 and message in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_list_shows_every_chapter(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert all(c.slug in out for c in catalog.ALL)

@@ -1,0 +1,152 @@
+"""The tiny-LM core: tokenizers, save/load, KV-cached generation, log-probabilities, FLOPs, training, zoo."""
+
+import torch
+import pytest
+
+from icml25.core import arithmetic, flops, generation, tinylm, train, zoo
+from icml25.core.seeding import torch_generator
+
+TOK = tinylm.char_tokenizer(arithmetic.ALPHABET)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tinylm.make_model("micro", TOK, seed=0).eval()
+
+
+def test_char_tokenizer_round_trip():
+    for p in arithmetic.sample_problems(50, 0):
+        text = p.prompt + p.solution
+        ids = TOK(text, add_special_tokens=False)["input_ids"]
+        assert len(ids) == len(text) and TOK.decode(ids) == text
+    with pytest.raises(ValueError, match="repeated"):
+        tinylm.char_tokenizer("aba")
+
+
+def test_word_tokenizer_round_trip():
+    tok = tinylm.word_tokenizer("the cat sat on mat".split())
+    ids = tok("the cat sat on the mat", add_special_tokens=False)["input_ids"]
+    assert len(ids) == 6 and tok.decode(ids) == "the cat sat on the mat"
+
+
+def test_save_then_from_pretrained_gives_identical_logits(model, tmp_path):
+    tinylm.save(model, TOK, tmp_path)
+    loaded, tok = tinylm.load(tmp_path)
+    ids = torch.tensor([TOK("3+4*2|3+4=7;", add_special_tokens=False)["input_ids"]])
+    assert torch.equal(model(ids).logits, loaded(ids).logits)
+    assert tok.get_vocab() == TOK.get_vocab()
+
+
+def test_same_seed_same_weights_and_unknown_preset_named():
+    a, b = tinylm.make_model("nano", TOK, 3), tinylm.make_model("nano", TOK, 3)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    c = tinylm.make_model("nano", TOK, 4)
+    assert not torch.equal(a.lm_head.weight, c.lm_head.weight)
+    with pytest.raises(ValueError, match="valid presets"):
+        tinylm.make_model("huge", TOK, 0)
+
+
+PROMPTS = ["3+4|", "1+2*3-4*5|", "9|", "7*7*7|3"]
+
+
+def test_kv_cached_generation_equals_uncached_greedy(model):
+    cached = generation.generate(model, TOK, PROMPTS, 30)
+    plain = generation.generate(model, TOK, PROMPTS, 30, use_cache=False)
+    assert cached.token_ids == plain.token_ids
+
+
+def test_batched_generation_equals_one_prompt_at_a_time(model):
+    batched = generation.generate(model, TOK, PROMPTS, 20, stop=[";"])
+    alone = [generation.generate(model, TOK, [p], 20, stop=[";"]).token_ids[0] for p in PROMPTS]
+    assert batched.token_ids == alone
+
+
+def test_stepwise_decoding_stops_exactly_at_the_delimiter(model):
+    g = torch_generator(0, "test")
+    out = generation.generate(model, TOK, PROMPTS * 8, 40, stop=[";"], temperature=1.5, generator=g)
+    delim, eos = TOK.convert_tokens_to_ids(";"), TOK.eos_token_id
+    for ids, stopped in zip(out.token_ids, out.stopped):
+        stops = [i for i, t in enumerate(ids) if t in (delim, eos)]
+        if stopped:
+            assert stops == [len(ids) - 1]
+        else:
+            assert stops == [] and len(ids) == 40
+
+
+def test_sampling_is_reproducible_from_the_generator(model):
+    a = generation.generate(model, TOK, PROMPTS, 15, temperature=1.0, generator=torch_generator(5))
+    b = generation.generate(model, TOK, PROMPTS, 15, temperature=1.0, generator=torch_generator(5))
+    assert a.token_ids == b.token_ids
+    with pytest.raises(ValueError, match="Generator"):
+        generation.generate(model, TOK, PROMPTS, 5, temperature=1.0)
+
+
+def test_sequence_logprobs_match_a_plain_token_by_token_sum(model):
+    prompts, completions = ["3+4|", "1*2-3|"], ["3+4=7;A7", "1*2=2;"]
+    got = generation.sequence_logprobs(model, TOK, prompts, completions)
+    for i, (p, c) in enumerate(zip(prompts, completions)):
+        ids = TOK(p + c, add_special_tokens=False)["input_ids"]
+        logp = torch.log_softmax(model(torch.tensor([ids])).logits[0], -1)
+        ref = sum(logp[t - 1, ids[t]] for t in range(len(p), len(ids)))
+        assert torch.allclose(got[i], ref, atol=1e-5)
+
+
+def test_flop_count_matches_a_hand_count():
+    m = tinylm.make_model("nano", TOK, 0)  # d=32, 1 layer, 2 heads, ff=96, vocab 21
+    c = m.config
+    n_linear = 4 * 32 * 32 + 3 * 32 * 96 + 32 * 21
+    assert flops.linear_params(c) == n_linear
+    # 3 tokens, causal: keys seen 1 + 2 + 3 = 6, attention 4·L·d per key
+    assert flops.forward_flops(c, 3) == 3 * 2 * n_linear + 4 * 1 * 32 * 6
+    # reading 2 tokens then 1 more with a cache costs the same as reading all 3
+    assert flops.forward_flops(c, 2) + flops.forward_flops(c, 1, past=2) == flops.forward_flops(c, 3)
+    # every weight matrix of the model is one matmul (the tied embedding counts once, as the output head)
+    assert flops.linear_params(c) == sum(p.numel() for p in m.parameters() if p.dim() == 2)
+
+
+def _tiny_run(seed):
+    problems = arithmetic.sample_problems(200, seed)
+    m = tinylm.make_model("nano", TOK, seed)
+    b = train.lm_batches(TOK, [p.prompt for p in problems], [p.solution for p in problems], 16, seed)
+    return m, train.train(m, b, steps=15, lr=1e-2)
+
+
+def test_same_seed_gives_same_weights_and_loss_curve():
+    (m1, r1), (m2, r2) = _tiny_run(0), _tiny_run(0)
+    assert r1.losses == r2.losses
+    assert all(torch.equal(x, y) for x, y in zip(m1.state_dict().values(), m2.state_dict().values()))
+    assert r1.losses[-1] < r1.losses[0]
+    assert _tiny_run(1)[1].losses != r1.losses
+
+
+def test_lr_schedule_warms_up_then_decays_to_a_tenth():
+    lrs = [train.lr_at(s, 100, 1.0, 10) for s in range(100)]
+    assert lrs[0] == pytest.approx(0.1) and lrs[9] == pytest.approx(1.0)
+    assert all(a >= b for a, b in zip(lrs[9:], lrs[10:]))
+    assert train.lr_at(100, 100, 1.0, 10) == pytest.approx(0.1)
+
+
+BUILDS = []
+
+
+@zoo.register("test-tiny", {s: {"steps": 3} for s in ("smoke", "ci", "full")})
+def _build_tiny(cfg, seed):
+    BUILDS.append(seed)
+    m, r = _tiny_run(seed)
+    return m, TOK, {"losses": r.losses}
+
+
+def test_zoo_trains_once_then_loads_from_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
+    BUILDS.clear()
+    first = zoo.get("test-tiny", "smoke", 7)
+    second = zoo.get("test-tiny", "smoke", 7)
+    assert BUILDS == [7] and first.trained_now and not second.trained_now
+    ids = torch.tensor([[5, 6, 7]])
+    assert torch.equal(first.model(ids).logits, second.model(ids).logits)
+    assert second.info["losses"] == first.info["losses"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]  # no half-written entry remains
+    zoo.get("test-tiny", "smoke", 8)
+    assert BUILDS == [7, 8]  # another seed is another entry
+    with pytest.raises(ValueError, match="registered models"):
+        zoo.get("no-such-model")
