@@ -50,10 +50,12 @@ _PRM = {
                  train_steps=1000, batch_size=64, lr=1e-3),
 }
 PRESETS = {
-    "smoke": dict(_PRM["smoke"], seeds=[0], n_test=20, n_candidates=4, best_of=[1, 4], sweep_n=[1, 2]),
-    "ci": dict(_PRM["ci"], seeds=[0, 1, 2], n_test=100, n_candidates=16, best_of=[1, 4, 16], sweep_n=[1, 4]),
+    "smoke": dict(_PRM["smoke"], seeds=[0], n_test=20, n_candidates=4, best_of=[1, 4], sweep_n=[1, 2],
+                  tabular_vocab=3, tabular_length=3),
+    "ci": dict(_PRM["ci"], seeds=[0, 1, 2], n_test=100, n_candidates=16, best_of=[1, 4, 16], sweep_n=[1, 4],
+               tabular_vocab=3, tabular_length=4),
     "full": dict(_PRM["full"], seeds=[0, 1, 2, 3, 4], n_test=500, n_candidates=64, best_of=[1, 4, 16, 64],
-                 sweep_n=[1, 2, 4, 8]),
+                 sweep_n=[1, 2, 4, 8], tabular_vocab=4, tabular_length=5),
 }
 config = make_config(PRESETS)
 PRM_KEYS = tuple(_PRM["ci"])
@@ -69,7 +71,7 @@ STEP_SIGNAL = Claim(
     paper_value="process rewards 'for free' (no step labels); no step-level AUC reported",
     criterion="CE-trained implicit PRM, held-out candidates: the AUC of single-step rewards r_t against the exact "
               "step verifier (steps up to and including the first error) is at least 0.7 on the mean over seeds",
-    test=lambda m: float(np.mean(m["step_auc"])) >= 0.7,
+    test=lambda m: float(np.nanmean(np.array(m["step_auc"], dtype=float))) >= 0.7,
 )
 BEST_OF_N = Claim(
     chapter=CHAPTER, id="best_of_n",
@@ -126,7 +128,10 @@ def step_ends(tokenizer: PreTrainedTokenizerBase, batch: dict, on_missing: str =
     for row, m in zip(ids.tolist(), cmask.tolist()):
         pos = [j for j, keep in enumerate(m) if keep]
         if not pos:
-            raise ValueError("empty completion: there is no step to reward")
+            if on_missing == "raise":
+                raise ValueError("empty completion: there is no step to reward")
+            out.append([])
+            continue
         ends = [j for j in pos if row[j] == delim]
         if not ends and on_missing == "raise":
             text = tokenizer.decode([row[j] for j in pos])
@@ -144,7 +149,7 @@ def process_rewards(token_rewards: torch.Tensor, ends: Sequence[Sequence[int]]) 
     out = []
     for i, e in enumerate(ends):
         qt = q[i, list(e)]
-        out.append(torch.diff(qt, prepend=qt.new_zeros(1)))
+        out.append(torch.diff(qt, prepend=qt.new_zeros(1)) if len(e) else qt)
     return out
 
 
@@ -179,14 +184,17 @@ class ImplicitPRM:
     @torch.no_grad()
     def step_rewards(self, prompts: Sequence[str], completions: Sequence[str],
                      on_missing: str = "raise") -> list[np.ndarray]:
-        """r_t = β·Σ_{tokens of step t} log π_θ/π_ref, for every step of every completion."""
+        """r_t = β·Σ_{tokens of step t} log π_θ/π_ref, for every step of every completion.
+
+        With `on_missing="whole"` a completion without a delimiter is one step, and an empty completion gets the
+        single reward −inf (it has no step to reward, and best-of-N should never pick it)."""
         out = []
         for i in range(0, len(prompts), self.batch_size):
             batch = encode_completions(self.tokenizer, prompts[i:i + self.batch_size],
                                        completions[i:i + self.batch_size])
             ends = step_ends(self.tokenizer, batch, on_missing)
             rewards = self.beta * token_log_ratios(self.policy, self.reference, batch)
-            out += [r.numpy() for r in process_rewards(rewards, ends)]
+            out += [r.numpy() if len(r) else np.array([-np.inf]) for r in process_rewards(rewards, ends)]
         return out
 
     def outcome_rewards(self, prompts: Sequence[str], completions: Sequence[str]) -> np.ndarray:
@@ -402,6 +410,12 @@ def expected_exp_reward(policy: TabularLM, reference: TabularLM, y: Sequence[int
     return beta * float(np.logaddexp.reduce(terms))
 
 
+def proposition_table(policy: TabularLM, reference: TabularLM, beta: float) -> np.ndarray:
+    """Both sides of the Proposition for every sequence y and every prefix length t ≥ 1: rows (lhs, rhs)."""
+    return np.array([(implicit_q(policy, reference, y, t, beta), expected_exp_reward(policy, reference, y, t, beta))
+                     for y in reference.sequences() for t in range(1, reference.length + 1)])
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Evaluation: step-level AUC, first-error localisation, best-of-N.
 
@@ -456,6 +470,15 @@ def sample_candidates(model, tokenizer, problems: Sequence[arithmetic.Problem], 
     correct = np.array(r.labels).reshape(len(problems), n)
     labels = [[arithmetic.step_labels(p, t) for t in row] for p, row in zip(problems, texts)]
     return Candidates(list(problems), texts, answers, correct, labels)
+
+
+def pick_example(cands: Candidates) -> tuple[arithmetic.Problem, str, list[bool]]:
+    """A candidate with at least two steps and a wrong step (the first such; else the first candidate), to draw."""
+    for p, row, labels in zip(cands.problems, cands.texts, cands.step_labels):
+        for text, lab in zip(row, labels):
+            if len(lab) >= 2 and not all(lab) and len(lab) == len(arithmetic.split_steps(text)):
+                return p, text, lab
+    return cands.problems[0], cands.texts[0][0], cands.step_labels[0][0]
 
 
 def step_rewards_grid(prm: ImplicitPRM, cands: Candidates) -> list[list[np.ndarray]]:
