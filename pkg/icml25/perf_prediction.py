@@ -40,7 +40,7 @@ config = make_config({
               "test_shares": [0.2, 0.8, 0.95], "calibration_share": 0.8,
               "active_eval_share": 0.2, "active_start_share": 0.1, "active_batch_share": 0.1, "active_rounds": 2,
               "sparse_share": 0.95, "cold_start_share": 0.2},
-    "ci": {"seeds": [0, 1, 2, 3, 4], "rank": 10, "alpha": 2.0, "n_burn": 40, "n_samples": 60,
+    "ci": {"seeds": [0, 1, 2, 3, 4], "rank": 10, "alpha": 2.0, "n_burn": 30, "n_samples": 50,
            "test_shares": list(TEST_SHARES), "calibration_share": 0.8,
            "active_eval_share": 0.2, "active_start_share": 0.1, "active_batch_share": 0.05, "active_rounds": 3,
            "sparse_share": 0.95, "cold_start_share": 0.2},
@@ -198,6 +198,18 @@ def synthetic_low_rank(n_models: int = 60, n_datasets: int = 80, rank: int = 3, 
     matrix = ScoreMatrix(scores, tuple(f"model-{i}" for i in range(n_models)),
                          tuple(f"dataset-{j}" for j in range(n_datasets)))
     return matrix, x_m, x_d
+
+
+def load_data(data: str = "real", data_path: str | os.PathLike | None = None, seed: int = 0):
+    """The notebooks' data: ("real", the CrossPred-LVLM accuracy columns and profiles) or ("synthetic", a planted
+    low-rank matrix the size of the real one). Returns (matrix, (x_models, x_datasets), description)."""
+    if data == "real":
+        matrix = load_result_summary(data_path)
+        return matrix, load_profiles(matrix, data_path), "real CrossPred-LVLM accuracy matrix"
+    if data == "synthetic":
+        matrix, xm, xd = synthetic_low_rank(108, 149, rank=3, seed=seed)
+        return matrix, (xm, xd), "synthetic rank-3 matrix (the real data was not used)"
+    raise ValueError(f"unknown data {data!r}; valid: real, synthetic")
 
 
 # ------------------------------------------------------------------------------------ splits and normalising
@@ -394,12 +406,14 @@ def fit_predict(matrix: ScoreMatrix, train: np.ndarray, cfg, seed: int, variant:
 
 # ---------------------------------------------------------------------------------------------- experiments
 
-def sweep_test_share(matrix: ScoreMatrix, cfg) -> dict:
-    """RMSE of PMF and the baselines for every held-out share and seed; keeps the calibration share's cells."""
+def sweep_test_share(matrix: ScoreMatrix, cfg, shares=None) -> dict:
+    """RMSE of PMF and the baselines for every held-out share (default `cfg.test_shares`) and seed; keeps the
+    held-out cells' posterior sd and absolute error at `cfg.calibration_share`."""
+    shares = list(cfg.test_shares if shares is None else shares)
     names = ["PMF", "global mean", "column mean", "mean of means"]
-    out = {k: np.zeros((len(cfg.test_shares), len(cfg.seeds))) for k in names}
+    out = {k: np.zeros((len(shares), len(cfg.seeds))) for k in names}
     calibration = []
-    for i, share in enumerate(cfg.test_shares):
+    for i, share in enumerate(shares):
         for j, s in enumerate(cfg.seeds):
             train, test = split_cells(matrix.observed, share, s)
             mean, sd = fit_predict(matrix, train, cfg, s)
@@ -408,7 +422,7 @@ def sweep_test_share(matrix: ScoreMatrix, cfg) -> dict:
                 out[name][i, j] = rmse(pred, matrix.scores, test)
             if abs(share - cfg.calibration_share) < 1e-9:
                 calibration.append((sd[test], np.abs(mean - matrix.scores)[test]))
-    return {"shares": list(cfg.test_shares), "rmse": out, "calibration": calibration}
+    return {"shares": shares, "rmse": out, "calibration": calibration}
 
 
 def calibration_curve(sd: np.ndarray, abs_err: np.ndarray, n_bins: int = 10) -> tuple[np.ndarray, np.ndarray]:
