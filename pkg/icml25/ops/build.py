@@ -1,0 +1,79 @@
+"""Building the compiled kernels of `kernels/` once, and falling back to the references when that fails.
+
+The extension is built by `torch.utils.cpp_extension.load` into `_build/kernels/`. Two hazards are handled here:
+
+- Parallel notebooks that import the kernels would race for torch's own lock, so every build or load goes
+  through a `filelock.FileLock` of ours, and the book builder calls :func:`prepare` once before fanning out.
+- torch's lock is a plain file (`_build/kernels/lock`); a build killed half-way leaves it behind and every later
+  `load` waits on it forever. Under our lock no other build can be running, so a `lock` file found there is
+  stale and is removed before `load` is called.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+import warnings
+
+import torch
+from filelock import FileLock
+
+from ..core.paths import PROJECT_ROOT, build_dir
+
+SOURCE_DIR = PROJECT_ROOT / "kernels"
+SOURCES = ("bindings.cpp", "fp_quant.cpp", "embedding_bag.cpp", "expert_ffn.cpp")
+CFLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fopenmp"]
+NAME = "icml25_kernels"
+KERNEL_DTYPES = (torch.float32, torch.float64)  # what the C++ kernels dispatch on
+
+
+class KernelFallbackWarning(RuntimeWarning):
+    """The compiled kernels are unavailable, so icml25.ops runs its pure-PyTorch references."""
+
+
+def build_directory():
+    return build_dir() / "kernels"
+
+
+@functools.cache
+def compiled():
+    """The compiled extension module, built on first use; ``None`` (with one warning) when it cannot be built."""
+    if os.environ.get("ICML25_NO_KERNELS"):
+        return _fall_back("ICML25_NO_KERNELS is set")
+    try:
+        return _load()
+    except Exception as err:  # any build failure (no compiler, no ninja, a compile error) means: use the references
+        lines = str(err).strip().splitlines() or [""]
+        first_error = next((line for line in lines if "error" in line), lines[-1])
+        return _fall_back(f"{type(err).__name__}: {first_error.strip()}")
+
+
+def _load():
+    from torch.utils import cpp_extension
+
+    out = build_directory()
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("MAX_JOBS", "2")
+    with FileLock(out.parent / "kernels.lock"):
+        (out / "lock").unlink(missing_ok=True)  # stale: no build of ours can hold it while we hold our lock
+        return cpp_extension.load(NAME, [str(SOURCE_DIR / s) for s in SOURCES], extra_cflags=CFLAGS,
+                                  extra_ldflags=["-fopenmp"], build_directory=str(out), verbose=False)
+
+
+def _fall_back(reason: str):
+    warnings.warn(f"icml25.ops: compiled kernels unavailable ({reason}); using the pure-PyTorch references",
+                  KernelFallbackWarning, stacklevel=3)
+    return None
+
+
+def backend() -> str:
+    """``"compiled"`` or ``"reference"``: the path the dispatchers of icml25.ops take in this process."""
+    return "compiled" if compiled() is not None else "reference"
+
+
+def prepare() -> None:
+    """Build (or load) the kernels now, so notebooks that run next in parallel only load the finished build."""
+    start = time.perf_counter()
+    path = backend()
+    print(f"icml25.ops: {path} kernels ready in {time.perf_counter() - start:.1f} s")

@@ -1,0 +1,152 @@
+r"""Block-scaled fake quantisation to any ExMy floating-point format (the FP-quantisation scaling-law chapter).
+
+A format with E exponent bits and M mantissa bits has bias $2^{E-1}-1$, smallest normal exponent
+$e_{\min} = 1 - \text{bias}$, and grid values $\pm 2^{e}(1 + m/2^M)$ (normals) or $\pm 2^{e_{\min}} m/2^M$
+(subnormals). Three conventions fix the top of the grid:
+
+- ``ieee``: the top exponent code is Inf/NaN (as ``torch.float8_e5m2``): $e_{\max} = 2^E - 2 - \text{bias}$,
+  $\text{FP}_{\max} = (2 - 2^{-M})\,2^{e_{\max}}$, and overflow rounds to Inf;
+- ``fn``: finite-only with one NaN code, the top exponent's all-ones mantissa (as ``torch.float8_e4m3fn``):
+  $e_{\max} = 2^E - 1 - \text{bias}$, $\text{FP}_{\max} = (2 - 2^{1-M})\,2^{e_{\max}}$ (448 for E4M3), saturating;
+- ``paper``: every code is a finite value (Sun et al.; ``ml_dtypes.float4_e2m1fn``, ``float6_e2m3fn``,
+  ``float6_e3m2fn``): $\text{FP}_{\max} = (2 - 2^{-M})\,2^{2^E - 1 - \text{bias}}$ (480 for E4M3), saturating.
+
+Quantisation (the paper's Eq. for $Q_{E,M,B}$): per block $X_i$ of $B$ consecutive elements along ``axis``,
+$s_i = \text{FP}_{\max} / \max|X_i|$ and $\hat X_i = Q(s_i X_i) / s_i$, where
+$Q(v) = \text{ulp}\cdot\operatorname{round}(v / \text{ulp})$ with
+$\text{ulp} = 2^{\max(\lfloor \log_2 |v| \rfloor,\, e_{\min}) - M}$, ties to even, then saturation at
+$\pm\text{FP}_{\max}$. Without a block size, $s = 1$: a plain cast to the format and back.
+The work is done in float32; for E = 8 the top binade $2^{128}$ of ``fn``/``paper`` lies beyond float32 and is
+dropped ($e_{\max}$ is capped at 127).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .build import compiled
+
+CONVENTIONS = ("ieee", "fn", "paper")
+
+
+@dataclass(frozen=True)
+class FPFormat:
+    """The ExMy grid: `emin`, `fpmax` and whether overflow saturates (fn, paper) or becomes Inf (ieee)."""
+
+    exp_bits: int
+    man_bits: int
+    convention: str = "fn"
+
+    def __post_init__(self):
+        if self.convention not in CONVENTIONS:
+            raise ValueError(f"unknown convention {self.convention!r}; valid conventions: {', '.join(CONVENTIONS)}")
+        if not (1 <= self.exp_bits <= 8 and 0 <= self.man_bits <= 10):
+            raise ValueError(f"E{self.exp_bits}M{self.man_bits}: need 1 <= exp_bits <= 8 and 0 <= man_bits <= 10")
+        if self.emax < self.emin or self.fpmax <= 0:
+            raise ValueError(f"E{self.exp_bits}M{self.man_bits} has no finite normal values in the "
+                             f"{self.convention!r} convention")
+
+    @property
+    def bias(self) -> int:
+        return 2 ** (self.exp_bits - 1) - 1
+
+    @property
+    def emin(self) -> int:
+        return 1 - self.bias
+
+    @property
+    def emax(self) -> int:
+        top = 2**self.exp_bits - 1 - self.bias
+        if self.convention == "ieee":
+            top -= 1
+        elif self.convention == "fn" and self.man_bits == 0:
+            top -= 1  # the top exponent's only code is the NaN
+        return min(top, 127)
+
+    @property
+    def fpmax(self) -> float:
+        reserved = self.convention == "fn" and self.man_bits > 0 and self.emax == 2**self.exp_bits - 1 - self.bias
+        return (2 - 2.0 ** (-self.man_bits) * (2 if reserved else 1)) * 2.0**self.emax
+
+    @property
+    def saturate(self) -> bool:
+        return self.convention != "ieee"
+
+
+def fp_quantize_reference(x: torch.Tensor, fmt: FPFormat, block_size: int | None = None, axis: int | None = -1):
+    """The plain-PyTorch quantiser; `fp_quantize` documents the arguments."""
+    rows, restore = _as_rows(x, block_size, axis)
+    n_rows, length = rows.shape
+    size = max(1, min(block_size or length, length))
+    n_blocks = -(-length // size)
+    blocks = torch.nn.functional.pad(rows, (0, n_blocks * size - length)).reshape(n_rows, n_blocks, size)
+    if block_size:
+        amax = torch.where(blocks.isfinite(), blocks.abs(), 0).amax(-1, keepdim=True)
+        scale = torch.tensor(fmt.fpmax) / amax
+        scale = torch.where(scale.isfinite(), scale, 1.0)  # an all-zero block keeps s = 1
+    else:
+        scale = torch.ones(())
+    y = _round_to_grid(blocks * scale, fmt) / scale
+    return restore(y.reshape(n_rows, n_blocks * size)[:, :length])
+
+
+def _round_to_grid(v: torch.Tensor, fmt: FPFormat) -> torch.Tensor:
+    """Q(v) = ulp * round(v / ulp), ulp = 2^(max(floor(log2|v|), emin) - M), ties to even, then saturation."""
+    a = v.abs()
+    exponent = torch.frexp(a).exponent - 1  # floor(log2 a) for a > 0
+    ulp = torch.ldexp(torch.ones_like(a), (exponent.clamp(min=fmt.emin) - fmt.man_bits).to(a.dtype))
+    q = torch.round(a / ulp) * ulp
+    overflow = fmt.fpmax if fmt.saturate else torch.inf
+    q = torch.where((q > fmt.fpmax) | a.isinf(), overflow, q)
+    return torch.where(v.isnan(), v, torch.copysign(q, v))
+
+
+def _as_rows(x: torch.Tensor, block_size: int | None, axis: int | None):
+    """`x` as a contiguous float32 [rows, L] matrix with `axis` last (or flat), and the function that undoes it."""
+    if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
+        raise ValueError(f"block_size must be a positive integer or None, got {block_size!r}")
+    moved = x.detach().float().reshape(1, -1) if axis is None else x.detach().float().movedim(axis, -1)
+    rows = moved.contiguous().reshape(math.prod(moved.shape[:-1]), moved.shape[-1])
+
+    def restore(y: torch.Tensor) -> torch.Tensor:
+        y = y.reshape(moved.shape)
+        return (y.reshape(x.shape) if axis is None else y.movedim(-1, axis)).to(x.dtype)
+
+    return rows, restore
+
+
+def fp_quantize(x: torch.Tensor, exp_bits: int, man_bits: int, block_size: int | None = None,
+                axis: int | None = -1, convention: str = "fn") -> torch.Tensor:
+    """Fake-quantise `x` to the ExMy format `convention` with one scale per `block_size` elements along `axis`.
+
+    `block_size=None`: no scaling (a cast to the format and back); a block longer than the axis is the whole
+    axis; `axis=None` treats `x` as one flat row (so `block_size >= x.numel()` is tensor-wise scaling).
+    Returns a tensor of `x`'s shape and dtype (the arithmetic is float32). Runs the compiled kernel when it
+    built, the reference otherwise. No gradient: see `fp_quantize_ste` for training.
+    """
+    fmt = FPFormat(exp_bits, man_bits, convention)
+    kernels = compiled()
+    if kernels is None:
+        return fp_quantize_reference(x, fmt, block_size, axis)
+    rows, restore = _as_rows(x, block_size, axis)
+    return restore(kernels.fp_quantize(rows, block_size or 0, fmt.man_bits, fmt.emin, fmt.fpmax, fmt.saturate))
+
+
+class _StraightThrough(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, exp_bits, man_bits, block_size, axis, convention):
+        return fp_quantize(x, exp_bits, man_bits, block_size, axis, convention)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None, None, None, None, None
+
+
+def fp_quantize_ste(x: torch.Tensor, exp_bits: int, man_bits: int, block_size: int | None = None,
+                    axis: int | None = -1, convention: str = "fn") -> torch.Tensor:
+    """`fp_quantize` with the straight-through estimator: the forward quantises, the backward passes dY unchanged
+    (dL/dx := dL/dx̂), as in quantisation-aware training."""
+    return _StraightThrough.apply(x, exp_bits, man_bits, block_size, axis, convention)
