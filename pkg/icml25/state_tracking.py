@@ -402,13 +402,18 @@ def prefix_patching(model, tokenizer, n: int, clean: torch.Tensor, corrupted: to
         return lg[rows, s_clean] - lg[rows, s_corr]
 
     x, x_c = model_inputs(clean, tokenizer, n), model_inputs(corrupted, tokenizer, n)
-    clean_out = model(input_ids=x, output_hidden_states=True)
-    ld_clean, ld_corr = ld(clean_out.logits), ld(model(input_ids=x_c).logits)
     modules = [model.model.embed_tokens, *model.model.layers]
+    saved = []  # each module's clean output (hooks, not hidden_states: the last of those is after the norm)
+    handles = [mod.register_forward_hook(lambda _m, _i, o: saved.append(o.detach())) for mod in modules]
+    try:
+        ld_clean = ld(model(input_ids=x).logits)
+    finally:
+        for h in handles:
+            h.remove()
+    ld_corr = ld(model(input_ids=x_c).logits)
     cut = position + 2  # the bos token, then actions 0 … position
     out = []
-    for layer, module in enumerate(modules):
-        source = clean_out.hidden_states[layer]
+    for module, source in zip(modules, saved):
 
         def hook(_m, _inp, output, source=source):
             output = output.clone()

@@ -1,0 +1,204 @@
+"""Invariants of the S_n word problem, the parity argument, the parallel scan, the labels and the probes."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from icml25 import state_tracking as st
+from icml25.core.config import Config
+
+
+def _g(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_group_sizes_and_parity_classes(n):
+    els = st.elements(n)
+    assert len(els) == math.factorial(n) and len(set(els)) == len(els)
+    assert els[0] == tuple(range(n))  # index 0 is the identity
+    assert sum(st.parity(p) == 0 for p in els) == math.factorial(n) // 2
+    # S3: 6 states, 3 even; S5: 120, 60 even
+    assert {3: (6, 3), 5: (120, 60)}[n] == (len(els), sum(1 - st.parity(p) for p in els))
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_group_axioms(n):
+    els = st.elements(n)
+    ident = els[0]
+    sample = els if n == 3 else els[::7]
+    for a in sample:
+        assert st.compose(ident, a) == a and st.compose(a, ident) == a
+        assert any(st.compose(a, b) == ident for b in els)  # an inverse exists
+        for b, c in itertools.product(sample, repeat=2):
+            assert st.compose(st.compose(a, b), c) == st.compose(a, st.compose(b, c))
+
+
+def test_compose_moves_objects_like_the_paper():
+    # '213' (1-based) swaps the objects in the first two slots
+    assert st.compose(("A", "B", "C"), (1, 0, 2)) == ("B", "A", "C")
+    assert st.perm_word((1, 0, 2)) == "213"
+    # S3 is not abelian, so the order of composition matters
+    a, b = (1, 0, 2), (0, 2, 1)
+    assert st.compose(a, b) != st.compose(b, a)
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_parity_is_a_homomorphism_and_counts_cycles(n):
+    els = st.elements(n)
+    sample = els if n == 3 else els[::5]
+    for p in els:
+        assert st.parity(p) == (n - st.n_cycles(p)) % 2
+    for a, b in itertools.product(sample, repeat=2):
+        assert st.parity(st.compose(a, b)) == (st.parity(a) + st.parity(b)) % 2
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_cayley_table_matches_compose(n):
+    els, table = st.elements(n), st.cayley_table(n)
+    for i, k in [(0, 0), (1, 2), (len(els) - 1, 3), (4, len(els) - 2)]:
+        assert els[int(table[i, k])] == st.compose(els[i], els[k])
+
+
+def test_state_sequence_by_enumeration_of_a_small_word():
+    els = st.elements(3)
+    idx = {p: i for i, p in enumerate(els)}
+    word = [(1, 0, 2), (0, 2, 1), (1, 0, 2), (2, 0, 1)]
+    expected, state = [], tuple(range(3))
+    for a in word:  # apply the actions one by one to the arrangement
+        state = tuple(state[j] for j in a)
+        expected.append(idx[state])
+    got = st.state_sequence(torch.tensor([[idx[a] for a in word]]), 3)[0].tolist()
+    assert got == expected
+    assert els[got[1]] == (1, 2, 0)  # hand-checked: 012 -> 102 -> 120
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_states_and_parity_of_random_words(n):
+    acts = st.sample_actions(n, 64, 13, _g(1))
+    states = st.state_sequence(acts, n)
+    par = st.parity_table(n)
+    # eps(s_t) = sum_i eps(a_i) mod 2 (Eq. 1)
+    assert torch.equal(st.parity_of_states(states, n), par[acts].cumsum(1) % 2)
+    # the parallel prefix product equals the sequential fold, in ceil(log2 T) rounds
+    scan, rounds = st.parallel_prefix_product(acts, n)
+    assert torch.equal(scan, states) and rounds == math.ceil(math.log2(13))
+
+
+def test_scan_blocks_cover_the_prefix_after_the_last_round():
+    blocks = st.scan_blocks(10)
+    assert len(blocks) == 1 + math.ceil(math.log2(10))
+    assert blocks[0][4] == (5, 5) and blocks[1][4] == (4, 5) and blocks[2][4] == (2, 5)
+    assert all(lo == 1 for lo, _ in blocks[-1])
+
+
+def test_label_at_position_t_is_the_state_after_action_t():
+    tok = st.make_tokenizer(3)
+    acts = st.sample_actions(3, 4, 6, _g(2))
+    ids = st.model_inputs(acts, tok, 3)
+    assert ids.shape == (4, 7) and (ids[:, 0] == tok.bos_token_id).all()
+    words = tok.convert_ids_to_tokens(ids[0, 1:].tolist())
+    assert words == [st.perm_word(st.elements(3)[int(a)]) for a in acts[0]]
+
+    class Oracle(torch.nn.Module):  # a "model" whose logits at input position i name s_i (s_0 = identity)
+        def forward(self, input_ids, **_):
+            perm_ids, _ = st.token_ids(tok, 3)
+            states = torch.cat([torch.zeros(acts.shape[0], 1, dtype=torch.long), st.state_sequence(acts, 3)], 1)
+            logits = torch.full((*input_ids.shape, len(tok)), -10.0)
+            logits.scatter_(2, perm_ids[states].unsqueeze(-1), 10.0)
+            return type("Out", (), {"logits": logits})()
+
+    pred = st.predict_states(Oracle(), acts, tok, 3)
+    assert torch.equal(pred, st.state_sequence(acts, 3))
+    assert float(st.state_loss(Oracle(), acts, tok, 3)) < 1e-6
+
+
+def test_parity_consistency_and_chance():
+    assert st.parity_chance(3) == pytest.approx(2 / 5)
+    assert st.parity_chance(5) == pytest.approx(59 / 119)
+    states = torch.tensor([[0, 1, 2, 3]])
+    par = st.parity_table(3)
+    same = [k for k in range(6) if k != 0 and par[k] == par[0]][0]
+    other = [k for k in range(6) if par[k] != par[1]][0]
+    pred = torch.tensor([[same, other, 2, 3]])  # one parity-keeping error, one parity-breaking error
+    assert st.parity_consistent_errors(pred, states, 3) == (0.5, 2)
+    assert math.isnan(st.parity_consistent_errors(states, states, 3)[0])
+
+
+def test_classification_rule():
+    c = st.parity_chance(3)
+    assert st.classify(c, 100, 3, 30) == "AA-like"
+    assert st.classify(1.0, 100, 3, 30) == "PAA-like"
+    assert st.classify(c + 0.5 * (1 - c), 100, 3, 30) == "intermediate"
+    assert st.classify(1.0, 5, 3, 30) == "unclassified"
+
+
+def _reference_probe(x, y, n_classes, n_train, ridge):
+    """A plain numpy least-squares probe for one (layer, position)."""
+    mu, sd = x[:n_train].mean(0), x[:n_train].std(0, ddof=1) + 1e-6
+    z = (x - mu) / sd
+    a = np.hstack([z, np.ones((len(z), 1))])
+    w = np.linalg.solve(a[:n_train].T @ a[:n_train] + ridge * n_train * np.eye(a.shape[1]),
+                        a[:n_train].T @ np.eye(n_classes)[y[:n_train]])
+    return float(((a[n_train:] @ w).argmax(1) == y[n_train:]).mean())
+
+
+def test_probes_match_reference_and_reach_100_on_one_hot_states_and_chance_on_noise():
+    g = _g(3)
+    labels = torch.randint(6, (2, 3, 400), generator=g)
+    one_hot = torch.nn.functional.one_hot(labels, 6).float() + 0.01 * torch.randn(2, 3, 400, 6, generator=g)
+    noise = torch.randn(2, 3, 400, 16, generator=g)
+    acc_onehot = st.ridge_probe_accuracy(one_hot, labels, 6, 300, 1e-2)
+    acc_noise = st.ridge_probe_accuracy(noise, labels, 6, 300, 1e-2)
+    assert acc_onehot.shape == (2, 3) and (acc_onehot == 1.0).all()
+    assert abs(float(acc_noise.mean()) - 1 / 6) < 0.08
+    for i, j in [(0, 0), (1, 2)]:
+        ref = _reference_probe(noise[i, j].numpy().astype(np.float64), labels[i, j].numpy(), 6, 300, 1e-2)
+        assert float(acc_noise[i, j]) == pytest.approx(ref, abs=0.011)
+
+
+def test_corruption_keeps_or_flips_parity():
+    acts = st.sample_actions(3, 50, 5, _g(4))
+    par = st.parity_table(3)
+    for same in (True, False):
+        bad = st.corrupt(acts, 2, same, 3, _g(5))
+        assert (bad[:, 2] != acts[:, 2]).all()
+        assert ((par[bad[:, 2]] == par[acts[:, 2]]) == same).all()
+        assert torch.equal(bad[:, [0, 1, 3, 4]], acts[:, [0, 1, 3, 4]])
+
+
+def test_patching_at_the_embeddings_restores_everything():
+    cfg = st.config("smoke")
+    tok = st.make_tokenizer(3)
+    model = st.make_model("nano", tok, 0, 2, max_len=16)
+    model.eval()
+    clean = st.sample_actions(3, 16, 6, _g(6))
+    nld = st.prefix_patching(model, tok, 3, clean, st.corrupt(clean, 5, False, 3, _g(7)), 5)
+    assert nld.shape == (3,)  # embeddings + 2 blocks; patching the whole sequence restores the clean run
+    assert np.allclose(nld, 1.0, atol=1e-3)
+    assert cfg.group_n == 3
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(ValueError, match="S_3"):
+        st.elements(4)
+    with pytest.raises(ValueError, match="positive"):
+        st.sample_actions(3, 2, 0, _g())
+    with pytest.raises(ValueError, match="positive"):
+        st.scan_blocks(-1)
+    with pytest.raises(ValueError, match="condition"):
+        st.get_tracker(st.config("smoke"), 0, "sequential")
+    with pytest.raises(ValueError, match="valid settings"):
+        st.config("ci", n_heads=3)
+    with pytest.raises(ValueError, match="valid scales"):
+        st.config("huge")
+
+
+def test_a_short_training_run_lowers_the_state_loss():
+    cfg = Config("smoke", dict(st.config("smoke"), steps=30, n_layers=1))
+    model, tok, info = st.train_tracker(cfg, 0, "parity_curriculum")
+    assert info["parity_steps"] == int(0.25 * 30) and len(info["losses"]) == 30
+    assert np.mean(info["losses"][-5:]) < math.log(6)
