@@ -1,0 +1,120 @@
+"""KABB: distance, posterior updates and decay, top-k, a stationary bandit, bad input."""
+
+import numpy as np
+import pytest
+
+from icml25 import kabb
+from icml25.core.seeding import numpy_rng
+
+
+def test_update_adds_exactly_one_and_clamps_rewards():
+    a, b = np.array([[3.0, 1.0, 2.0]]), np.array([[2.0, 4.0, 1.0]])
+    chosen = np.array([[True, False, True]])
+    for r in (0.0, 0.3, 1.0, 1.7, -0.5):
+        a2, b2 = kabb.update(a, b, chosen, np.array([r]))
+        np.testing.assert_allclose((a2 + b2) - (a + b), chosen.astype(float))
+        rc = min(max(r, 0), 1)
+        np.testing.assert_allclose(a2[0, 0], 3.0 + rc)
+        np.testing.assert_allclose(b2[0, 2], 1.0 + 1 - rc)
+        assert a2[0, 1] == 1.0 and b2[0, 1] == 4.0
+
+
+def test_decay_keeps_the_mean_and_widens_the_posterior():
+    a, b = np.array([6.0, 20.0]), np.array([4.0, 5.0])
+    a2, b2 = kabb.decay(a, b, 10, gamma=0.95, floor=0.01)
+    np.testing.assert_allclose(a2 / (a2 + b2), a / (a + b))
+    var = lambda x, y: x * y / ((x + y) ** 2 * (x + y + 1))
+    assert (var(a2, b2) > var(a, b)).all()
+
+
+def test_long_idle_gaps_never_give_a_zero_beta_parameter():
+    a, b = kabb.decay(np.array([3.0]), np.array([2.0]), 10**6, gamma=0.99, floor=0.05)
+    assert a[0] == 0.05 and b[0] == 0.05
+    kappa = np.exp(-kabb.knowledge_distance(0.0, 10, 0.0, 5.0, 10))
+    draw = numpy_rng(0, "beta").beta(kappa * a, b)
+    assert np.isfinite(draw).all() and (kappa * a > 0).all()
+
+
+def test_knowledge_distance_properties():
+    assert kabb.knowledge_distance(1.0, 0, 1.0, 3.0, 10) == 0.0
+    assert kabb.knowledge_distance(0.2, 2, 0.5, 0.0, 10) == 0.0
+    overlaps = np.linspace(0, 1, 11)
+    d = kabb.knowledge_distance(overlaps, 1, 0.6, 3.0, 10)
+    assert (d >= 0).all() and (np.diff(d) < 0).all()
+    diffs = np.linspace(0.5, 5, 10)
+    assert (np.diff(kabb.knowledge_distance(0.3, 1, 0.6, diffs, 10)) > 0).all()
+    kappa = np.exp(-d)
+    assert ((kappa > 0) & (kappa <= 1)).all()
+    # hand value: ln(1+4)·[0.4·0.5 + 0.3·2/10 + 0.3·0.25]
+    np.testing.assert_allclose(kabb.knowledge_distance(0.5, 2, 0.75, 4.0, 10), np.log(5) * (0.2 + 0.06 + 0.075))
+
+
+def test_concept_overlap_and_task_concepts():
+    graph = np.array([[True, True, False, False, False, False], [False, False, True, False, False, False]])
+    req = kabb.task_concepts(["algebra", "coding"])
+    np.testing.assert_allclose(kabb.concept_overlap(graph, req), [0.5, 0.5])
+    np.testing.assert_allclose(kabb.concept_overlap(graph, kabb.task_concepts(["algebra"])), [1.0, 0.0])
+    with pytest.raises(ValueError, match="unknown concept.*valid concepts"):
+        kabb.task_concepts(["astrology"])
+
+
+def test_top_k_returns_k_distinct_experts_deterministically():
+    scores = numpy_rng(0, "s").random((5, 10))
+    mask = kabb.top_k(scores, 3)
+    assert (mask.sum(1) == 3).all()
+    np.testing.assert_array_equal(mask, np.argsort(np.argsort(-scores, 1), 1) < 3)
+    a, b = np.full((4, 10), 3.0), np.full((4, 10), 2.0)
+    g, req = np.zeros((4, 10, 6), bool), np.zeros((4, 6), bool)
+    t1, _ = kabb.kabb_select(a, b, g, np.zeros((4, 10)), req, np.full(4, 2.0), 2, numpy_rng(5, "sel"))
+    t2, _ = kabb.kabb_select(a, b, g, np.zeros((4, 10)), req, np.full(4, 2.0), 2, numpy_rng(5, "sel"))
+    np.testing.assert_array_equal(t1, t2)
+    assert (t1.sum(1) == 2).all()
+    with pytest.raises(ValueError, match="number of experts"):
+        kabb.top_k(scores, 11)
+
+
+def test_stationary_bandit_learns_the_best_arm():
+    means = np.array([0.2, 0.35, 0.5, 0.8, 0.3])
+    rng = numpy_rng(0, "bandit")
+    seeds, t_max = 20, 2000
+    a, b = np.ones((seeds, 5)), np.ones((seeds, 5))
+    regret, best_late = np.zeros((seeds, t_max)), []
+    for t in range(t_max):
+        arm = kabb.top_k(rng.beta(a, b), 1)
+        r = (rng.random(seeds) < (arm * means).sum(1)).astype(float)
+        a, b = kabb.update(a, b, arm, r)
+        regret[:, t] = means.max() - (arm * means).sum(1)
+        if t >= t_max - 500:
+            best_late.append(arm[:, 3].mean())
+    per_round = np.cumsum(regret.mean(0)) / np.arange(1, t_max + 1)
+    assert per_round[1999] < per_round[499] < per_round[99]
+    assert np.mean(best_late) > 0.8
+
+
+def test_simulation_runs_is_deterministic_and_oracle_has_zero_regret():
+    cfg = kabb.config("smoke", seeds=[0, 1], n_rounds=60)
+    env = kabb.make_environment(cfg.seeds, cfg.n_rounds)
+    r1, r2 = kabb.simulate(env, "kabb", cfg), kabb.simulate(env, "kabb", cfg)
+    np.testing.assert_array_equal(r1["expected"], r2["expected"])
+    assert (r1["calls"] == 2).all()
+    oracle = kabb.simulate(env, "oracle", cfg)
+    np.testing.assert_allclose(kabb.cumulative_regret(oracle), 0.0, atol=1e-12)
+    assert (kabb.cumulative_regret(r1)[:, -1] >= 0).all()
+    assert (kabb.simulate(env, "call-all", cfg)["calls"] == 10).all()
+    with pytest.raises(ValueError, match="valid policies"):
+        kabb.simulate(env, "mixture", cfg)
+    with pytest.raises(ValueError, match="number of experts"):
+        kabb.simulate(env, "kabb", kabb.config("smoke", seeds=[0, 1], n_rounds=60, k=11))
+
+
+def test_success_probability_by_hand_and_drift():
+    cap = np.array([[[0.9, 0.0], [0.0, 0.5]]])
+    team = np.array([[True, True]])
+    req = np.array([[True, True]])
+    cov, comp = (0.9 + 0.5) / 2, (0.9 + 0.5) / 2
+    np.testing.assert_allclose(kabb.success_probability(cap, team, req, np.array([2.0])),
+                               1 / (1 + np.exp(-(4 * cov + 2 * comp - 1.0))))
+    env = kabb.make_environment([0], 10, drift_factor=0.2)
+    b = env.best[0]
+    np.testing.assert_allclose(env.capability_at(5)[0, b], 0.2 * env.capability[0, b])
+    np.testing.assert_array_equal(env.capability_at(4), env.capability)
