@@ -32,7 +32,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from .core import arithmetic, zoo
 from .core.claims import Claim
 from .core.config import make_config
-from .core.generation import encode_completions, generate, token_logprobs
+from .core.generation import encode_completions, generate, sequence_logprobs, token_logprobs
 from .core.seeding import numpy_rng, torch_generator
 from .core.train import train
 
@@ -455,6 +455,7 @@ class Candidates:
     answers: np.ndarray  # [P, N]
     correct: np.ndarray  # [P, N] bool
     step_labels: list[list[list[bool]]]  # [P][N][steps]
+    ref_logprob: np.ndarray | None = None  # [P, N] log π_ref(y | x), for the likelihood baseline and diagnostics
 
     @property
     def flat(self) -> tuple[list[str], list[str]]:
@@ -469,7 +470,10 @@ def sample_candidates(model, tokenizer, problems: Sequence[arithmetic.Problem], 
     answers = np.array([[-1 if (a := arithmetic.final_answer(t)) is None else a for t in row] for row in texts])
     correct = np.array(r.labels).reshape(len(problems), n)
     labels = [[arithmetic.step_labels(p, t) for t in row] for p, row in zip(problems, texts)]
-    return Candidates(list(problems), texts, answers, correct, labels)
+    with torch.no_grad():
+        logp = torch.cat([sequence_logprobs(model, tokenizer, r.prompts[i:i + 500], r.completions[i:i + 500])
+                          for i in range(0, len(r.completions), 500)])
+    return Candidates(list(problems), texts, answers, correct, labels, logp.numpy().reshape(len(problems), n))
 
 
 def pick_example(cands: Candidates) -> tuple[arithmetic.Problem, str, list[bool]]:
@@ -530,7 +534,7 @@ def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int, beta: fl
     """Best-of-`n` accuracy of every selector, averaged over the disjoint groups of `n` among the candidates.
 
     Selectors: `random` (expected accuracy), `majority`, the argmax of each score in `scores` (e.g. `prm_min`,
-    `prm_outcome`), `<score>_vote` (majority voting weighted by σ(score/β)), and `oracle` (any correct)."""
+    `prm_outcome`, or `ref_likelihood`, the untrained baseline log π_ref(y)), `<score>_vote` (majority voting weighted by σ(score/β)), and `oracle` (any correct)."""
     total = cands.correct.shape[1]
     if n > total or n < 1:
         raise ValueError(f"best-of-{n} needs 1 <= n <= {total} candidates")
@@ -559,7 +563,13 @@ def evaluate_prm(prm: ImplicitPRM, cands: Candidates, best_of: Sequence[int]) ->
     """Step metrics and best-of-N for every N in `best_of`."""
     rewards = step_rewards_grid(prm, cands)
     scores = prm_scores(rewards)
-    return {**step_metrics(rewards, cands),
+    extra = {}
+    if cands.ref_logprob is not None:
+        finite = np.isfinite(scores["prm_outcome"])
+        extra["corr_reward_ref_logprob"] = float(np.corrcoef(scores["prm_outcome"][finite],
+                                                             cands.ref_logprob[finite])[0, 1])
+        scores["ref_likelihood"] = cands.ref_logprob
+    return {**step_metrics(rewards, cands), **extra,
             "best_of": {n: best_of_n(cands, scores, n, prm.beta) for n in best_of}}
 
 
