@@ -1,7 +1,7 @@
 """`icml25 bench`: each compiled kernel against its reference and the best stock PyTorch path, in one run.
 
 Every contender allocates its own output (like with like). Throughput is per second of wall time (median of
-`repeats` runs after one warm-up). For fp_quantize the table also gives the fraction of the machine's memory
+`repeats` runs after two warm-ups). For fp_quantize the table also gives the fraction of the machine's memory
 bandwidth, with `y.copy_(x)` into a preallocated tensor of the same size as the ceiling (it reads and writes
 the same bytes as a quantiser, and pays no page faults).
 """
@@ -31,7 +31,8 @@ config = make_config({
 
 
 def seconds(fn, repeats: int) -> float:
-    """Median wall time of `fn()` over `repeats` runs, after one warm-up run."""
+    """Median wall time of `fn()` over `repeats` runs, after two warm-up runs (the allocator settles)."""
+    fn()
     fn()
     times = []
     for _ in range(repeats):
