@@ -160,6 +160,14 @@ def test_probes_match_reference_and_reach_100_on_one_hot_states_and_chance_on_no
         assert float(acc_noise[i, j]) == pytest.approx(ref, abs=0.011)
 
 
+def test_resolving_layer():
+    probe = np.array([[1.0, 0.2, 0.1, 0.1],
+                      [1.0, 0.95, 0.3, 0.2],
+                      [1.0, 1.0, 0.92, 0.4]])
+    got = st.resolving_layer(probe, 0.9)
+    assert got[:3].tolist() == [0.0, 1.0, 2.0] and np.isnan(got[3])
+
+
 def test_corruption_keeps_or_flips_parity():
     acts = st.sample_actions(3, 50, 5, _g(4))
     par = st.parity_table(3)

@@ -115,7 +115,7 @@ for r, row in enumerate(blocks):
                 label=f"after round {r}" if tt == 0 else None)
 ax.set(title=f"Hillis–Steele scan: the block of actions x_t covers (T = {cfg.train_length})",
        xlabel="action index covered by the block (1 … t)", ylabel="scan round (≈ layer)",
-       yticks=range(len(blocks)))
+       yticks=range(len(blocks)), xticks=range(1, cfg.train_length + 1))
 ax.legend(loc="lower right", fontsize=8);
 
 # %% [markdown]

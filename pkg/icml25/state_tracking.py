@@ -370,6 +370,15 @@ def probe_maps(model, tokenizer, cfg, actions: torch.Tensor) -> dict[str, np.nda
     return out
 
 
+def resolving_layer(probe_map: np.ndarray, threshold: float) -> np.ndarray:
+    """For each position t, the first layer whose probe accuracy reaches `threshold` (NaN if none does): the
+    depth at which s_t becomes linearly decodable. AA predicts it grows like log t (one scan round per layer)."""
+    reached = probe_map >= threshold  # [layers, T]
+    first = reached.argmax(0).astype(float)
+    first[~reached.any(0)] = np.nan
+    return first
+
+
 def corrupt(actions: torch.Tensor, position: int, same_parity: bool, n: int, generator: torch.Generator):
     """Replace a_position by a different action of the same (or the other) parity."""
     par = parity_table(n)
