@@ -1,0 +1,549 @@
+"""Model Swarms (Feng et al., ICML 2025): LLM experts move through weight space like a particle swarm.
+
+Each particle i is an expert's LoRA weights with a position x_i, a velocity v_i and a personal best p_i; the swarm
+shares a global best g and a global worst g_w. One iteration, for every particle (Eqs. 1-2 of the paper, in the
+form of the official `search.py`):
+
+    r_w, r_p, r_s, r_b ~ U(0, 1)                              (one draw per particle per iteration)
+    a, b, c, d = r_w·φ_v, r_p·φ_p, r_s·φ_g, r_b·φ_w;  S = a + b + c + d
+    v_i ← (a·v_i + b·(p_i − x_i) + c·(g − x_i) + d·(x_i − g_w)) / S                       (velocity, Eq. 1)
+    x_i ← x_i + λ·v_i                                                                      (position, Eq. 2)
+
+then every particle is scored by the utility f, the bests are updated, and λ ← max(λ·φ_λ, λ_min). Every velocity
+term is a difference of positions and the swarm starts from crossovers w·x_a + (1 − w)·x_b, so each particle stays
+in the affine hull of the initial experts: the search carries each particle's coefficients over the experts next
+to its parameters, which is what the tests check and what the trajectory plots draw.
+
+Experts here are rank-r LoRA adapters on the MLP of the last layer of the zoo's arithmetic model `arith-draft`,
+fine-tuned on different operator "domains". Because the adapters touch only that MLP, everything below it is
+frozen: it is computed once per problem set (`features`) and all particles are evaluated in one batched pass
+over those cached features (`utilities`). The factors A and B of each adapter are coordinates of the flat
+parameter vector, so every linear combination moves A and B separately, as the official `merge.py` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .core import arithmetic, zoo
+from .core.claims import Claim
+from .core.config import make_config
+from .core.generation import encode_completions
+from .core.seeding import numpy_rng, torch_generator
+
+CHAPTER = "model_swarms"
+
+config = make_config({
+    "smoke": {"seeds": [0, 1], "n_particles": 6, "max_iteration": 3, "patience": 3, "n_dev": 200,
+              "n_test": 200, "n_train": 200, "expert_steps": 20, "rank": 4, "ablation_seeds": [0]},
+    "ci": {"seeds": [0, 1, 2, 3, 4], "n_particles": 12, "max_iteration": 20, "patience": 5, "n_dev": 200,
+           "n_test": 1000, "n_train": 1000, "expert_steps": 100, "rank": 16, "ablation_seeds": [0, 1, 2]},
+    "full": {"seeds": list(range(10)), "n_particles": 20, "max_iteration": 50, "patience": 10, "n_dev": 200,
+             "n_test": 5000, "n_train": 10000, "expert_steps": 500, "rank": 8, "ablation_seeds": list(range(5))},
+})
+
+# Swarm hyperparameters: the official defaults (search.py), except patience, which the config sets per scale.
+DEFAULTS = dict(inertia=0.4, cognitive=0.3, social=0.3, repel=0.3, step_length=1.0, step_factor=0.95,
+                min_step_length=0.1, restart_patience=0.5)
+
+# Expert domains: the operators their training problems use (2-4 operations each).
+DOMAINS = {"add": "+", "sub": "-", "mul": "*", "add-sub": "+-", "add-mul": "+*", "sub-mul": "-*"}
+# Targets: held-out mixes of all three operators.
+TARGET = ("+-*", 3, 3)  # single task: three operations, all operators
+MULTITASK = (("+-*", 1, 2), ("+-*", 3, 3), ("+-*", 4, 5))  # short, medium and long chains
+LORA_TARGETS = ("down_proj",)
+
+
+# --------------------------------------------------------------------------------------------------- claims
+
+BEATS_BASELINES = Claim(
+    chapter=CHAPTER, id="beats_baselines",
+    paper_statement="Model Swarms improves over 12 model-composition baselines (best single expert, uniform soup, "
+                    "greedy soup, ...) by up to 21.0% across tasks",
+    paper_value="up to +21.0%; e.g. single-task averages above every baseline",
+    criterion="On the held-out test set of the single-task target, the swarm's global best has a higher mean "
+              "exact-solution accuracy over 5 seeds than both the best single expert (chosen on dev) and the "
+              "uniform soup, and beats each of them on at least 3 of the 5 seeds",
+    test=lambda m: all(np.mean(m["swarm_test"]) > np.mean(m[k]) and
+                       sum(s > b for s, b in zip(m["swarm_test"], m[k], strict=True)) >= 3
+                       for k in ("best_expert_test", "uniform_soup_test")),
+)
+
+WEAK_TO_STRONG = Claim(
+    chapter=CHAPTER, id="weak_to_strong",
+    paper_statement="Weak-to-strong transition: the final global best often did not start as the best expert, "
+                    "and often started in the weaker half",
+    paper_value="about 90% not the initial best, about 57% from the bottom half (research notes; not checked "
+                "against the paper's text)",
+    criterion="Over all runs (5 seeds × 3 utilities), the particle that found the final global best was not the "
+              "initial best in at least 50% of runs and started in the weaker half in at least 25% of runs",
+    test=lambda m: m["share_not_initial_best"] >= 0.5 and m["share_weaker_half"] >= 0.25,
+)
+
+LOW_DATA = Claim(
+    chapter=CHAPTER, id="low_data",
+    paper_statement="Model Swarms works in low-data regimes with as few as 200 examples",
+    paper_value="200 dev examples",
+    criterion="With a dev set of at most 200 examples, the swarm's final global best has a higher mean test "
+              "accuracy over 5 seeds than the best initial particle (the global best before any search)",
+    test=lambda m: m["n_dev"] <= 200 and np.mean(m["swarm_test"]) > np.mean(m["initial_best_test"]),
+)
+
+
+# --------------------------------------------------------------------------------------------------- the search
+
+@dataclass
+class SwarmResult:
+    """The search's record. Positions are flat parameter vectors; `coefficients` are the same particles written
+    over the initial experts (rows sum to 1), one [N, K] array per evaluation round."""
+
+    global_best: np.ndarray  # g (parameters)
+    global_best_coefficients: np.ndarray
+    g: float  # f(g)
+    g_particle: int  # the particle whose position became the final g
+    initial_utilities: np.ndarray  # [N], the particles' utilities before the first move
+    utilities: list[np.ndarray] = field(default_factory=list)  # [N] per round, round 0 = initial
+    g_history: list[float] = field(default_factory=list)
+    g_worst_history: list[float] = field(default_factory=list)
+    coefficients: list[np.ndarray] = field(default_factory=list)  # [N, K] per round
+    velocity_coefficients: list[np.ndarray] = field(default_factory=list)  # [N, K] per round, rows sum to 0
+    positions: list[np.ndarray] = field(default_factory=list)  # [N, D] per round
+    personal_bests: list[np.ndarray] = field(default_factory=list)  # f(p_i), [N] per round
+    restarts: int = 0
+    n_evaluations: int = 0
+
+    @property
+    def n_iterations(self) -> int:
+        return len(self.utilities) - 1
+
+    @property
+    def initial_rank(self) -> int:
+        """Rank (0 = best) of the final global best's particle among the initial utilities."""
+        return int((self.initial_utilities > self.initial_utilities[self.g_particle]).sum())
+
+
+def step_length_schedule(step_length: float, factor: float, minimum: float, n: int) -> np.ndarray:
+    """λ_t for t = 0..n-1: λ_{t+1} = max(λ_t·φ_λ, λ_min), i.e. λ_t = max(λ_0·φ_λ^t, λ_min)."""
+    out = [step_length]
+    for _ in range(n - 1):
+        out.append(max(out[-1] * factor, minimum))
+    return np.array(out)
+
+
+def velocity_weights(r: np.ndarray, inertia: float, cognitive: float, social: float, repel: float) -> np.ndarray:
+    """The normalised weights (a, b, c, d)/S of Eq. 1 from the random scalars r = (r_w, r_p, r_s, r_b)."""
+    w = np.asarray(r, dtype=float) * np.array([inertia, cognitive, social, repel])
+    return w / w.sum()
+
+
+def populate(experts: np.ndarray, n_particles: int, rng: np.random.Generator) -> np.ndarray:
+    """Grow the K experts to `n_particles` by crossover: child = w·x_a + (1 − w)·x_b, w = 2·U(0, 1), parents two
+    distinct members of the growing pool (so half the children interpolate and half extrapolate). Returns the
+    particles' coefficients over the experts, [N, K], rows summing to 1."""
+    k = len(experts)
+    coef = list(np.eye(k))
+    while len(coef) < n_particles:
+        a, b = rng.choice(len(coef), 2, replace=False)
+        w = 2 * rng.random()
+        coef.append(w * coef[a] + (1 - w) * coef[b])
+    return np.array(coef[:max(n_particles, k)])
+
+
+def _check_utilities(u: np.ndarray, n: int) -> np.ndarray:
+    u = np.asarray(u, dtype=float)
+    if u.shape != (n,):
+        raise ValueError(f"the utility returned shape {u.shape}; expected one value per particle, ({n},)")
+    bad = np.flatnonzero(~np.isfinite(u))
+    if len(bad):
+        raise ValueError(f"the utility of particle {int(bad[0])} is {u[bad[0]]} (not a finite number)")
+    return u
+
+
+def particle_update(x: np.ndarray, v: np.ndarray, p: np.ndarray, g: np.ndarray, gw: np.ndarray,
+                    weights: np.ndarray, step_length: float, restart: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """One particle's move: optionally restart (x ← p, v ← 0), then Eq. 1 with the normalised weights
+    (a, b, c, d) and Eq. 2 with step length λ. Returns the new (x, v)."""
+    if restart:
+        x, v = p, np.zeros_like(v)
+    a, b, c, d = weights
+    v = a * v + b * (p - x) + c * (g - x) + d * (x - gw)  # Eq. 1
+    return x + step_length * v, v  # Eq. 2
+
+
+def swarm_search(experts: np.ndarray, utility: Callable[[np.ndarray], np.ndarray], seed: int, n_particles: int,
+                 max_iteration: int, patience: int, inertia: float = DEFAULTS["inertia"],
+                 cognitive: float = DEFAULTS["cognitive"], social: float = DEFAULTS["social"],
+                 repel: float = DEFAULTS["repel"], step_length: float = DEFAULTS["step_length"],
+                 step_factor: float = DEFAULTS["step_factor"], min_step_length: float = DEFAULTS["min_step_length"],
+                 restart_patience: float | None = DEFAULTS["restart_patience"], weight_randomness: bool = True,
+                 populate_experts: bool = True) -> SwarmResult:
+    """Model Swarms over `experts` ([K, D] flat parameter vectors), maximising `utility` ([N, D] → [N]).
+
+    As the official search: initial velocity toward a random other particle; per particle per iteration one
+    draw of (r_w, r_p, r_s, r_b) (all 1 without `weight_randomness`); `repel=0` drops the global-worst term;
+    a particle whose best is `restart_patience·patience` or more evaluations old restarts at its personal best
+    with zero velocity (`restart_patience=None`: never); the search stops when g has not changed over the last
+    `patience` rounds, or after `max_iteration` iterations.
+    """
+    experts = np.asarray(experts, dtype=float)
+    if experts.ndim != 2 or len(experts) < 2:
+        raise ValueError(f"Model Swarms needs at least 2 experts as a [K, D] array; got shape {experts.shape}")
+    rng = numpy_rng(seed, CHAPTER, "swarm")
+    k = len(experts)
+    coef = populate(experts, n_particles, rng) if populate_experts else np.eye(k)
+    n = len(coef)
+    # Augmented points [parameters | coefficients]: one linear update moves both, so rows keep X = C·E.
+    x = np.concatenate([coef @ experts, coef], axis=1)
+    partner = np.array([rng.choice([j for j in range(n) if j != i]) for i in range(n)])
+    v = x[partner] - x
+    u = _check_utilities(utility(x[:, :-k]), n)
+    p, p_u = x.copy(), u.copy()
+    history = [[ui] for ui in u]
+    gi, wi = int(np.argmax(u)), int(np.argmin(u))
+    g, g_u, g_particle = x[gi].copy(), float(u[gi]), gi
+    gw, gw_u = x[wi].copy(), float(u[wi])
+    res = SwarmResult(g[:-k], g[-k:], g_u, g_particle, u.copy(), n_evaluations=n)
+
+    def record():
+        res.utilities.append(u.copy())
+        res.g_history.append(g_u)
+        res.g_worst_history.append(gw_u)
+        res.coefficients.append(x[:, -k:].copy())
+        res.velocity_coefficients.append(v[:, -k:].copy())
+        res.positions.append(x[:, :-k].copy())
+        res.personal_bests.append(p_u.copy())
+
+    record()
+    lam = step_length
+    for _ in range(max_iteration):
+        if len(res.g_history) > patience and len(set(res.g_history[-patience:])) == 1:
+            break
+        for i in range(n):
+            stale = restart_patience is not None and \
+                len(history[i]) - history[i].index(p_u[i]) >= restart_patience * patience
+            res.restarts += stale
+            r = rng.random(4) if weight_randomness else np.ones(4)
+            x[i], v[i] = particle_update(x[i], v[i], p[i], g, gw,
+                                         velocity_weights(r, inertia, cognitive, social, repel), lam, stale)
+        u = _check_utilities(utility(x[:, :-k]), n)
+        res.n_evaluations += n
+        for i in range(n):
+            history[i].append(u[i])
+            if u[i] > p_u[i]:
+                p[i], p_u[i] = x[i], u[i]
+        if u.max() > g_u:
+            gi = int(np.argmax(u))
+            g, g_u, g_particle = x[gi].copy(), float(u[gi]), gi
+        if u.min() < gw_u:
+            wi = int(np.flatnonzero(u == u.min())[-1])
+            gw, gw_u = x[wi].copy(), float(u[wi])
+        record()
+        lam = max(lam * step_factor, min_step_length)
+    res.global_best, res.global_best_coefficients, res.g, res.g_particle = g[:-k], g[-k:], g_u, g_particle
+    return res
+
+
+# --------------------------------------------------------------------------------------------------- baselines
+
+@dataclass
+class Composition:
+    """A baseline's chosen combination of the experts and the utility calls it spent."""
+
+    coefficients: np.ndarray  # [K], sums to 1
+    dev: float
+    n_evaluations: int
+
+
+def best_expert(dev_utilities: np.ndarray) -> Composition:
+    """The single expert with the best dev utility."""
+    k = int(np.argmax(dev_utilities))
+    return Composition(np.eye(len(dev_utilities))[k], float(dev_utilities[k]), len(dev_utilities))
+
+
+def uniform_soup(k: int, coef_utility: Callable[[np.ndarray], np.ndarray]) -> Composition:
+    """The plain average of the K experts (A and B averaged separately)."""
+    c = np.full(k, 1 / k)
+    return Composition(c, float(coef_utility(c[None])[0]), 1)
+
+
+def greedy_soup(dev_utilities: np.ndarray, coef_utility: Callable[[np.ndarray], np.ndarray]) -> Composition:
+    """Wortsman et al.'s greedy soup: experts by decreasing dev utility, each kept in the average if it helps."""
+    order = np.argsort(-dev_utilities, kind="stable")
+    chosen, best = [order[0]], float(dev_utilities[order[0]])
+    for k in order[1:]:
+        c = np.bincount(chosen + [k], minlength=len(dev_utilities)) / (len(chosen) + 1)
+        u = float(coef_utility(c[None])[0])
+        if u > best:
+            chosen, best = chosen + [k], u
+    return Composition(np.bincount(chosen, minlength=len(dev_utilities)) / len(chosen), best,
+                       len(dev_utilities) + len(order) - 1)
+
+
+def random_search(k: int, coef_utility: Callable[[np.ndarray], np.ndarray], budget: int, batch: int,
+                  seed: int) -> Composition:
+    """The best of `budget` random affine combinations 2·d − d' (d, d' ~ Dirichlet(1)): mostly inside the
+    experts' hull, sometimes slightly outside, as the swarm's crossovers are."""
+    rng = numpy_rng(seed, CHAPTER, "random_search")
+    best_c, best_u, used = None, -np.inf, 0
+    while used < budget:
+        m = min(batch, budget - used)
+        c = 2 * rng.dirichlet(np.ones(k), m) - rng.dirichlet(np.ones(k), m)
+        u = coef_utility(c)
+        used += m
+        if u.max() > best_u:
+            best_c, best_u = c[int(np.argmax(u))], float(u.max())
+    return Composition(best_c, best_u, used)
+
+
+def hill_climbing(start: Composition, coef_utility: Callable[[np.ndarray], np.ndarray], budget: int, batch: int,
+                  seed: int, sigma: float = 0.2) -> Composition:
+    """Random-perturbation hill climbing in coefficient space from `start`: each round tries `batch`
+    sum-zero Gaussian perturbations (scale `sigma`) and moves to the best one if it improves."""
+    rng = numpy_rng(seed, CHAPTER, "hill_climbing")
+    c, best_u, used = start.coefficients.copy(), start.dev, 0
+    while used < budget:
+        m = min(batch, budget - used)
+        z = rng.normal(0, sigma, (m, len(c)))
+        cand = c + z - z.mean(1, keepdims=True)
+        u = coef_utility(cand)
+        used += m
+        if u.max() > best_u:
+            c, best_u = cand[int(np.argmax(u))], float(u.max())
+    return Composition(c, best_u, used + start.n_evaluations)
+
+
+# --------------------------------------------------------------------------------------------------- 2-D toy
+
+TOY_EXPERTS = np.array([[-1.5, -1.0], [-0.5, 1.5], [1.0, -1.5], [0.0, 0.0]])
+TOY_PEAKS = ((np.array([1.2, 1.0]), 1.0, 0.5), (np.array([-1.2, -0.6]), 0.6, 0.4))  # (centre, height, width²)
+
+
+def toy_utility(x: np.ndarray) -> np.ndarray:
+    """A 2-D utility with a high peak away from the experts and a lower one near them: f(x) = Σ h·exp(−‖x − μ‖²/w)."""
+    x = np.atleast_2d(x)
+    return sum(h * np.exp(-((x - mu) ** 2).sum(-1) / w) for mu, h, w in TOY_PEAKS)
+
+
+# --------------------------------------------------------------------------------------------------- LoRA experts
+
+def domain_problems(ops: str, min_ops: int, max_ops: int, n: int, seed: int,
+                    stream: str) -> list[arithmetic.Problem]:
+    """`n` arithmetic problems whose operators all come from `ops`."""
+    if not ops or any(o not in arithmetic.OPS for o in ops):
+        raise ValueError(f"operators {ops!r} must be a non-empty subset of {arithmetic.OPS!r}")
+    rng = numpy_rng(seed, CHAPTER, stream, ops, min_ops, max_ops)
+    sizes = rng.integers(min_ops, max_ops + 1, n)
+    return [arithmetic.Problem(tuple(int(d) for d in rng.integers(0, 10, s + 1)), tuple(rng.choice(list(ops), s)))
+            for s in sizes]
+
+
+@dataclass
+class Features:
+    """A problem set seen by the frozen part of the model: at every position that predicts a solution token,
+    the residual stream entering the last layer's MLP (`h`), the token to predict, which problem and which
+    step it belongs to."""
+
+    h: torch.Tensor  # [P, d]
+    target: torch.Tensor  # [P]
+    row: torch.Tensor  # [P] problem index
+    step: torch.Tensor  # [P] global step index (problem-major)
+    n_rows: int
+    n_steps: int
+
+
+@torch.inference_mode()
+def features(model, tokenizer, problems: Sequence[arithmetic.Problem], batch_size: int = 500) -> Features:
+    """Run the frozen model once over prompt+solution+EOS and keep the inputs of the last layer's MLP."""
+    layer = model.model.layers[-1]
+    hs, targets, rows, steps, step_offset = [], [], [], [], 0
+    captured = {}
+    hook = layer.post_attention_layernorm.register_forward_pre_hook(lambda mod, args: captured.update(h=args[0]))
+    try:
+        for start in range(0, len(problems), batch_size):
+            chunk = problems[start:start + batch_size]
+            batch = encode_completions(tokenizer, [p.prompt for p in chunk], [p.solution for p in chunk], True)
+            model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
+            sel = batch["completion_mask"][:, 1:].bool()  # position t predicts token t+1
+            hs.append(captured["h"][:, :-1][sel])
+            targets.append(batch["input_ids"][:, 1:][sel])
+            rows.append((torch.arange(len(chunk))[:, None] + start).expand_as(sel)[sel])
+            # step index: each `;` closes a step; the answer and EOS belong to the last step
+            step_ids = []
+            for p in chunk:
+                s = 0
+                for ch in p.solution:
+                    step_ids.append(step_offset + s)
+                    s += ch == arithmetic.STEP_DELIMITER
+                step_ids.append(step_offset + s)  # EOS
+                step_offset += s + 1
+            steps.append(torch.tensor(step_ids))
+    finally:
+        hook.remove()
+    return Features(torch.cat(hs), torch.cat(targets), torch.cat(rows), torch.cat(steps), len(problems), step_offset)
+
+
+def lora_shapes(model, rank: int) -> list[tuple[str, tuple[int, int], tuple[int, int]]]:
+    """(name, shape of A, shape of B) of each adapted linear map W [out, in]: A is [r, in], B is [out, r]."""
+    mlp = model.model.layers[-1].mlp
+    return [(t, (rank, getattr(mlp, t).in_features), (getattr(mlp, t).out_features, rank)) for t in LORA_TARGETS]
+
+
+def unflatten(model, flat: torch.Tensor, rank: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Flat parameter rows [N, D] → {name: (A [N, r, in], B [N, out, r])}, in the order of `lora_shapes`."""
+    out, i = {}, 0
+    for name, sa, sb in lora_shapes(model, rank):
+        na, nb = sa[0] * sa[1], sb[0] * sb[1]
+        out[name] = (flat[:, i:i + na].reshape(-1, *sa), flat[:, i + na:i + na + nb].reshape(-1, *sb))
+        i += na + nb
+    if i != flat.shape[1]:
+        raise ValueError(f"a LoRA vector of rank {rank} has {i} entries; got {flat.shape[1]}")
+    return out
+
+
+def top_logits(model, feats: Features, lora: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """Logits [N, P, V] of N adapted models at every cached position: the last layer's MLP with
+    W + B_n A_n in place of each adapted W (LoRA, scale 1), then the final norm and the head."""
+    layer = model.model.layers[-1]
+    mlp = layer.mlp
+    xn = layer.post_attention_layernorm(feats.h)
+
+    def linear(name: str, inp: torch.Tensor) -> torch.Tensor:  # inp [P, in] or [N, P, in]
+        base = inp @ getattr(mlp, name).weight.T
+        if name not in lora:
+            return base
+        a, b = lora[name]
+        return base + (inp @ a.transpose(1, 2)) @ b.transpose(1, 2)
+
+    hidden = mlp.act_fn(linear("gate_proj", xn)) * linear("up_proj", xn)
+    out = feats.h + linear("down_proj", hidden)
+    return model.lm_head(model.model.norm(out))
+
+
+def scores(model, feats: Features, lora: dict) -> dict[str, torch.Tensor]:
+    """Per adapted model ([N]): `exact` — share of problems whose greedy solution is exactly the reference
+    (greedy decoding reproduces it iff every argmax under teacher forcing is the reference token);
+    `steps` — share of steps written correctly given the correct prefix (an oracle process reward)."""
+    with torch.no_grad():
+        ok = (top_logits(model, feats, lora).argmax(-1) == feats.target).float()  # [N, P]
+    n = ok.shape[0]
+    per_row = torch.ones(n, feats.n_rows).scatter_reduce(1, feats.row.expand(n, -1), ok, "amin")
+    per_step = torch.ones(n, feats.n_steps).scatter_reduce(1, feats.step.expand(n, -1), ok, "amin")
+    return {"exact": per_row.mean(1), "steps": per_step.mean(1)}
+
+
+def merged_model(model, flat: np.ndarray, rank: int):
+    """A copy of `model` with one LoRA vector merged into its weights (W ← W + B A): the plain reference."""
+    import copy
+    merged = copy.deepcopy(model)
+    for name, (a, b) in unflatten(model, torch.as_tensor(flat, dtype=torch.float32)[None], rank).items():
+        w = getattr(merged.model.layers[-1].mlp, name).weight
+        with torch.no_grad():
+            w += b[0] @ a[0]
+    return merged
+
+
+def train_expert(model, feats: Features, rank: int, steps: int, seed: int, lr: float = 1e-2,
+                 batch: int = 1024) -> np.ndarray:
+    """One LoRA expert: A ~ N(0, 1/in), B = 0, Adam on the cross-entropy of solution tokens of its domain.
+    Returns its flat parameter vector (A and B of each adapted map, in `lora_shapes` order)."""
+    g = torch_generator(seed, CHAPTER, "expert")
+    parts = []
+    for _, sa, sb in lora_shapes(model, rank):
+        parts += [torch.randn(sa, generator=g) / sa[1] ** 0.5, torch.zeros(sb)]
+    flat = torch.cat([p.flatten() for p in parts])[None].requires_grad_(True)
+    opt = torch.optim.Adam([flat], lr=lr)
+    for _ in range(steps):
+        idx = torch.randint(len(feats.target), (batch,), generator=g)
+        sub = Features(feats.h[idx], feats.target[idx], feats.row[idx], feats.step[idx], feats.n_rows, feats.n_steps)
+        logits = top_logits(model, sub, unflatten(model, flat, rank))[0]
+        loss = torch.nn.functional.cross_entropy(logits, sub.target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return flat.detach()[0].double().numpy()
+
+
+# --------------------------------------------------------------------------------------------------- experiment
+
+UTILITIES = ("single-task", "multi-task", "reward")
+
+
+@dataclass
+class Setup:
+    """The frozen base model, the trained experts and the test sets, shared by every seed."""
+
+    model: object
+    tokenizer: object
+    rank: int
+    experts: np.ndarray  # [K, D]
+    test: dict[str, Features]  # per utility
+
+
+def target_problems(kind: str, n: int, seed: int, stream: str) -> list[arithmetic.Problem]:
+    """Problems of a utility's target: the held-out mix (single task, reward) or three mixes (multi-task)."""
+    if kind == "multi-task":
+        sizes = [n // 3 + (i < n % 3) for i in range(3)]
+        return [p for (ops, lo, hi), m in zip(MULTITASK, sizes) for p in domain_problems(ops, lo, hi, m, seed, stream)]
+    return domain_problems(*TARGET, n, seed, stream)
+
+
+def make_setup(cfg) -> Setup:
+    """Load the zoo's `arith-draft`, freeze it, fine-tune one LoRA expert per domain on its cached features."""
+    base = zoo.get("arith-draft", cfg.scale, 0)
+    model, tok = base.model, base.tokenizer
+    model.requires_grad_(False)
+    experts = []
+    for i, (name, ops) in enumerate(DOMAINS.items()):
+        feats = features(model, tok, domain_problems(ops, 2, 4, cfg.n_train, 0, "train"))
+        experts.append(train_expert(model, feats, cfg.rank, cfg.expert_steps, seed=i))
+    test = {kind: features(model, tok, target_problems(kind, cfg.n_test, 0, "test")) for kind in ("single-task",
+                                                                                                  "multi-task")}
+    test["reward"] = test["single-task"]
+    return Setup(model, tok, cfg.rank, np.array(experts), test)
+
+
+def utility_fn(setup: Setup, feats: Features, kind: str) -> Callable[[np.ndarray], np.ndarray]:
+    """f: parameter rows [N, D] → utility [N]: exact-solution accuracy (single- and multi-task) or the share
+    of correct steps (reward)."""
+    metric = "steps" if kind == "reward" else "exact"
+
+    def f(x: np.ndarray) -> np.ndarray:
+        lora = unflatten(setup.model, torch.as_tensor(x, dtype=torch.float32), setup.rank)
+        return scores(setup.model, feats, lora)[metric].double().numpy()
+
+    return f
+
+
+def test_accuracy(setup: Setup, kind: str, coefficients: np.ndarray) -> np.ndarray:
+    """Test utility of combinations of the experts ([M, K] coefficients) on the target of `kind`."""
+    return utility_fn(setup, setup.test[kind], kind)(np.atleast_2d(coefficients) @ setup.experts)
+
+
+def run_seed(setup: Setup, cfg, kind: str, seed: int, baselines: bool = True, **swarm_overrides) -> dict:
+    """One search on a fresh dev set of `cfg.n_dev` problems: the swarm (with `swarm_overrides`, e.g. the
+    ablations) and, with `baselines`, every composition baseline at the swarm's budget of utility calls."""
+    dev = features(setup.model, setup.tokenizer, target_problems(kind, cfg.n_dev, seed, "dev"))
+    f = utility_fn(setup, dev, kind)
+    res = swarm_search(setup.experts, f, seed, cfg.n_particles, cfg.max_iteration, cfg.patience,
+                       **swarm_overrides)
+    init_best = res.coefficients[0][int(np.argmax(res.initial_utilities))]
+    out = {"swarm": res, "dev": {"swarm": res.g},
+           "test": dict(zip(("swarm", "initial best"),
+                            test_accuracy(setup, kind, np.stack([res.global_best_coefficients, init_best]))))}
+    if baselines:
+        def fc(c):
+            return f(c @ setup.experts)
+        expert_dev = fc(np.eye(len(setup.experts)))
+        comps = {"best expert": best_expert(expert_dev), "uniform soup": uniform_soup(len(expert_dev), fc),
+                 "greedy soup": greedy_soup(expert_dev, fc),
+                 "random search": random_search(len(expert_dev), fc, res.n_evaluations, cfg.n_particles, seed)}
+        comps["hill climbing"] = hill_climbing(comps["best expert"], fc, res.n_evaluations - len(expert_dev),
+                                               cfg.n_particles, seed)
+        out["dev"] |= {k: c.dev for k, c in comps.items()}
+        out["test"] |= dict(zip(comps, test_accuracy(setup, kind, np.stack([c.coefficients for c in comps.values()]))))
+        out["expert_dev"] = expert_dev
+    return out

@@ -1,0 +1,175 @@
+"""Model Swarms: the affine-hull invariant, the update rule against a hand computation, the step schedule,
+monotone bests, restarts, convergence on a quadratic, the batched LoRA evaluation against merged weights,
+and bad inputs."""
+
+import numpy as np
+import pytest
+import torch
+
+from icml25 import model_swarms as ms
+from icml25.core import arithmetic, tinylm
+
+
+def quadratic(target):
+    return lambda x: -((x - target) ** 2).sum(1)
+
+
+@pytest.fixture
+def experts():
+    return np.random.default_rng(0).normal(size=(4, 10))
+
+
+def test_particles_stay_in_the_affine_hull(experts):
+    res = ms.swarm_search(experts, quadratic(experts.mean(0) + 1.0), seed=1, n_particles=9, max_iteration=15,
+                          patience=20)
+    assert res.n_iterations == 15
+    for c, cv, x in zip(res.coefficients, res.velocity_coefficients, res.positions, strict=True):
+        np.testing.assert_allclose(c.sum(1), 1.0, atol=1e-9)
+        np.testing.assert_allclose(cv.sum(1), 0.0, atol=1e-9)
+        np.testing.assert_allclose(x, c @ experts, atol=1e-9)
+    np.testing.assert_allclose(res.global_best, res.global_best_coefficients @ experts, atol=1e-9)
+    assert np.isclose(res.global_best_coefficients.sum(), 1.0)
+
+
+def test_crossover_children_sum_to_one_and_half_extrapolate(experts):
+    coef = ms.populate(experts, 400, np.random.default_rng(0))
+    np.testing.assert_allclose(coef.sum(1), 1.0, atol=1e-12)
+    np.testing.assert_array_equal(coef[:4], np.eye(4))
+    assert (coef < -1e-12).any(1).mean() > 0.2  # w = 2·U(0, 1): some children lie outside the hull
+
+
+def test_normalised_weights_sum_to_one():
+    w = ms.velocity_weights([0.3, 0.9, 0.1, 0.5], 0.4, 0.3, 0.3, 0.3)
+    assert np.isclose(w.sum(), 1.0)
+    np.testing.assert_allclose(w, np.array([0.12, 0.27, 0.03, 0.15]) / 0.57)
+    assert ms.velocity_weights([1, 1, 1, 1], 0.4, 0.3, 0.3, 0.0)[3] == 0.0
+
+
+def test_one_deterministic_iteration_matches_a_hand_computation():
+    e = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]])
+    f = quadratic(np.array([0.2, 0.3]))
+    res = ms.swarm_search(e, f, seed=0, n_particles=3, max_iteration=1, patience=10, weight_randomness=False,
+                          populate_experts=False, step_length=0.5)
+    x0 = e
+    u0 = f(x0)
+    g, gw = x0[np.argmax(u0)], x0[np.argmin(u0)]
+    # the initial velocities point at some other particle: recover them from the recorded velocity coefficients
+    v0 = res.velocity_coefficients[0] @ e
+    for i in range(3):
+        assert not np.allclose(v0[i], 0) and np.isclose(res.velocity_coefficients[0][i].sum(), 0)
+    a, b, c, d = np.array([0.4, 0.3, 0.3, 0.3]) / 1.3
+    v1 = a * v0 + b * (x0 - x0) + c * (g - x0) + d * (x0 - gw)
+    np.testing.assert_allclose(res.positions[1], x0 + 0.5 * v1, atol=1e-12)
+
+
+def test_step_length_schedule():
+    lam = ms.step_length_schedule(1.0, 0.95, 0.1, 100)
+    np.testing.assert_allclose(lam, np.maximum(0.95 ** np.arange(100), 0.1))
+    assert lam[0] == 1.0 and lam[-1] == 0.1
+
+
+def test_bests_are_monotone(experts):
+    noisy = np.random.default_rng(3)
+    res = ms.swarm_search(experts, lambda x: -((x - 0.5) ** 2).sum(1) + noisy.normal(size=len(x)), seed=2,
+                          n_particles=8, max_iteration=25, patience=30)
+    assert np.all(np.diff(res.g_history) >= 0)
+    assert np.all(np.diff(res.g_worst_history) <= 0)
+    pb = np.array(res.personal_bests)
+    assert np.all(np.diff(pb, axis=0) >= 0)
+    np.testing.assert_allclose(res.g_history, pb.max(1))
+    assert res.restarts > 0
+
+
+def test_restart_moves_from_the_personal_best_with_zero_velocity():
+    rng = np.random.default_rng(0)
+    x, v, p, g, gw = rng.normal(size=(5, 6))
+    w = ms.velocity_weights([0.2, 0.7, 0.4, 0.9], 0.4, 0.3, 0.3, 0.3)
+    restarted = ms.particle_update(x, v, p, g, gw, w, 0.7, restart=True)
+    from_best = ms.particle_update(p, np.zeros(6), p, g, gw, w, 0.7)
+    np.testing.assert_array_equal(restarted[0], from_best[0])
+    np.testing.assert_array_equal(restarted[1], from_best[1])
+    # a restarted particle at the global best and worst does not move
+    still = ms.particle_update(x, v, p, p, p, w, 0.7, restart=True)
+    np.testing.assert_array_equal(still[0], p)
+    np.testing.assert_array_equal(still[1], 0)
+
+
+def test_search_stops_after_patience_rounds_without_improvement(experts):
+    res = ms.swarm_search(experts, lambda x: np.zeros(len(x)), seed=0, n_particles=6, max_iteration=50, patience=4)
+    assert res.n_iterations == 4  # g never changes: stop as soon as the last `patience` entries are equal
+
+
+def test_swarm_converges_on_a_quadratic_inside_the_hull(experts):
+    """On −‖x − x*‖² with x* inside the experts' hull, the best distance shrinks tenfold from the best expert's
+    (median over 5 seeds: the search is stochastic and its repel term keeps some runs wandering)."""
+    target = np.array([0.4, 0.3, 0.2, 0.1]) @ experts
+    start = np.linalg.norm(experts - target, axis=1).min()
+    shrink = [start / np.linalg.norm(ms.swarm_search(experts, quadratic(target), seed=s, n_particles=20,
+                                                     max_iteration=200, patience=50).global_best - target)
+              for s in range(5)]
+    assert np.median(shrink) >= 10
+
+
+def test_bad_inputs(experts):
+    with pytest.raises(ValueError, match="at least 2 experts"):
+        ms.swarm_search(experts[:1], quadratic(experts[0]), 0, 4, 3, 3)
+
+    def nan_at_3(x):
+        u = np.zeros(len(x))
+        u[3] = np.nan
+        return u
+
+    with pytest.raises(ValueError, match="particle 3"):
+        ms.swarm_search(experts, nan_at_3, 0, 6, 3, 3)
+    with pytest.raises(ValueError, match="subset"):
+        ms.domain_problems("/", 1, 2, 5, 0, "x")
+
+
+def test_greedy_soup_and_baselines_return_affine_combinations(experts):
+    f = quadratic(experts[:2].mean(0))
+
+    def fc(c):
+        return f(c @ experts)
+
+    dev = fc(np.eye(4))
+    soup = ms.greedy_soup(dev, fc)
+    assert np.isclose(soup.coefficients.sum(), 1) and soup.dev >= dev.max()
+    assert ms.best_expert(dev).dev == dev.max()
+    for comp in (ms.random_search(4, fc, 40, 8, 0), ms.hill_climbing(ms.best_expert(dev), fc, 40, 8, 0)):
+        assert np.isclose(comp.coefficients.sum(), 1) and comp.dev >= dev.max() - 1e-12
+        assert np.isclose(comp.dev, fc(comp.coefficients[None])[0])
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    model = tinylm.make_model("nano", tok, seed=0)
+    model.requires_grad_(False)
+    problems = ms.domain_problems("+-*", 1, 3, 12, 0, "test")
+    return model, tok, problems
+
+
+def test_batched_lora_logits_match_the_merged_model(tiny):
+    model, tok, problems = tiny
+    feats = ms.features(model, tok, problems)
+    d = sum(a[0] * a[1] + b[0] * b[1] for _, a, b in ms.lora_shapes(model, 2))
+    flat = np.random.default_rng(0).normal(0, 0.5, (3, d))
+    logits = ms.top_logits(model, feats, ms.unflatten(model, torch.as_tensor(flat, dtype=torch.float32), 2))
+    batch = ms.encode_completions(tok, [p.prompt for p in problems], [p.solution for p in problems], True)
+    sel = batch["completion_mask"][:, 1:].bool()
+    for n in range(3):
+        ref = ms.merged_model(model, flat[n], 2)(input_ids=batch["input_ids"],
+                                                  attention_mask=batch["attention_mask"]).logits[:, :-1][sel]
+        torch.testing.assert_close(logits[n], ref, atol=1e-4, rtol=1e-4)
+        # exact-solution score: every argmax of a problem's solution tokens is the reference token
+        ok = ref.argmax(-1) == feats.target
+        per_row = [bool(ok[feats.row == r].all()) for r in range(len(problems))]
+        got = ms.scores(model, feats, ms.unflatten(model, torch.as_tensor(flat[n:n + 1], dtype=torch.float32), 2))
+        assert np.isclose(float(got["exact"][0]), np.mean(per_row))
+
+
+def test_step_index_counts_solution_steps(tiny):
+    model, tok, problems = tiny
+    feats = ms.features(model, tok, problems)
+    assert feats.n_steps == sum(p.n_steps + 1 for p in problems)
+    assert len(feats.target) == sum(len(p.solution) + 1 for p in problems)
