@@ -1,0 +1,132 @@
+import numpy as np
+import pytest
+from scipy.special import softmax
+
+from icml25 import mpo
+
+
+def small(beta=0.5, seed=0, n_x=6, n_y=10):
+    prob = mpo.tabular_problem(n_x, n_y, seed)
+    pols = mpo.single_policies(prob, beta)
+    return prob, pols, mpo.log_ratios(pols, prob.pi_ref)
+
+
+def test_normalisation_idempotent_and_partition_one():
+    prob, _, _ = small()
+    for beta in (0.1, 0.5, 2.0):
+        p = mpo.normalize(prob.rewards[0], prob.pi_ref, beta)
+        assert np.allclose(mpo.normalize(p, prob.pi_ref, beta), p, atol=1e-12)
+        assert np.allclose((prob.pi_ref * np.exp(p / beta)).sum(-1), 1.0)
+
+
+def test_normalisation_invariant_to_per_prompt_constant():
+    prob, _, _ = small()
+    c = np.random.default_rng(1).normal(size=(prob.pi_ref.shape[0], 1)) * 5
+    r = prob.rewards[1]
+    assert np.allclose(mpo.normalize(r + c, prob.pi_ref, 0.3), mpo.normalize(r, prob.pi_ref, 0.3), atol=1e-10)
+
+
+def test_vertex_weights_give_the_single_policy():
+    _, pols, _ = small()
+    for k in range(len(pols)):
+        assert np.allclose(mpo.mixture_policy(pols, np.eye(len(pols))[k]), pols[k], atol=1e-12)
+
+
+def test_mixture_equals_reference_tilted_by_normalised_rewards():
+    prob, pols, _ = small(beta=0.4)
+    lam = np.array([0.2, 0.5, 0.3])
+    r_tilde = np.stack([mpo.normalize(r, prob.pi_ref, 0.4) for r in prob.rewards])
+    tilted = prob.pi_ref * np.exp(np.tensordot(lam, r_tilde, axes=1) / 0.4)
+    assert np.allclose(mpo.mixture_policy(pols, lam), tilted / tilted.sum(-1, keepdims=True), atol=1e-12)
+
+
+def test_dual_gradient_matches_finite_differences_and_convexity():
+    prob, _, logr = small(beta=0.3)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        a, b = rng.dirichlet(np.ones(3)), rng.dirichlet(np.ones(3))
+        for t in (0.25, 0.5, 0.75):  # F convex along the segment
+            mid = mpo.dual_objective(t * a + (1 - t) * b, logr, prob.pi_ref)
+            assert mid <= t * mpo.dual_objective(a, logr, prob.pi_ref) + (1 - t) * mpo.dual_objective(
+                b, logr, prob.pi_ref) + 1e-12
+        d, eps = b - a, 1e-6
+        fd = (mpo.dual_objective(a + eps * d, logr, prob.pi_ref) - mpo.dual_objective(a, logr, prob.pi_ref)) / eps
+        assert mpo.dual_gradient(a, logr, prob.pi_ref) @ d == pytest.approx(fd, abs=1e-4)
+
+
+@pytest.mark.parametrize("beta", [0.1, 0.5])
+def test_optimum_equalises_active_objectives_and_attains_dual_value(beta):
+    prob, pols, logr = small(beta=beta, n_x=20, n_y=32)
+    lam = mpo.exact_weights(logr, prob.pi_ref)
+    per_k, _ = mpo.objective_values(mpo.mixture_policy(pols, lam), logr, prob.pi_ref, beta)
+    active = lam > 1e-6
+    assert np.ptp(per_k[active]) < 1e-4
+    assert np.all(per_k[~active] >= per_k[active].min() - 1e-4)
+    v_star = beta * mpo.dual_objective(lam, logr, prob.pi_ref)
+    assert mpo.maxmin_value(mpo.mixture_policy(pols, lam), logr, prob.pi_ref, beta) == pytest.approx(v_star, abs=1e-6)
+    for pi in mpo.baselines(prob, pols).values():  # the optimum beats every other policy
+        assert mpo.maxmin_value(pi, logr, prob.pi_ref, beta) <= v_star + 1e-9
+
+
+def test_identical_rewards_give_the_single_policy():
+    prob, _, _ = small()
+    pols = np.stack([mpo.optimal_policy(prob.pi_ref, prob.rewards[0], 0.5)] * 3)
+    for lam in ([1 / 3] * 3, [0.7, 0.2, 0.1]):
+        assert np.allclose(mpo.mixture_policy(pols, lam), pols[0], atol=1e-12)
+
+
+def test_bsmd_iterates_stay_on_simplex_and_land_near_optimum():
+    prob, pols, logr = small(beta=0.5, n_x=20, n_y=32)
+    res = mpo.bsmd(logr, prob.pi_ref, steps=2000, m=64, seed=0, step_scale=16.0, prompts_per_step=4)
+    assert np.all(res.iterates >= 0) and np.allclose(res.iterates.sum(1), 1)
+    assert np.allclose(res.averages.sum(1), 1)
+    lam_star = mpo.exact_weights(logr, prob.pi_ref)
+    assert np.abs(res.lam_bar - lam_star).max() <= 0.05
+
+
+def test_bsmd_step_with_one_sample_per_prompt_is_the_exact_mirror_step():
+    rng = np.random.default_rng(0)
+    logr = rng.normal(size=(3, 2, 1))  # m = 1: the self-normalised weight is 1
+    lam = np.array([0.2, 0.3, 0.5])
+    expected = softmax(np.log(lam) - 0.1 * logr[:, :, 0].mean(-1))
+    assert np.allclose(mpo.bsmd_step(lam, logr, 0.1), expected)
+
+
+def test_linear_mixture_and_pg_are_distributions():
+    prob, pols, logr = small()
+    lin = mpo.linear_mixture(pols, [0.2, 0.3, 0.5])
+    assert np.allclose(lin.sum(-1), 1)
+    pg = mpo.maxmin_rlhf_pg(logr, prob.pi_ref, 0.5, steps=50, m=8, lr=1.0, seed=0, eval_every=10)
+    assert np.allclose(pg.policy.sum(-1), 1) and len(pg.values) == 6
+
+
+def test_compute_to_reach():
+    vals = [(0, -2.0), (10, -1.05), (20, -1.005)]
+    assert mpo.compute_to_reach(vals, -1.0, 0.01, 3) == 60
+    assert mpo.compute_to_reach(vals, -1.0, 0.001, 3) == float("inf")
+
+
+def test_lm_rewards():
+    from icml25.core import arithmetic
+    p = arithmetic.Problem((3, 4), ("+",))  # 3+4 = 7
+    assert mpo.lm_rewards(p, "3+4=7;A7").tolist() == [1, 1, 0]
+    assert mpo.lm_rewards(p, "3+4=8;A8").tolist() == [0, 1, 1]
+    assert mpo.lm_rewards(p, "3+4=").tolist() == [0, 0, 0]
+
+
+def test_bad_inputs():
+    _, pols, _ = small()
+    with pytest.raises(ValueError, match="simplex"):
+        mpo.mixture_policy(pols, [0.5, 0.6, -0.1])
+    with pytest.raises(ValueError, match="simplex"):
+        mpo.mixture_policy(pols, [0.5, 0.2, 0.2])
+    with pytest.raises(ValueError, match="K = 3"):
+        mpo.mixture_policy(pols, [0.5, 0.5])
+    with pytest.raises(ValueError, match="K = 0"):
+        mpo.mixture_policy([], [])
+    with pytest.raises(ValueError, match="support"):
+        mpo.mixture_policy([pols[0], pols[1][:, :5] / pols[1][:, :5].sum(-1, keepdims=True)], [0.5, 0.5])
+    with pytest.raises(ValueError, match="support"):
+        mpo.log_ratios(pols, np.full((2, 2), 0.5))
+    with pytest.raises(ValueError, match="unknown setting"):
+        mpo.config("ci", bogus=1)
