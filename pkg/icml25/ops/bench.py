@@ -26,7 +26,7 @@ config = make_config({
     "ci": {"fp_shape": (1024, 1024), "fp_block": 32, "bag_rows": (2**14, 2**16), "bag_batch": 512, "bag_k": 32,
            "bag_dim": 64, "moe_tokens": 1024, "moe_dims": (64, 128), "moe_experts": 8, "moe_k": 2, "repeats": 5},
     "full": {"fp_shape": (4096, 4096), "fp_block": 32, "bag_rows": (2**16, 2**20), "bag_batch": 2048, "bag_k": 64,
-             "bag_dim": 64, "moe_tokens": 4096, "moe_dims": (64, 256), "moe_experts": 8, "moe_k": 2, "repeats": 10},
+             "bag_dim": 64, "moe_tokens": 4096, "moe_dims": (64, 256), "moe_experts": 8, "moe_k": 2, "repeats": 5},
 })
 
 
