@@ -214,9 +214,9 @@ check(st.AA_GENERALISES, measured={k: m[k] for k in ("n_aa", "n_paa", "long_accu
 # * **The two signatures are not separated here.** Plain runs sit near or above chance parity-consistency;
 #   curriculum runs sit in the middle band, so the rule gives AA-like and intermediate labels, not two clusters.
 #   With no PAA-like run, the generalisation comparison cannot be made at this scale.
-# * **A depth staircase appears in the plain runs**: the layer at which $s_t$ becomes decodable rises with $t$
-#   for the positions the models have learned, as a scan predicts; too few positions are learned to tell
-#   $\log t$ from linear growth.
+# * **No staircase can be read off yet.** In the plain runs the state probe's high-accuracy region moves to
+#   deeper layers as $t$ grows (the heat map), which is the direction a scan predicts, but only the first couple
+#   of positions reach 90% in any layer, far too few to tell $\log t$ growth from linear (sequential) growth.
 #
 # A run labelled "unclassified" made too few errors for the rule to judge its mechanism. `scale="full"` trains
 # long enough for the models to learn the task and is the setting in which these claims are really tested.
