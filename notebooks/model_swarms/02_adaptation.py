@@ -146,10 +146,14 @@ print(f"not the initial best: {share_not_best:.0%}; from the weaker half: {share
 # The same search without the repel term, with deterministic weights ($r = 1$), and without restarts.
 
 # %%
-variants = {"Model Swarms": {}, "no repel": {"repel": 0.0}, "deterministic weights": {"weight_randomness": False},
+variants = {"no repel": {"repel": 0.0}, "deterministic weights": {"weight_randomness": False},
             "no restarts": {"restart_patience": None}}
-ablation = {name: [ms.run_seed(setup, cfg, "single-task", s, baselines=False, **kw)["test"]["swarm"]
-                   for s in cfg.ablation_seeds] for name, kw in variants.items()}
+full_search = {s: r["test"]["swarm"] for s, r in zip(cfg.seeds, runs["single-task"])}
+ablation = {"Model Swarms": [full_search[s] if s in full_search else
+                             ms.run_seed(setup, cfg, "single-task", s, baselines=False)["test"]["swarm"]
+                             for s in cfg.ablation_seeds]}
+ablation |= {name: [ms.run_seed(setup, cfg, "single-task", s, baselines=False, **kw)["test"]["swarm"]
+                    for s in cfg.ablation_seeds] for name, kw in variants.items()}
 fig, ax = plot.subplots()
 ax.bar(list(ablation), [np.mean(v) for v in ablation.values()], yerr=[np.std(v) for v in ablation.values()],
        capsize=3, color=[plot.PALETTE[1]] + [plot.PALETTE[0]] * 3)
