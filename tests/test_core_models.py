@@ -46,6 +46,12 @@ def test_same_seed_same_weights_and_unknown_preset_named():
         tinylm.make_model("huge", TOK, 0)
 
 
+def test_overrides_replace_preset_settings():
+    m = tinylm.make_model("nano", TOK, 0, num_hidden_layers=2, intermediate_size=64)
+    assert (m.config.num_hidden_layers, m.config.intermediate_size, m.config.hidden_size) == (2, 64, 32)
+    assert len(m.model.layers) == 2
+
+
 PROMPTS = ["3+4|", "1+2*3-4*5|", "9|", "7*7*7|3"]
 
 

@@ -65,16 +65,17 @@ def word_tokenizer(words: list[str]) -> PreTrainedTokenizerFast:
 
 def make_model(preset: str, tokenizer: PreTrainedTokenizerFast, seed: int, max_len: int = 128,
                **overrides) -> LlamaForCausalLM:
-    """A freshly initialised tiny Llama of `preset` size for `tokenizer`'s vocabulary, initialised from `seed`."""
+    """A freshly initialised tiny Llama of `preset` size for `tokenizer`'s vocabulary, initialised from `seed`;
+    `overrides` replace any LlamaConfig setting, the preset's own included (e.g. `num_hidden_layers=3`)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; valid presets: {', '.join(PRESETS)}")
     p = PRESETS[preset]
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
-        num_hidden_layers=p.num_hidden_layers, num_attention_heads=p.num_attention_heads,
-        num_key_value_heads=p.num_attention_heads, max_position_embeddings=max_len, tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id, **overrides)
+    settings = dict(hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
+                    num_hidden_layers=p.num_hidden_layers, num_attention_heads=p.num_attention_heads,
+                    num_key_value_heads=p.num_attention_heads) | overrides
+    config = LlamaConfig(vocab_size=len(tokenizer), max_position_embeddings=max_len, tie_word_embeddings=True,
+                         pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                         eos_token_id=tokenizer.eos_token_id, **settings)
     with seeded(seed, "init", preset):
         return LlamaForCausalLM(config)
 
