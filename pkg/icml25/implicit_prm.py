@@ -548,7 +548,7 @@ def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int, beta: fl
             for name, s in scores.items():
                 acc.setdefault(name, []).append(argmax_pick(s[p, sl], ok))
                 acc.setdefault(f"{name}_vote", []).append(
-                    majority_pick(ans, ok, 1 / (1 + np.exp(-s[p, sl] / beta))))
+                    majority_pick(ans, ok, 0.5 * (1 + np.tanh(s[p, sl] / (2 * beta)))))  # σ(s/β), no overflow
             acc.setdefault("oracle", []).append(float(ok.any()))
     return {k: float(np.mean(v)) for k, v in acc.items()}
 
@@ -559,15 +559,26 @@ def prm_scores(rewards: list[list[np.ndarray]]) -> dict[str, np.ndarray]:
             "prm_outcome": np.array([[aggregate_steps(r, "sum") for r in row] for row in rewards])}
 
 
+def within_problem_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson correlation of two [P, N] score grids after removing each problem's mean (finite entries only):
+    does one score rank a problem's candidates like the other, ignoring how hard the problem is?"""
+    xs, ys = [], []
+    for ra, rb in zip(a, b):
+        ok = np.isfinite(ra) & np.isfinite(rb)
+        if ok.sum() >= 2:
+            xs.append(ra[ok] - ra[ok].mean())
+            ys.append(rb[ok] - rb[ok].mean())
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    return float((x @ y) / np.sqrt((x @ x) * (y @ y)))
+
+
 def evaluate_prm(prm: ImplicitPRM, cands: Candidates, best_of: Sequence[int]) -> dict:
     """Step metrics and best-of-N for every N in `best_of`."""
     rewards = step_rewards_grid(prm, cands)
     scores = prm_scores(rewards)
     extra = {}
     if cands.ref_logprob is not None:
-        finite = np.isfinite(scores["prm_outcome"])
-        extra["corr_reward_ref_logprob"] = float(np.corrcoef(scores["prm_outcome"][finite],
-                                                             cands.ref_logprob[finite])[0, 1])
+        extra["corr_within_problem"] = within_problem_correlation(scores["prm_outcome"], cands.ref_logprob)
         scores["ref_likelihood"] = cands.ref_logprob
     return {**step_metrics(rewards, cands), **extra,
             "best_of": {n: best_of_n(cands, scores, n, prm.beta) for n in best_of}}
