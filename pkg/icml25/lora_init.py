@@ -1,0 +1,362 @@
+"""Beyond Zero Initialization (Li et al., ICML 2025): initialise both LoRA factors to non-zero values.
+
+A LoRA layer computes (Eq. 1, numbered in this chapter)
+
+    (1)  h = W x + (α/r) B A x,        A ∈ R^{r×n_in},  B ∈ R^{n_out×r},  W frozen.
+
+Three initialisations are compared:
+
+    Init[A]   A ~ U(±s/√n_in), B = 0                    (PEFT's default: fine-tuning starts at the pretrained model)
+    Init[AB]  A ~ U(±s/√n_in), B ~ U(±s/√r)            (the paper: the noise (α/r) B₀A₀ stays in the function)
+    Init[AB+] as Init[AB], then W ← W − (α/r) B₀A₀      (control: non-zero factors, start exactly at W)
+
+with the scale s a knob (s = 1 is Kaiming-uniform with gain 1/√3·√3, PEFT's bound 1/√fan_in for A).
+
+    (2)  ∂L/∂A = (α/r) Bᵀ (∂L/∂h) xᵀ,      ∂L/∂B = (α/r) (∂L/∂h) (A x)ᵀ
+
+so under Init[A] the gradient of A is exactly zero at step 0 and the function first moves only through ΔB·A₀; the
+B₀·ΔA path opens only as B grows. With B₀ ≠ 0 both paths are first order from the first step, which is the
+paper's explanation of why non-zero initialisation is more robust to small learning rates.
+
+PEFT is not among this project's dependencies, so LoRA is implemented here with PEFT's names and shapes
+(`base_layer`, `lora_A`, `lora_B`, `scaling`, targets such as `q_proj`/`v_proj`); `init_lora` would apply unchanged to
+a PEFT `LoraLayer`'s `lora_A[adapter]`/`lora_B[adapter]` linears.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from .core import arithmetic, zoo
+from .core.claims import Claim
+from .core.config import make_config
+from .core.generation import encode_completions
+from .core.seeding import seeded, torch_generator
+from .core.train import lm_loss
+
+MODES = ("A", "AB", "AB+")
+
+config = make_config({
+    "smoke": {"seeds": [0, 1], "lrs": [1e-4, 1e-3, 1e-2], "init_scales": [1.0, 10.0], "scale_lr": 1e-4,
+              "width": 64, "d_in": 16, "d_out": 8, "rank": 4, "alpha": 4, "pretrain_steps": 30,
+              "finetune_steps": 20, "batch_size": 128, "shift": 1.0,
+              "lm_lrs": [3e-3], "lm_steps": 2, "lm_batch_size": 8, "lm_rank": 4, "lm_eval": 16,
+              "curve_lr": 1e-4},
+    "ci": {"seeds": [0, 1, 2], "lrs": [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2], "init_scales": [0.1, 1.0, 10.0, 100.0],
+           "scale_lr": 1e-4, "width": 256, "d_in": 16, "d_out": 8, "rank": 4, "alpha": 4, "pretrain_steps": 400,
+           "finetune_steps": 150, "batch_size": 128, "shift": 1.0,
+           "lm_lrs": [3e-4, 3e-3, 3e-2], "lm_steps": 20, "lm_batch_size": 32, "lm_rank": 4,
+           "lm_eval": 256, "curve_lr": 1e-4},
+    "full": {"seeds": [0, 1, 2, 3, 4], "lrs": [1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2],
+             "init_scales": [0.01, 0.1, 1.0, 10.0, 100.0], "scale_lr": 1e-4, "width": 1024, "d_in": 32,
+             "d_out": 8, "rank": 4, "alpha": 4, "pretrain_steps": 2000, "finetune_steps": 1000, "batch_size": 256,
+             "shift": 1.0, "lm_lrs": [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2], "lm_steps": 300, "lm_batch_size": 64,
+             "lm_rank": 8, "lm_eval": 1000, "curve_lr": 1e-4},
+})
+
+# --------------------------------------------------------------------------------------------------- claims
+# Declared before any experiment ran; the criteria are those of the chapter's issue and are not tuned afterwards.
+# Intervals are 95% Student-t intervals of the per-seed paired differences.
+
+SMALL_LR = Claim(
+    chapter="lora_init", id="small_lr",
+    paper_statement="Non-zero initialisation (Init[AB]) makes LoRA more robust to suboptimal, especially small, "
+                    "learning rates than the standard Init[A]",
+    paper_value="largest gains at small learning rates (T5-base/GLUE, Llama-3-8B)",
+    criterion="MLP toy: at each of the two smallest learning rates, the 95% interval of the paired difference of "
+              "final test loss, Init[A] − Init[AB], lies above zero",
+    test=lambda m: all(lo > 0 for lo in m["a_minus_ab_lower"]),
+)
+
+SAME_AT_BEST = Claim(
+    chapter="lora_init", id="same_at_best",
+    paper_statement="At the optimal learning rate the initialisations perform about the same",
+    paper_value="differences vanish near the best learning rate",
+    criterion="MLP toy: at each init's best learning rate (lowest mean final loss), the 95% intervals of the paired "
+              "differences Init[AB] − Init[A] and Init[AB+] − Init[A] contain zero",
+    test=lambda m: all(lo <= 0 <= hi for lo, hi in m["best_lr_intervals"]),
+)
+
+NOISE_HARMLESS = Claim(
+    chapter="lora_init", id="noise_harmless",
+    paper_statement="The random noise (α/r)B₀A₀ that Init[AB] adds to the pretrained weights generally does not hurt",
+    paper_value="Init[AB] ≈ Init[AB+] at standard scales",
+    criterion="MLP toy at init scale 1: the 95% interval of the paired difference of log final loss, Init[AB] − "
+              "Init[AB+], averaged over the learning-rate grid, contains zero",
+    test=lambda m: m["ab_minus_abplus_lower"] <= 0 <= m["ab_minus_abplus_upper"],
+)
+
+
+def paired_interval(diffs: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """The Student-t interval of the mean of per-seed paired differences (needs ≥ 2 seeds)."""
+    from scipy.stats import t
+
+    d = np.asarray(diffs, dtype=float)
+    if len(d) < 2:
+        raise ValueError(f"an interval needs at least 2 seeds, got {len(d)}")
+    half = t.ppf(0.5 + level / 2, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d))
+    return float(d.mean() - half), float(d.mean() + half)
+
+
+# ----------------------------------------------------------------------------------------------- the layer
+
+
+class LoRALinear(nn.Module):
+    """Eq. (1) around a frozen `base_layer` (PEFT's names): h = W x + b + (α/r) B A x."""
+
+    def __init__(self, base_layer: nn.Linear, rank: int, alpha: float):
+        super().__init__()
+        if rank <= 0:
+            raise ValueError(f"LoRA rank must be a positive integer, got {rank}")
+        self.base_layer = base_layer
+        for p in base_layer.parameters():
+            p.requires_grad_(False)
+        self.lora_A = nn.Linear(base_layer.in_features, rank, bias=False)
+        self.lora_B = nn.Linear(rank, base_layer.out_features, bias=False)
+        self.rank, self.scaling = rank, alpha / rank
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base_layer(x) + self.scaling * self.lora_B(self.lora_A(x))
+
+    def delta_weight(self) -> torch.Tensor:
+        """(α/r) B A, the adapter's change of W."""
+        return self.scaling * self.lora_B.weight @ self.lora_A.weight
+
+    def merged_weight(self) -> torch.Tensor:
+        return self.base_layer.weight + self.delta_weight()
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"unknown LoRA initialisation {mode!r}; valid modes: {', '.join(MODES)}")
+    return mode
+
+
+@torch.no_grad()
+def init_lora(layer, mode: str, scale: float, generator: torch.Generator) -> None:
+    """Re-initialise `layer.lora_A`/`lora_B` in place as Init[A], Init[AB] or Init[AB+] (see the module docstring);
+    for Init[AB+] also subtract (α/r) B₀A₀ from the frozen base weight."""
+    check_mode(mode)
+    a, b = layer.lora_A.weight, layer.lora_B.weight
+    bound_a = scale / math.sqrt(a.shape[1])
+    a.copy_((torch.rand(a.shape, generator=generator) * 2 - 1) * bound_a)
+    if mode == "A":
+        b.zero_()
+        return
+    bound_b = scale / math.sqrt(b.shape[1])
+    b.copy_((torch.rand(b.shape, generator=generator) * 2 - 1) * bound_b)
+    if mode == "AB+":
+        layer.base_layer.weight.sub_(layer.delta_weight())
+
+
+def add_lora(model: nn.Module, targets: Sequence[str], rank: int, alpha: float) -> nn.Module:
+    """Freeze `model` and wrap every `nn.Linear` whose name ends in one of `targets` in a `LoRALinear` (in place)."""
+    if rank <= 0:
+        raise ValueError(f"LoRA rank must be a positive integer, got {rank}")
+    for p in model.parameters():
+        p.requires_grad_(False)
+    names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and n.split(".")[-1] in targets]
+    if not names:
+        raise ValueError(f"no nn.Linear named {list(targets)} in the model")
+    for name in names:
+        parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
+        child = name.split(".")[-1]
+        setattr(parent, child, LoRALinear(getattr(parent, child), rank, alpha))
+    return model
+
+
+def lora_layers(model: nn.Module) -> dict[str, LoRALinear]:
+    return {n: m for n, m in model.named_modules() if isinstance(m, LoRALinear)}
+
+
+def init_model(model: nn.Module, mode: str, scale: float, seed: int) -> None:
+    """`init_lora` on every LoRA layer of `model`, each from its own seeded stream."""
+    for name, layer in lora_layers(model).items():  # one stream per layer: every mode draws the same A₀ (and B₀)
+        init_lora(layer, mode, scale, torch_generator(seed, "lora-init", name))
+
+
+def save_adapter(model: nn.Module, path: str | Path) -> None:
+    """The LoRA factors and the (possibly Init[AB+]-shifted) base weights of adapted layers, as safetensors."""
+    state = {}
+    for name, layer in lora_layers(model).items():
+        state[f"{name}.lora_A.weight"] = layer.lora_A.weight.detach().contiguous()
+        state[f"{name}.lora_B.weight"] = layer.lora_B.weight.detach().contiguous()
+        state[f"{name}.base_layer.weight"] = layer.base_layer.weight.detach().contiguous()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    save_file(state, str(path))
+
+
+@torch.no_grad()
+def load_adapter(model: nn.Module, path: str | Path) -> None:
+    """Load what `save_adapter` wrote into a model with the same LoRA layers."""
+    state = load_file(str(path))
+    params = dict(model.named_parameters())
+    missing = sorted(set(state) - set(params))
+    if missing:
+        raise ValueError(f"adapter file has tensors the model lacks: {missing[:4]}")
+    for k, v in state.items():
+        params[k].copy_(v)
+
+
+def trainable(model: nn.Module) -> list[nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+def finetune(model: nn.Module, loss_fn, batches, steps: int, lr: float) -> list[float]:
+    """Adam on the LoRA factors, learning rate decayed linearly to 0 (the paper's recipe); the per-step losses."""
+    params = trainable(model)
+    opt = torch.optim.Adam(params, lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: 1 - t / steps)
+    losses = []
+    for _ in range(steps):
+        loss = loss_fn(model, next(batches))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+# ------------------------------------------------------------------------------------------ the MLP toy
+
+
+class MLP(nn.Module):
+    """y = W₂ tanh(W₁ x + b₁) + b₂."""
+
+    def __init__(self, d_in: int, width: int, d_out: int):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d_in, width), nn.Linear(width, d_out)
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.fc1(x)))
+
+
+@dataclass
+class Toy:
+    pretrained: MLP  # trained on the upstream teacher
+    teacher: MLP  # the downstream teacher: hidden weights shifted by rank-4, readout shifted
+    test_x: torch.Tensor
+    seed: int
+
+
+def mlp_toy(cfg, seed: int) -> Toy:
+    """Pretrain an MLP on a random teacher, then build a downstream teacher whose hidden weights move by a rank-4
+    matrix and whose readout moves too (`cfg.shift` sets the size), so a rank-4 LoRA on both layers can fit it."""
+    with seeded(seed, "toy-teacher"):
+        teacher = MLP(cfg.d_in, cfg.width, cfg.d_out)
+        student = MLP(cfg.d_in, cfg.width, cfg.d_out)
+    gen = torch_generator(seed, "toy-data")
+    opt = torch.optim.Adam(student.parameters(), lr=3e-3)
+    for _ in range(cfg.pretrain_steps):
+        x = torch.randn(cfg.batch_size, cfg.d_in, generator=gen)
+        loss = ((student(x) - teacher(x).detach()) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    down = copy.deepcopy(teacher)
+    with torch.no_grad():
+        u = torch.randn(cfg.width, 4, generator=gen) / math.sqrt(cfg.width)
+        v = torch.randn(4, cfg.d_in, generator=gen) / math.sqrt(cfg.d_in)
+        down.fc1.weight.add_(cfg.shift * math.sqrt(cfg.width / 4) * u @ v)
+        down.fc2.weight.add_(cfg.shift * torch.randn(cfg.d_out, cfg.width, generator=gen) / math.sqrt(cfg.width))
+    for p in down.parameters():
+        p.requires_grad_(False)
+    return Toy(student, down, torch.randn(2048, cfg.d_in, generator=gen), seed)
+
+
+def toy_loss(toy: Toy, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    return ((model(x) - toy.teacher(x)) ** 2).mean()
+
+
+def finetune_toy(toy: Toy, cfg, mode: str, lr: float, scale: float = 1.0, seed: int = 0) -> dict:
+    """LoRA (rank `cfg.rank`, α `cfg.alpha`) on both layers of the pretrained MLP, initialised by `mode`, trained on
+    the downstream teacher; returns the training curve and the final test MSE."""
+    model = add_lora(copy.deepcopy(toy.pretrained), ("fc1", "fc2"), cfg.rank, cfg.alpha)
+    init_model(model, mode, scale, seed)
+    gen = torch_generator(seed, "toy-batches", toy.seed)
+
+    def batches():
+        while True:
+            yield torch.randn(cfg.batch_size, cfg.d_in, generator=gen)
+
+    losses = finetune(model, lambda m, x: toy_loss(toy, m, x), batches(), cfg.finetune_steps, lr)
+    with torch.no_grad():
+        return {"losses": losses, "test_loss": float(toy_loss(toy, model, toy.test_x)),
+                "start_loss": float(toy_loss(toy, toy.pretrained, toy.test_x))}
+
+
+def lr_sweep(cfg, runner, lrs: Sequence[float]) -> dict[str, np.ndarray]:
+    """Final loss [seeds, lrs] per init mode, from `runner(mode, lr, seed)` (paired: the same seed, the same data)."""
+    return {mode: np.array([[runner(mode, lr, s) for lr in lrs] for s in cfg.seeds]) for mode in MODES}
+
+
+def step0_gradients(toy: Toy, cfg, seed: int = 0) -> dict[str, dict[str, float]]:
+    """‖∂L/∂A‖ and ‖∂L/∂B‖ (Frobenius, summed over both layers) at step 0 for every init (Eq. 2)."""
+    out = {}
+    x = toy.test_x[: cfg.batch_size]
+    for mode in MODES:
+        model = add_lora(copy.deepcopy(toy.pretrained), ("fc1", "fc2"), cfg.rank, cfg.alpha)
+        init_model(model, mode, 1.0, seed)
+        toy_loss(toy, model, x).backward()
+        layers = lora_layers(model).values()
+        out[mode] = {"A": float(sum(l.lora_A.weight.grad.norm() ** 2 for l in layers) ** 0.5),
+                     "B": float(sum(l.lora_B.weight.grad.norm() ** 2 for l in layers) ** 0.5)}
+    return out
+
+
+# -------------------------------------------------------------------------- the tiny Llama on a new task
+
+MODULUS = 7  # the downstream task: the same arithmetic, evaluated modulo 7 on digits 0-6
+
+
+def modular_problems(n: int, seed: int, modulus: int = MODULUS, stream: str = "lora") -> list[tuple[str, str]]:
+    """(prompt, solution) pairs of the core's arithmetic format, evaluated modulo `modulus` on digits < modulus."""
+    problems = arithmetic.sample_problems(n, seed, stream=stream)
+    out = []
+    for p in problems:
+        digits = [d % modulus for d in p.digits]
+        acc, steps = digits[0], []
+        for op, d in zip(p.ops, digits[1:]):
+            new = {"+": acc + d, "-": acc - d, "*": acc * d}[op] % modulus
+            steps.append(f"{acc}{op}{d}={new}{arithmetic.STEP_DELIMITER}")
+            acc = new
+        prompt = str(digits[0]) + "".join(op + str(d) for op, d in zip(p.ops, digits[1:])) + arithmetic.PROMPT_END
+        out.append((prompt, "".join(steps) + f"{arithmetic.ANSWER_MARK}{acc}"))
+    return out
+
+
+LLAMA_TARGETS = ("q_proj", "v_proj")  # PEFT's default LoRA targets for Llama
+
+
+def finetune_llama(cfg, scale: str, mode: str, lr: float, seed: int) -> dict:
+    """LoRA on q_proj/v_proj of the zoo's arithmetic draft model, fine-tuned to mod-7 arithmetic; returns the loss
+    curve and the held-out loss (nats per solution token)."""
+    z = zoo.get("arith-draft", scale, 0)
+    tok = z.tokenizer
+    model = add_lora(z.model, LLAMA_TARGETS, cfg.lm_rank, cfg.lm_rank)
+    init_model(model, mode, 1.0, seed)
+    data = modular_problems(4096, seed, stream="lora-train")
+    held_out = modular_problems(cfg.lm_eval, 0, stream="lora-test")
+    gen = torch_generator(seed, "lora-llama-batches")
+
+    def batches():
+        while True:
+            idx = torch.randint(len(data), (cfg.lm_batch_size,), generator=gen).tolist()
+            yield encode_completions(tok, [data[i][0] for i in idx], [data[i][1] for i in idx], add_eos=True)
+
+    model.train()
+    losses = finetune(model, lm_loss, batches(), cfg.lm_steps, lr)
+    model.eval()
+    with torch.no_grad():
+        test = float(lm_loss(model, encode_completions(tok, *zip(*held_out), add_eos=True)))
+    return {"losses": losses, "test_loss": test}
