@@ -91,6 +91,6 @@ ax.legend();
 # %% [markdown]
 # ## What we see
 #
-# Init[AB] and Init[AB+] start from slightly different losses (the noise $\frac{\alpha}{r}B_0A_0$ is present in
-# one and removed in the other) but descend together, and both faster than Init[A], whose $A$ factor needs $B$ to
-# grow before it can learn. The next notebook asks how this depends on the learning rate.
+# Init[AB] starts slightly above Init[AB+] (the noise $\frac{\alpha}{r}B_0A_0$ is present in one and removed in
+# the other), and both descend faster than Init[A], whose $A$ factor must wait for $B$ to grow before it can
+# learn. The next notebook asks how this depends on the learning rate and on the size of the initial noise.

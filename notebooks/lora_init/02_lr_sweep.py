@@ -53,7 +53,7 @@ cfg
 toys = {s: lora_init.mlp_toy(cfg, s) for s in cfg.seeds}
 toy_grid = lora_init.lr_sweep(cfg, lambda m, lr, s: lora_init.finetune_toy(toys[s], cfg, m, lr, 1.0, s)["test_loss"],
                               cfg.lrs)
-start = np.mean([lora_init.finetune_toy(toys[s], cfg, "A", 0.0, 1.0, s)["start_loss"] for s in cfg.seeds])
+start = np.mean([float(lora_init.toy_loss(t, t.pretrained, t.test_x)) for t in toys.values()])
 
 
 def sweep_plot(ax, grid, grid_lrs, title, ylabel):
@@ -134,8 +134,20 @@ check(lora_init.NOISE_HARMLESS, seeds=cfg.seeds, scale=scale,
 # %% [markdown]
 # ## What we see
 #
-# Read the verdicts above together with the curves: on the small-learning-rate side Init[A] lags because its
-# $A$ factor can only start learning once $B$ has grown, while Init[AB] and Init[AB+] move both factors from the
-# first step. Near each init's best learning rate the curves meet. Init[AB] and Init[AB+] track each other at
-# scale 1; at large init scales the noise $\frac{\alpha}{r}B_0A_0$ of Init[AB] is no longer small. The Llama sweep
-# is coarser (3 learning rates, 20 steps) and is shown for the shape of the curves, not used for a verdict.
+# At `ci` scale (150 steps, width 256, 3 seeds) the picture is more nuanced than the paper's:
+#
+# - **Small learning rates.** Where the learning rate is small *but still learns* (about $10^{-4}$ to
+#   $10^{-3}$ here), Init[AB] and Init[AB+] are clearly ahead of Init[A], as the zero gradient of $A$ predicts.
+#   Below that ($10^{-5}$, $3 \times 10^{-5}$) no init moves far from the pretrained model within the budget, and
+#   Init[AB] is then slightly *worse* than Init[A] because it still carries its initial noise. The `small_lr`
+#   criterion was fixed on the two smallest learning rates of the grid, which here fall in that frozen regime, so
+#   the verdict reads "not reproduced" even though the curves show the effect one decade higher.
+# - **Best learning rate.** All three inits are best at the largest learning rate and close there; Init[AB+] is
+#   a few percent better than Init[A], consistently enough over 3 seeds to exclude zero, so "within noise" fails
+#   in the direction that favours non-zero initialisation.
+# - **Noise.** At scale 1 the noise of Init[AB] costs a small but consistent 2-7% of loss relative to Init[AB+];
+#   at scales 10 and 100 it is catastrophic for Init[AB] and harmless for Init[AB+], which keeps improving.
+# - **Tiny Llama.** With our scale for $B$ (bound $1/\sqrt{r}$, unverified against the official code), the noise
+#   $\frac{\alpha}{r}B_0A_0$ on `q_proj`/`v_proj` is large relative to a 56k-parameter model's weights: Init[AB]
+#   is far worse than both others, while Init[AB+] is best at the smaller learning rates. This is the regime the
+#   paper excludes by keeping the initial product small, and it suggests our $B$ scale is too large for this model.

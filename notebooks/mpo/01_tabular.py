@@ -116,8 +116,8 @@ for row, beta in zip(axes, cfg.betas):
     row[0].set(title=f"BSMD weights, β = {beta} (seed {cfg.seeds[0]})", xlabel="BSMD step t", ylabel="weight λ_k")
     row[0].legend(fontsize=8)
     k = len(r.policies)
-    for label, get, per in (("MPO (BSMD)", lambda x: x.mpo_values, mpo.MPO_PASSES_PER_SAMPLE(k)),
-                            ("MaxMin-RLHF (policy gradient)", lambda x: x.pg.values, mpo.PG_PASSES_PER_SAMPLE(k))):
+    for label, get, per in (("MPO (BSMD)", lambda x: x.mpo_values, mpo.mpo_passes_per_sample(k)),
+                            ("MaxMin-RLHF (policy gradient)", lambda x: x.pg.values, mpo.pg_passes_per_sample(k))):
         steps = np.array([s for s, _ in get(runs[beta][0])])
         vals = np.array([[v for _, v in get(x)] for x in runs[beta]])
         spend = steps * runs[beta][0].mpo.samples_per_step * per
@@ -175,7 +175,7 @@ ratios = [r.compute_ratio for r in all_runs]
 check(mpo.COMPUTE, seeds=cfg.seeds, scale=scale,
       measured={"compute_ratio": ratios, "mpo_passes": [str(r.mpo_compute) for r in all_runs],
                 "pg_passes": [str(r.pg_compute) for r in all_runs],
-                "pg_budget": cfg.pg_steps * all_runs[0].pg.samples_per_step * mpo.PG_PASSES_PER_SAMPLE(3)},
+                "pg_budget": cfg.pg_steps * all_runs[0].pg.samples_per_step * mpo.pg_passes_per_sample(3)},
       our_value="MPO/PG forward passes to reach 1% of V*, per run: "
                 + ", ".join("MPO never" if x is None else f"{x:.2g}" for x in ratios)
                 + f" (0: PG never did within its {cfg.pg_steps} steps)")

@@ -10,7 +10,7 @@ Three initialisations are compared:
     Init[AB]  A ~ U(±s/√n_in), B ~ U(±s/√r)            (the paper: the noise (α/r) B₀A₀ stays in the function)
     Init[AB+] as Init[AB], then W ← W − (α/r) B₀A₀      (control: non-zero factors, start exactly at W)
 
-with the scale s a knob (s = 1 is Kaiming-uniform with gain 1/√3·√3, PEFT's bound 1/√fan_in for A).
+with the scale s a knob (s = 1 gives A PEFT's Kaiming-uniform bound 1/√fan_in, and B the same rule, 1/√r).
 
     (2)  ∂L/∂A = (α/r) Bᵀ (∂L/∂h) xᵀ,      ∂L/∂B = (α/r) (∂L/∂h) (A x)ᵀ
 

@@ -211,8 +211,8 @@ def bsmd_step(lam, logr_samples, eta: float) -> np.ndarray:
     return softmax(log_lam)
 
 
-def bsmd(logr, pi_ref, steps: int, m: int, seed: int, step_scale: float = 1.0, prompts_per_step: int = 1,
-         lam0=None) -> BSMDResult:
+def bsmd(logr, pi_ref, steps: int, m: int, seed: int, step_scale: float = 1.0,
+         prompts_per_step: int = 1) -> BSMDResult:
     """Batch stochastic mirror descent on F (Eqs. 7-8): each step samples `prompts_per_step` prompts and m responses
     per prompt from π_ref, with step size η = step_scale · √(2 log K) / (G √T), G = max |log(π_k/π_ref)|
     (the textbook step for mirror descent with the entropy on the simplex; `step_scale` multiplies it)."""
@@ -220,7 +220,7 @@ def bsmd(logr, pi_ref, steps: int, m: int, seed: int, step_scale: float = 1.0, p
     k, n_x, n_y = logr.shape
     if steps < 1 or m < 1 or prompts_per_step < 1:
         raise ValueError(f"steps, m and prompts_per_step must be ≥ 1; got {steps}, {m}, {prompts_per_step}")
-    lam = check_simplex(np.full(k, 1 / k) if lam0 is None else lam0, k)
+    lam = np.full(k, 1 / k)
     eta = step_scale * np.sqrt(2 * np.log(max(k, 2))) / (np.abs(logr).max() * np.sqrt(steps))
     rng = numpy_rng(seed, "bsmd", m)
     cdf = np.cumsum(pi_ref, -1)
@@ -271,8 +271,16 @@ def single_policies(problem: TabularProblem, beta: float) -> np.ndarray:
 
 # Compute is counted in response-level forward passes of a policy-sized network (reward models assumed the same
 # size; a backward pass costs two forward passes). Per sampled response:
-MPO_PASSES_PER_SAMPLE = lambda k: 1 + k  # noqa: E731  sample from π_ref (its log-prob comes with it) + K policies
-PG_PASSES_PER_SAMPLE = lambda k: 1 + 1 + k + 2  # noqa: E731  sample from π_θ, π_ref log-prob, K rewards, backward
+
+
+def mpo_passes_per_sample(k: int) -> int:
+    """A sample from π_ref (its log-probability comes with it) and the K policies' log-probabilities."""
+    return 1 + k
+
+
+def pg_passes_per_sample(k: int) -> int:
+    """A sample from π_θ, its π_ref log-probability, K reward models, and a backward pass (two forwards)."""
+    return 1 + 1 + k + 2
 
 
 @dataclass
@@ -356,12 +364,12 @@ class TabularRun:
     @property
     def mpo_compute(self) -> float:
         return compute_to_reach(self.mpo_values, self.v_star, 0.01,
-                                self.mpo.samples_per_step * MPO_PASSES_PER_SAMPLE(len(self.policies)))
+                                self.mpo.samples_per_step * mpo_passes_per_sample(len(self.policies)))
 
     @property
     def pg_compute(self) -> float:
         return compute_to_reach(self.pg.values, self.v_star, 0.01,
-                                self.pg.samples_per_step * PG_PASSES_PER_SAMPLE(len(self.policies)))
+                                self.pg.samples_per_step * pg_passes_per_sample(len(self.policies)))
 
     @property
     def compute_ratio(self) -> float | None:
