@@ -27,6 +27,7 @@ def render() -> str:
         entries = [e for e in entries if e]
         if part == catalog.BACK:
             entries.insert(0, ["      - file: scorecard"])
+            entries.append(["      - file: references"])
         if entries:
             lines += [f"  - caption: {part}", "    chapters:"] + [ln for e in entries for ln in e]
     return "\n".join(lines) + "\n"

@@ -31,6 +31,7 @@ class Preset:
 # Parameter counts are for a ~20-symbol vocabulary with tied embeddings.
 PRESETS = {
     "nano": Preset(32, 1, 2, 96),  # ~15k parameters
+    "tiny": Preset(32, 2, 2, 96),  # ~27k
     "micro": Preset(48, 2, 4, 128),  # ~56k
     "small": Preset(64, 2, 4, 192),  # ~107k
     "base": Preset(128, 4, 4, 384),  # ~860k
