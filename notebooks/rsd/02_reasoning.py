@@ -13,7 +13,7 @@
 # %% [markdown]
 # # RSD on the arithmetic reasoners: accuracy against FLOPs
 #
-# The zoo's **draft** (`arith-draft`, ~56k parameters, about half the problems right) and **target**
+# The zoo's **draft** (`arith-draft`, ~27k parameters, a third to a half of the problems right) and **target**
 # (`arith-target`, ~108k parameters, nearly all right) write step-by-step solutions such as `3+4=7;7*2=4;A4`.
 # RSD lets the draft write each step (up to `;`), scores it with a PRM, and calls the target for that step only when
 # the reward is below δ. Three PRMs:
