@@ -1,0 +1,142 @@
+"""Memory layers: the product-key search is exact, the lookup is a weighted embedding bag, values are shared."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from icml25 import memory_layers as ml
+from icml25 import ops
+
+
+def _keys(g, heads, n, k_dim, batch=50):
+    q = torch.randn(batch, heads, k_dim, generator=g, dtype=torch.float64)
+    k1, k2 = (torch.randn(heads, n, k_dim // 2, generator=g, dtype=torch.float64) for _ in range(2))
+    return q, k1, k2
+
+
+@pytest.mark.parametrize("heads,n,knn", [(1, 8, 3), (3, 16, 5), (2, 6, 6)])  # last: knn = sqrt(N)
+def test_product_key_topk_equals_brute_force(heads, n, knn):
+    q, k1, k2 = _keys(torch.Generator().manual_seed(n), heads, n, 8)
+    scores, index = ml.product_key_topk(q, k1, k2, knn)
+    bf_scores, bf_index = ml.brute_force_topk(q, k1, k2, knn)
+    torch.testing.assert_close(scores, bf_scores)
+    assert torch.equal(index.sort(-1).values, bf_index.sort(-1).values)
+
+
+def test_indices_decode_to_pairs_in_range():
+    n = 10
+    q, k1, k2 = _keys(torch.Generator().manual_seed(1), 2, n, 6)
+    scores, index = ml.product_key_topk(q, k1, k2, 4)
+    assert int(index.min()) >= 0 and int(index.max()) < n * n
+    i, j = ml.decode_index(index, n)
+    s1, s2 = ml.half_scores(q, k1, k2)
+    torch.testing.assert_close(scores, s1.gather(-1, i) + s2.gather(-1, j))
+
+
+def _layer(d=8, n_keys=4, heads=2, knn=3, k_dim=4, values=None, seed=0):
+    values = ml.new_values(n_keys ** 2, d, seed) if values is None else values
+    return ml.MemoryPlus(d, values, heads, knn, k_dim, seed=seed)
+
+
+def test_per_head_weights_sum_to_one():
+    layer = _layer()
+    index, weights = layer.lookup(torch.randn(7, 8))
+    assert index.shape == weights.shape == (7, 2 * 3)
+    torch.testing.assert_close(weights.view(7, 2, 3).sum(-1), torch.ones(7, 2))
+
+
+def test_embedding_bag_matches_torch_with_duplicates():
+    g = torch.Generator().manual_seed(3)
+    values = torch.randn(9, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    index = torch.tensor([[0, 0, 3], [3, 8, 3], [1, 2, 0]])  # repeats inside a bag and across bags
+    weights = torch.rand(3, 3, dtype=torch.float64, generator=g, requires_grad=True)
+    ours = ops.embedding_bag(values, index, weights)
+    ref = F.embedding_bag(index, values, per_sample_weights=weights, mode="sum")
+    torch.testing.assert_close(ours, ref)
+    grad = torch.randn_like(ours)
+    g_ours = torch.autograd.grad(ours, (values, weights), grad)
+    g_ref = torch.autograd.grad(ref, (values, weights), grad)
+    for a, b in zip(g_ours, g_ref):
+        torch.testing.assert_close(a, b)
+
+
+def test_shared_values_are_one_tensor_whose_gradient_sums_both_layers():
+    model = ml.tiny_llama(20, 8, 16, seed=0, n_layers=2, n_heads=2)
+    values = ml.add_memory(model, [0, 1], n_keys=4, heads=2, knn=2, k_dim=4)
+    a, b = model.model.layers[0].mlp, model.model.layers[1].mlp
+    assert a.values is b.values is values
+    assert sum(p is values for p in model.parameters()) == 1
+    x = torch.randn(5, 8)
+    grads = []
+    for layer in (a, b):
+        values.grad = None
+        layer(x).sum().backward()
+        grads.append(values.grad.clone())
+    values.grad = None
+    (a(x).sum() + b(x).sum()).backward()
+    torch.testing.assert_close(values.grad, grads[0] + grads[1])
+    assert grads[0].abs().sum() > 0 and grads[1].abs().sum() > 0
+
+
+def test_zero_gate_gives_exactly_zero():
+    layer = _layer()
+    with torch.no_grad():
+        layer.w1.weight.zero_()
+    assert torch.equal(layer(torch.randn(3, 4, 8)), torch.zeros(3, 4, 8))
+
+
+def test_memory_model_runs_and_counts_fewer_flops_than_dense():
+    cfg = ml.config("smoke")
+    task = ml.fact_task(ml.fact_world(64, 0, 8, 16))
+    dense, _ = ml.build(ml.Arch("dense", 4 * cfg.d_model), task.vocab_size, cfg, 0, 3)
+    memory, values = ml.build(ml.Arch("memory", 4 * cfg.d_model, (1,)), task.vocab_size, cfg, 0, 3)
+    assert memory(input_ids=task.inputs).logits.shape == (64, 3, task.vocab_size)
+    assert ml.flops_per_token(memory, 3) < ml.flops_per_token(dense, 3)
+    assert ml.memory_params(cfg.d_model, cfg.n_keys, cfg.heads, cfg.k_dim) + values.numel() + sum(
+        p.numel() for n, p in memory.named_parameters() if "layers.1.mlp." not in n) == sum(
+        p.numel() for p in memory.parameters())
+    wide = ml.dense_ff_for_flops(2 * ml.flops_per_token(memory, 3), task.vocab_size, cfg.d_model, 3)
+    wide_model = ml.tiny_llama(task.vocab_size, cfg.d_model, wide, 0)
+    assert abs(ml.flops_per_token(wide_model, 3) / ml.flops_per_token(memory, 3) - 2) < 0.05
+
+
+def test_training_lowers_the_loss():
+    cfg = ml.config("smoke", steps=40)
+    task = ml.fact_task(ml.fact_world(16, 0, 8, 8))
+    result = ml.run(ml.Arch("memory", 32, (1,)), task, cfg, 0)
+    assert result["losses"][-1] < result["losses"][0]
+    assert 0 < result["usage"] <= 1
+
+
+def test_control_task_scores_digits_after_equals():
+    task = ml.control_task(5, 0)
+    assert (task.targets != -100).any(1).all()
+    eq = {c: i + 1 for i, c in enumerate("0123456789+-*=;|A")}["="]
+    for row in range(5):
+        pos = (task.targets[row] != -100).nonzero().flatten()
+        assert (task.inputs[row, pos] == eq).all()
+
+
+@pytest.mark.parametrize("n_values,knn,k_dim,heads,qdim,match", [
+    (16, 5, 4, 1, None, "knn=5"),  # k > sqrt(N)
+    (15, 2, 4, 1, None, "perfect square"),  # non-square N
+    (16, 2, 5, 1, None, "k_dim=5"),  # head dim does not split in halves
+    (16, 2, 4, 2, 10, "does not split"),  # query does not split into heads
+])
+def test_bad_shapes_raise(n_values, knn, k_dim, heads, qdim, match):
+    with pytest.raises(ValueError, match=match):
+        ml.check_memory_shape(n_values, knn, k_dim, heads, qdim)
+
+
+def test_bad_input_to_topk_and_layer_raise():
+    q, k1, k2 = _keys(torch.Generator().manual_seed(0), 1, 4, 4)
+    with pytest.raises(ValueError, match="knn=5"):
+        ml.product_key_topk(q, k1, k2, 5)
+    with pytest.raises(ValueError, match="perfect square"):
+        ml.MemoryPlus(8, torch.nn.Parameter(torch.zeros(15, 8)), 1, 2, 4)
+    with pytest.raises(ValueError, match="d_model"):
+        ml.MemoryPlus(8, torch.nn.Parameter(torch.zeros(16, 6)), 1, 2, 4)
+    with pytest.raises(ValueError, match="memory layers"):
+        ml.add_memory(ml.tiny_llama(10, 8, 16, 0, n_heads=2), [2], 4, 1, 2, 4)
+    with pytest.raises(ValueError, match="n_facts"):
+        ml.fact_world(10, 0, n_relations=4)
