@@ -1,0 +1,118 @@
+import numpy as np
+import pytest
+import torch
+
+from icml25 import ple
+from icml25.core import arithmetic, tinylm
+from icml25.core.generation import sequence_logprobs
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    tok = ple.principled_tokenizer()
+    return tinylm.make_model("nano", tok, seed=0), tok
+
+
+def fake_pairs(n=12, seed=0):
+    rng = np.random.default_rng(seed)
+    problems = arithmetic.sample_problems(n, seed, max_ops=3)
+    plain = [ple.sloppy_solution(p, 0.5, rng) for p in problems]
+    return ple.Pairs(problems, plain, [p.solution for p in problems],
+                     np.array([ple.reward(p, y) for p, y in zip(problems, plain)]), np.ones(n))
+
+
+def test_threshold_schedule_decays_geometrically():
+    taus = ple.threshold_schedule(0.2, 0.9, 6)
+    assert np.allclose(taus, 0.2 * 0.9 ** np.arange(6))
+    assert np.all(np.diff(taus) < 0)
+    assert np.allclose(ple.threshold_schedule(0.2, 1.0, 4), 0.2)
+
+
+@pytest.mark.parametrize("tau0, alpha", [(0.2, 0.0), (0.2, 1.5), (0.2, -0.1), (-0.1, 0.9)])
+def test_bad_schedule_raises(tau0, alpha):
+    with pytest.raises(ValueError, match="tau0|alpha"):
+        ple.threshold_schedule(tau0, alpha, 3)
+
+
+def test_ranked_share_never_decreases_as_tau_falls():
+    rng = np.random.default_rng(0)
+    r, rp = rng.integers(0, 5, 200) / 4, rng.integers(0, 5, 200) / 4
+    shares = [ple.route(r, rp, t).mean() for t in ple.threshold_schedule(0.9, 0.7, 15)]
+    assert np.all(np.diff(shares) >= 0) and shares[-1] > shares[0]
+
+
+def test_each_pair_gets_exactly_one_loss(tiny):
+    model, tok = tiny
+    pairs = fake_pairs()
+    rank = ple.route(pairs.reward_plain, pairs.reward_principle, 0.3)
+    assert 0 < rank.sum() < len(rank)
+    b = next(ple._pair_batches(tok, pairs, rank, np.ones(len(rank), bool), torch.zeros(len(rank), 2), 32, 0))
+    lp, lpp = ple.mean_logprob(model, b["plain"]), ple.mean_logprob(model, b["principle"])
+    w = ple.sft_weights(b["r_plain"], b["r_principle"], 0.1)
+    expected = sum(ple.ranking_loss(lp[i], lpp[i]) if b["rank"][i] else
+                   ple.weighted_sft_loss(lp[i:i + 1], lpp[i:i + 1], w[i:i + 1])[0] for i in range(32)) / 32
+    assert torch.allclose(ple.ple_objective(0.1)(model, b), expected, atol=1e-5)
+
+
+def test_sft_weights():
+    w = ple.sft_weights(torch.tensor([0.2, 0.5, 0.9]), torch.tensor([0.8, 0.5, 0.1]), 0.1)
+    assert torch.all(w > 0) and torch.allclose(w.sum(-1), torch.ones(3))
+    assert torch.allclose(w[1], torch.tensor([0.5, 0.5]))
+    assert w[0, 1] > w[0, 0] and w[2, 0] > w[2, 1]
+    with pytest.raises(ValueError, match="temperature"):
+        ple.sft_weights(torch.tensor([0.0]), torch.tensor([1.0]), 0.0)
+
+
+def test_ranking_loss_zero_when_ranked_and_gradient_sign_otherwise():
+    assert ple.ranking_loss(torch.tensor(-2.0), torch.tensor(-1.0)) == 0
+    lp, lpp = torch.tensor(-1.0, requires_grad=True), torch.tensor(-2.0, requires_grad=True)
+    loss = ple.ranking_loss(lp, lpp)
+    loss.backward()
+    assert loss > 0 and lp.grad > 0 and lpp.grad < 0  # descent lowers p̄(y|x) and raises p̄(y_p|x)
+
+
+def test_training_inputs_never_contain_the_principle(tiny):
+    _, tok = tiny
+    pairs = fake_pairs()
+    assert ple.with_principle(pairs.problems[0].prompt).startswith(ple.PRINCIPLE)
+    p_id = tok.convert_tokens_to_ids(ple.PRINCIPLE)
+    batches = ple._pair_batches(tok, pairs, np.zeros(12, bool), np.ones(12, bool), torch.zeros(12, 2), 16, 0)
+    for _ in range(3):
+        b = next(batches)
+        assert not (b["plain"]["input_ids"] == p_id).any() and not (b["principle"]["input_ids"] == p_id).any()
+    prompts, _ = ple.sft_demonstrations(20, 0.3, 0)
+    assert not any(ple.PRINCIPLE in p for p in prompts)
+
+
+def test_reward_is_fraction_of_verified_steps():
+    p = arithmetic.Problem((3, 4, 2), ("+", "*"))
+    assert ple.reward(p, p.solution) == 1.0 and ple.reward(p, "") == 0.0
+    steps = p.steps()
+    assert ple.reward(p, steps[0] + "1*2=2;" + steps[2]) == pytest.approx(2 / 3)
+
+
+def test_expected_step_reward_matches_per_step_reference(tiny):
+    model, tok = tiny
+    problems = arithmetic.sample_problems(3, 1, max_ops=3)
+    fast = ple.expected_step_reward(model, tok, [p.prompt for p in problems], problems)
+    for f, p in zip(fast, problems):
+        steps = p.steps()
+        with torch.no_grad():
+            ref = [float(sequence_logprobs(model, tok, [p.prompt + "".join(steps[:k])], [steps[k]]).exp())
+                   for k in range(len(steps))]
+        assert f == pytest.approx(np.mean(ref), rel=1e-4)
+
+
+def test_adding_the_principle_token_keeps_the_old_logits():
+    old = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    model = tinylm.make_model("nano", old, seed=0)
+    new_model, new_tok = ple.add_principle_token(model, old)
+    assert len(new_tok) == len(old) + 1
+    ids = torch.tensor([old("3+4|")["input_ids"]])
+    with torch.no_grad():
+        assert torch.allclose(model(input_ids=ids).logits, new_model(input_ids=ids).logits[..., :len(old)])
+
+
+def test_unknown_method_raises():
+    with pytest.raises(ValueError, match="valid methods"):
+        ple.run_method("ppo", ple.config("smoke"), 0, [])
