@@ -1,0 +1,133 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from icml25 import fp_quant_scaling as fq
+from icml25.ops import fp_quantize
+
+
+def test_law_reproduces_the_papers_derived_numbers():
+    assert fq.critical_data_size(1e9, 4, 3, 128) == pytest.approx(27.3e12, rel=5e-3)
+    assert fq.critical_data_size(1e9, 2, 1, 128) == pytest.approx(0.393e12, rel=5e-3)
+    assert fq.critical_data_size(1e9, 8, 7, 128) == pytest.approx(1730e12, rel=5e-3)
+    assert [fq.best_layout(b) for b in (4, 8, 16)] == [(2, 1), (4, 3), (8, 7)]
+    assert 3 <= fq.optimal_mantissa(8) < 3.5
+
+
+def test_loss_is_stationary_in_data_at_the_critical_size():
+    N, E, M, B = 1e8, 4, 3, 128
+    D = fq.critical_data_size(N, E, M, B)
+    left, mid, right = (fq.law_loss(N, D * f, E, M, B) for f in (0.9, 1.0, 1.1))
+    assert mid < left and mid < right
+    h = D * 1e-4
+    assert abs(fq.law_loss(N, D + h, E, M, B) - fq.law_loss(N, D - h, E, M, B)) / (2 * h) < 1e-18
+
+
+def test_cost_optimal_precision_is_low_bit_in_the_papers_range():
+    assert 4 <= fq.cost_optimal_precision(1e23) <= 8
+
+
+def test_fit_recovers_constants_from_the_law_itself():
+    true = fq.LawParams(n=3.0, alpha=0.3, d=40.0, beta=0.4, eps=1.5, gamma=200.0, delta=2.5, nu=2.0)
+    rows = [(N, D, E, M, B) for N in (1e4, 4e4) for D in (3e4, 1e5)
+            for E, M in ((1, 1), (1, 2), (2, 1), (2, 2), (3, 1), (4, 3), (np.nan, np.nan))
+            for B in (8, 64, 1024)]
+    N, D, E, M, B = np.array(rows).T
+    loss = fq.predict(true, N, D, E, M, B)
+    fit = fq.fit_law(N, D, E, M, B, loss, alpha=true.alpha, beta=true.beta)
+    for name in fq.FIT_FIELDS:
+        assert getattr(fit, name) == pytest.approx(getattr(true, name), rel=1e-4), name
+    assert fq.r_squared(loss, fq.predict(fit, N, D, E, M, B)) > 0.999999
+
+
+def _reference_grads(x, w, spec, grad_y):
+    """Straight-through reference: the quantised GEMMs spelled out with materialised tensors."""
+    x2, g2 = x.reshape(-1, x.shape[-1]), grad_y.reshape(-1, grad_y.shape[-1])
+    w_bwd = fp_quantize(w.t().contiguous(), spec.E, spec.M, spec.B, axis=None, convention="paper").t()
+    x_bwd = fp_quantize(x2.t().contiguous(), spec.E, spec.M, spec.B, axis=None, convention="paper").t()
+    return (g2 @ w_bwd).reshape(x.shape), g2.t() @ x_bwd
+
+
+@pytest.mark.parametrize("E,M,B", [(2, 1, 8), (4, 3, 64), (1, 2, 1024)])
+def test_qlinear_forward_and_gradients_match_the_reference(E, M, B):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 5, 16, generator=g, requires_grad=True)
+    w = torch.nn.Parameter(torch.randn(12, 16, generator=g))
+    spec = fq.QuantSpec(E, M, B)
+    layer = fq.QLinear(w, spec)
+    y = layer(x)
+    w_q = fp_quantize(w.detach(), E, M, B, axis=None, convention="paper")
+    torch.testing.assert_close(y, torch.nn.functional.linear(x.detach(), w_q))
+    assert not torch.equal(w_q, w.detach())  # the quantisation did something
+    grad_y = torch.randn(y.shape, generator=g)
+    y.backward(grad_y)
+    ref_x, ref_w = _reference_grads(x.detach(), w.detach(), spec, grad_y)
+    torch.testing.assert_close(x.grad, ref_x)
+    torch.testing.assert_close(w.grad, ref_w)
+
+
+def test_full_precision_qlinear_is_nn_linear():
+    g = torch.Generator().manual_seed(1)
+    lin = torch.nn.Linear(8, 6, bias=False)
+    with torch.no_grad():
+        lin.weight.copy_(torch.randn(6, 8, generator=g))
+    layer = fq.QLinear(lin.weight, fq.QuantSpec(None))
+    x = torch.randn(4, 8, generator=g)
+    torch.testing.assert_close(layer(x), lin(x), rtol=0, atol=0)
+
+
+def test_quantize_model_replaces_block_linears_only():
+    cfg = fq.config("smoke")
+    model = fq.quantize_model(fq.make_lm(cfg, "S", 0), fq.QuantSpec(2, 1, 8))
+    q = [m for m in model.modules() if isinstance(m, fq.QLinear)]
+    assert len(q) == 2 * 7  # q, k, v, o, gate, up, down in each of two layers
+    assert not any(isinstance(m, torch.nn.Linear) for m in model.model.layers.modules())
+    assert isinstance(model.lm_head, torch.nn.Linear)
+
+
+def test_block_size_one_round_trips_and_larger_blocks_err_more():
+    g = torch.Generator().manual_seed(2)
+    x = torch.distributions.StudentT(2.0).sample((64, 64))
+    errs = [float((fq.quantize_blocks(x, fq.QuantSpec(2, 1, b)) - x).pow(2).mean()) for b in (1, 16, 4096)]
+    assert errs[0] < 1e-10 * float(x.pow(2).mean())
+    assert errs[0] < errs[1] < errs[2]
+    del g
+
+
+def test_markov_language_entropy_rate_matches_a_sample_estimate():
+    lang = fq.MarkovLanguage.make(8, 1.2, 0)
+    ids = lang.sample(200, 200, torch.Generator().manual_seed(0))
+    probs = torch.as_tensor(lang.probs)
+    nll = -torch.log(probs[ids[:, :-1], ids[:, 1:]]).mean()
+    assert float(nll) == pytest.approx(lang.entropy_rate(), rel=0.02)
+    assert np.allclose(lang.probs.sum(1), 1)
+
+
+def test_bad_formats_raise():
+    with pytest.raises(ValueError, match="exponent bits"):
+        fq.QuantSpec(0, 2, 8)
+    with pytest.raises(ValueError, match="mantissa bits"):
+        fq.QuantSpec(2, -1, 8)
+    with pytest.raises(ValueError, match="block size"):
+        fq.QuantSpec(2, 1, 0)
+    with pytest.raises(ValueError, match="exponent bits"):
+        fq.law_loss(1e6, 1e9, 0, 3, 128)
+    with pytest.raises(ValueError, match="block size"):
+        fq.critical_data_size(1e9, 4, 3, -1)
+
+
+def test_block_slope_and_best_split_helpers():
+    runs = [fq.Run("S", "D1", fq.QuantSpec(2, 1, b), s, loss=1.0 + 0.1 * math.log2(b) + 0.01 * s)
+            for s in (0, 1, 2) for b in (8, 64)]
+    assert fq.block_slope(runs, (2, 1)) == pytest.approx([0.1, 0.1, 0.1])
+    runs += [fq.Run("S", "D1", fq.QuantSpec(1, 2, 64), s, loss=2.0) for s in (0, 1, 2)]
+    assert fq.best_split_by_bits(runs) == {4: (2, 1)}
+
+
+def test_grids_and_float8_agreement():
+    assert fq.format_grid(2, 1).tolist() == [0, 0.5, 1, 1.5, 2, 3, 4, 6]
+    assert fq.format_grid(4, 3).max() == 480
+    assert fq.format_grid(4, 3, "fn").max() == 448
+    assert fq.float8_mismatches(2000, 0) == {"E4M3": 0, "E5M2": 0}
