@@ -1,0 +1,436 @@
+"""Distribution-wise interventions (Deng, Chang & Chen, ICML 2025): steer a frozen LM by editing hidden states
+inside a low-rank subspace, with a learned *distribution* of edits instead of a single point.
+
+LoReFT (Wu et al., 2024), the pointwise intervention, edits a hidden state h ∈ R^d inside the span of the r
+orthonormal rows of R ∈ R^{r×d}:
+
+    (1)  Φ_LoReFT(h) = h + Rᵀ(W h + b − R h),          R Rᵀ = I_r
+
+It replaces the subspace coordinates R h by the learned target W h + b and leaves (I − RᵀR) h untouched.
+D-ReFT replaces the point W h + b by a sample from a Gaussian whose mean and scale are functions of h:
+
+    (2)  μ(h) = W_μ h + b_μ,   log σ²(h) = W_σ h + b_σ
+    (3)  z = μ(h) + σ(h) ⊙ ε,   ε ~ N(0, I_r)
+    (4)  Φ_D-ReFT(h) = h + Rᵀ(z − R h)
+
+with log σ² clamped to [−14, −3.2] and then σ to [0.001, 0.2] (the official code's clamps; the paper calls them
+model-specific). Noise is drawn at inference too; `mode="mean"` uses z = μ(h) for a deterministic evaluation.
+An optional information-bottleneck term adds
+
+    (5)  β · KL(N(μ, σ²) ‖ N(0, I)) = β · ½ Σ_i (σ_i² + μ_i² − 1 − log σ_i²)
+
+to the task loss (off by default: the paper reports it does better without).
+
+Interventions are attached with forward hooks to the outputs (the residual stream) of chosen decoder layers at the
+first and last `n_edge` prompt positions (the paper's "f7+l7" with shared weights), and only their parameters are
+trained. The experiment: a tiny Llama pretrained on one rule over digit strings (rule A: answer the first digit)
+is steered with few examples to a related rule (rule B: answer the first digit's successor, mod 10).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from .core import tinylm, zoo
+from .core.claims import Claim
+from .core.config import make_config
+from .core.seeding import numpy_rng, seeded, torch_generator
+from .core.train import train
+
+DIGITS = "0123456789"
+RULES = ("A", "B")
+METHODS = ("loreft", "dreft")
+LOGVAR_CLAMP = (-14.0, -3.2)
+SIGMA_CLAMP = (0.001, 0.2)
+
+config = make_config({
+    "smoke": {"seeds": [0], "n_train": 64, "n_test": 200, "rank": 4, "n_edge": 2, "steps": 15, "lr": 3e-3,
+              "batch_size": 16, "beta_kl": 0.0, "noise_levels": [0.0, 0.5], "corrupt_rates": [0.1],
+              "layers": [0, 3], "hybrid": True},
+    "ci": {"seeds": [0, 1, 2], "n_train": 256, "n_test": 1000, "rank": 4, "n_edge": 2, "steps": 100, "lr": 3e-3,
+           "batch_size": 32, "beta_kl": 0.0, "noise_levels": [0.0, 0.5, 1.0], "corrupt_rates": [0.1, 0.2],
+           "layers": [0, 1, 2, 3], "hybrid": True},
+    "full": {"seeds": [0, 1, 2, 3, 4], "n_train": 256, "n_test": 5000, "rank": 4, "n_edge": 2, "steps": 600,
+             "lr": 3e-3, "batch_size": 64, "beta_kl": 0.0, "noise_levels": [0.0, 0.25, 0.5, 1.0, 1.5],
+             "corrupt_rates": [0.05, 0.1, 0.2], "layers": [0, 1, 2, 3], "hybrid": True},
+})
+
+# The base model: a 4-layer tiny Llama (d = 32) trained on rule A; the zoo trains it once per scale and seed.
+BASE_PRESETS = {
+    "smoke": {"n_digits": 4, "layers": 4, "steps": 60, "batch_size": 64, "lr": 1e-2},
+    "ci": {"n_digits": 4, "layers": 4, "steps": 300, "batch_size": 64, "lr": 1e-2},
+    "full": {"n_digits": 8, "layers": 4, "steps": 2000, "batch_size": 128, "lr": 3e-3},
+}
+
+# --------------------------------------------------------------------------------------------------- claims
+# Declared before any experiment ran and not changed afterwards. "Perturbed" means every hidden-noise level > 0
+# and every token-corruption rate of the config; D-ReFT is evaluated as the paper does, sampling z at inference.
+
+ROBUST = Claim(
+    chapter="dist_interventions", id="robust",
+    paper_statement="Distribution-wise interventions are more robust than pointwise ones: under perturbation "
+                    "D-ReFT beats LoReFT",
+    paper_value="better than pointwise ReFT on 8 commonsense and 7 arithmetic benchmarks, robustness included",
+    criterion="At layer 0, accuracy averaged over the perturbed conditions: D-ReFT minus LoReFT is > 0 in the "
+              "mean over seeds and on a majority of seeds",
+    test=lambda m: np.mean(m["robust_gain"]) > 0 and sum(g > 0 for g in m["robust_gain"]) > len(m["robust_gain"]) / 2,
+)
+
+CLEAN = Claim(
+    chapter="dist_interventions", id="clean",
+    paper_statement="On clean inputs distribution-wise interventions match or beat pointwise ones",
+    paper_value="higher average accuracy than LoReFT on the paper's benchmarks",
+    criterion="At layer 0 on clean inputs, D-ReFT's accuracy minus LoReFT's, mean over seeds, is ≥ −1 point",
+    test=lambda m: np.mean(m["clean_gain"]) >= -0.01,
+)
+
+EARLY = Claim(
+    chapter="dist_interventions", id="early",
+    paper_statement="Distribution-wise interventions are most effective in early layers",
+    paper_value="largest gains when the stochastic intervention sits in the earliest layers",
+    criterion="D-ReFT's advantage (mean of its clean and perturbed gain over LoReFT, mean over seeds) is largest "
+              "at the earliest layer of all layers tested",
+    test=lambda m: int(np.argmax(m["advantage_by_layer"])) == 0,
+)
+
+
+# ------------------------------------------------------------------------------------------- interventions
+def _check_rank(d: int, rank: int) -> None:
+    if not 1 <= rank <= d:
+        raise ValueError(f"rank {rank} must lie in 1..{d} (the hidden size)")
+
+
+class LoReFT(nn.Module):
+    """Eq. (1): Φ(h) = h + Rᵀ(W h + b − R h), R with orthonormal rows (kept so by an orthogonal
+    parametrisation, so every optimiser step stays on the manifold)."""
+
+    def __init__(self, d: int, rank: int, seed: int = 0):
+        super().__init__()
+        _check_rank(d, rank)
+        with seeded(seed, "loreft", d, rank):
+            self.rotate = nn.utils.parametrizations.orthogonal(nn.Linear(d, rank, bias=False))
+            self.source = nn.Linear(d, rank)
+
+    @property
+    def R(self) -> torch.Tensor:
+        return self.rotate.weight
+
+    def target(self, h: torch.Tensor) -> torch.Tensor:
+        return self.source(h)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        R = self.R
+        return h + (self.target(h) - h @ R.T) @ R
+
+
+class DReFT(LoReFT):
+    """Eqs. (2)–(4): the target of the subspace is a sample z = μ(h) + σ(h) ⊙ ε. `mode` is "sample" (the
+    paper's training and inference) or "mean" (z = μ(h), deterministic). The last μ and σ are kept for the KL
+    term (5)."""
+
+    def __init__(self, d: int, rank: int, seed: int = 0, logvar_clamp=LOGVAR_CLAMP, sigma_clamp=SIGMA_CLAMP):
+        super().__init__(d, rank, seed)
+        with seeded(seed, "dreft", d, rank):
+            self.logvar = nn.Linear(d, rank)  # self.source is W_μ, b_μ
+        self.logvar_clamp, self.sigma_clamp = logvar_clamp, sigma_clamp
+        self.mode = "sample"
+        self.generator = torch_generator(seed, "dreft-noise")
+        self.last_mu = self.last_sigma = None
+
+    def mu_sigma(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eq. (2) with the clamps: μ(h) and σ(h) = exp(½ clamp(log σ²)) clamped again to `sigma_clamp`."""
+        logvar = self.logvar(h).clamp(*self.logvar_clamp)
+        return self.source(h), torch.exp(0.5 * logvar).clamp(*self.sigma_clamp)
+
+    def target(self, h: torch.Tensor) -> torch.Tensor:
+        mu, sigma = self.mu_sigma(h)
+        self.last_mu, self.last_sigma = mu, sigma
+        if self.mode == "mean":
+            return mu
+        if self.mode != "sample":
+            raise ValueError(f"unknown mode {self.mode!r}; valid modes: sample, mean")
+        eps = torch.randn(mu.shape, generator=self.generator, dtype=mu.dtype)  # Eq. (3)
+        return mu + sigma * eps
+
+
+def kl_standard_normal(mu: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
+    """Eq. (5) without β: KL(N(μ, diag σ²) ‖ N(0, I)) summed over the subspace, averaged over the rest."""
+    return 0.5 * (sigma ** 2 + mu ** 2 - 1 - torch.log(sigma ** 2)).sum(-1).mean()
+
+
+def make_intervention(method: str, d: int, rank: int, seed: int) -> LoReFT:
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
+    return (LoReFT if method == "loreft" else DReFT)(d, rank, seed)
+
+
+def edge_positions(length: int, n_edge: int) -> list[int]:
+    """The first and last `n_edge` positions of a prompt of `length` tokens ("f{n}+l{n}", shared weights)."""
+    return sorted(set(range(min(n_edge, length))) | set(range(max(0, length - n_edge), length)))
+
+
+@contextlib.contextmanager
+def attached(model, interventions: Mapping[int, nn.Module], positions: Sequence[int], noise: float = 0.0,
+             generator: torch.Generator | None = None) -> Iterator[None]:
+    """Hooks on the outputs of decoder layers `interventions` keys: at `positions`, h ← Φ(h + noise·RMS(h)·ξ)
+    with ξ ~ N(0, I) (the perturbation used for robustness; 0 by default)."""
+    layers = model.model.layers
+    bad = [i for i in interventions if not 0 <= i < len(layers)]
+    if bad:
+        raise ValueError(f"layer index {bad} out of range; the model has layers 0..{len(layers) - 1}")
+    pos = list(positions)
+
+    def hook(module, args, out, phi):
+        h = out[:, pos]
+        if noise:
+            rms = h.pow(2).mean(-1, keepdim=True).sqrt()
+            h = h + noise * rms * torch.randn(h.shape, generator=generator, dtype=h.dtype)
+        out = out.clone()
+        out[:, pos] = phi(h)
+        return out
+
+    handles = [layers[i].register_forward_hook(lambda m, a, o, phi=phi: hook(m, a, o, phi))
+               for i, phi in interventions.items()]
+    try:
+        yield
+    finally:
+        for hd in handles:
+            hd.remove()
+
+
+# ---------------------------------------------------------------------------------------------------- task
+def rule_answer(digits: np.ndarray, rule: str) -> np.ndarray:
+    """Rule A: the first digit (copy); rule B: its successor, (first + 1) mod 10, for rows of digits."""
+    if rule not in RULES:
+        raise ValueError(f"unknown rule {rule!r}; valid rules: {', '.join(RULES)}")
+    return (digits[:, 0] + (0 if rule == "A" else 1)) % 10
+
+
+def sample_digits(n: int, n_digits: int, seed: int, *stream) -> np.ndarray:
+    return numpy_rng(seed, "digits", *stream).integers(0, 10, size=(n, n_digits))
+
+
+def encode(tok, digits: np.ndarray) -> torch.Tensor:
+    """Token ids of the prompts "d1…dn=" (all the same length)."""
+    ids = tok.convert_tokens_to_ids(list(DIGITS + "="))
+    table = torch.tensor(ids[:10])
+    return torch.cat([table[torch.as_tensor(digits)], torch.full((len(digits), 1), ids[10])], dim=1)
+
+
+def digit_logits(model, tok, input_ids: torch.Tensor) -> torch.Tensor:
+    """Logits of the ten digit tokens at the last position (the answer)."""
+    ids = tok.convert_tokens_to_ids(list(DIGITS))
+    return model(input_ids=input_ids).logits[:, -1, ids]
+
+
+def corrupt(digits: np.ndarray, rate: float, seed: int, *stream) -> np.ndarray:
+    """Each digit replaced by a uniform random digit with probability `rate` (labels stay those of the clean
+    prompt)."""
+    rng = numpy_rng(seed, "corrupt", rate, *stream)
+    mask = rng.random(digits.shape) < rate
+    return np.where(mask, rng.integers(0, 10, size=digits.shape), digits)
+
+
+@zoo.register("dist-base", BASE_PRESETS)
+def build_base(cfg, seed):
+    """A 4-layer tiny Llama (d = 32) trained on rule A (answer at the '=' position)."""
+    tok = tinylm.char_tokenizer(DIGITS + "=")
+    model = tinylm.make_model("nano", tok, seed, max_len=cfg.n_digits + 2, num_hidden_layers=cfg.layers)
+
+    def batches():
+        for step in range(cfg.steps):
+            d = sample_digits(cfg.batch_size, cfg.n_digits, seed, "pretrain", step)
+            yield {"x": encode(tok, d), "y": torch.as_tensor(rule_answer(d, "A"))}
+
+    def loss_fn(m, b):
+        return nn.functional.cross_entropy(digit_logits(m, tok, b["x"]), b["y"])
+
+    res = train(model, batches(), cfg.steps, lr=cfg.lr, loss_fn=loss_fn, desc="dist-base")
+    test = sample_digits(2000, cfg.n_digits, seed, "base-test")
+    acc = {r: accuracy(model, tok, test, rule_answer(test, r)) for r in RULES}
+    return model, tok, {"losses": res.losses, "accuracy_A": acc["A"], "accuracy_B": acc["B"],
+                        "n_digits": cfg.n_digits}
+
+
+def base_model(scale: str, seed: int) -> zoo.ZooModel:
+    z = zoo.get("dist-base", scale, seed)
+    z.model.requires_grad_(False)
+    return z
+
+
+@torch.no_grad()
+def accuracy(model, tok, digits: np.ndarray, labels: np.ndarray) -> float:
+    return float((digit_logits(model, tok, encode(tok, digits)).argmax(-1).numpy() == labels).mean())
+
+
+# ------------------------------------------------------------------------------------------------ training
+class Steered(nn.Module):
+    """A frozen base model with interventions attached (a module, so `core.train` can optimise it)."""
+
+    def __init__(self, base, tok, interventions: Mapping[int, LoReFT], positions: Sequence[int]):
+        super().__init__()
+        self.base, self.tok, self.positions = base, tok, list(positions)
+        self.interventions = nn.ModuleDict({str(k): v for k, v in interventions.items()})
+
+    def logits(self, input_ids: torch.Tensor, noise: float = 0.0, generator=None) -> torch.Tensor:
+        phis = {int(k): v for k, v in self.interventions.items()}
+        with attached(self.base, phis, self.positions, noise, generator):
+            return digit_logits(self.base, self.tok, input_ids)
+
+    def kl(self) -> torch.Tensor:
+        terms = [kl_standard_normal(v.last_mu, v.last_sigma) for v in self.interventions.values()
+                 if isinstance(v, DReFT) and v.last_mu is not None]
+        return sum(terms) if terms else torch.zeros(())
+
+    def set_mode(self, mode: str) -> None:
+        for v in self.interventions.values():
+            if isinstance(v, DReFT):
+                v.mode = mode
+
+
+def fit(steered: Steered, digits: np.ndarray, labels: np.ndarray, cfg, seed: int) -> list[float]:
+    """Train the interventions only (Adam-style, the base frozen) on the few-shot set; loss = CE + β·KL."""
+    x, y = encode(steered.tok, digits), torch.as_tensor(labels)
+    g = torch_generator(seed, "batches")
+
+    def batches():
+        while True:
+            idx = torch.randint(len(y), (cfg.batch_size,), generator=g)
+            yield {"x": x[idx], "y": y[idx]}
+
+    def loss_fn(m, b):
+        loss = nn.functional.cross_entropy(m.logits(b["x"]), b["y"])
+        return loss + cfg.beta_kl * m.kl() if cfg.beta_kl else loss
+
+    steered.set_mode("sample")
+    params = list(steered.interventions.parameters())
+    return train(steered, batches(), cfg.steps, lr=cfg.lr, weight_decay=0.0, loss_fn=loss_fn, params=params,
+                 desc="reft").losses
+
+
+@torch.no_grad()
+def evaluate(steered: Steered, digits: np.ndarray, labels: np.ndarray, cfg, seed: int,
+             mode: str = "sample") -> dict[str, float]:
+    """Accuracy on clean prompts, under hidden-state noise at the intervened layers (levels × RMS(h)) and under
+    token corruption; D-ReFT sampled (the paper) or at its mean."""
+    steered.set_mode(mode)
+    out = {}
+    for level in cfg.noise_levels:
+        g = torch_generator(seed, "eval-noise", level)
+        pred = steered.logits(encode(steered.tok, digits), level, g).argmax(-1).numpy()
+        out[f"noise {level:g}"] = float((pred == labels).mean())
+    for rate in cfg.corrupt_rates:
+        pred = steered.logits(encode(steered.tok, corrupt(digits, rate, seed, "eval"))).argmax(-1).numpy()
+        out[f"corrupt {rate:g}"] = float((pred == labels).mean())
+    steered.set_mode("sample")
+    return out
+
+
+def mean_sigma(steered: Steered, digits: np.ndarray) -> float:
+    """The learned σ averaged over the subspace, positions and prompts (D-ReFT interventions only)."""
+    sig = []
+    with torch.no_grad():
+        steered.set_mode("mean")
+        steered.logits(encode(steered.tok, digits))
+        sig = [float(v.last_sigma.mean()) for v in steered.interventions.values() if isinstance(v, DReFT)]
+        steered.set_mode("sample")
+    return float(np.mean(sig)) if sig else float("nan")
+
+
+@dataclass
+class Run:
+    placement: str  # e.g. "layer 0", "hybrid"
+    method: str
+    seed: int
+    losses: list[float]
+    sampled: dict[str, float]
+    mean_mode: dict[str, float]
+    sigma: float
+
+
+def placements(cfg, n_layers: int) -> dict[str, dict[str, dict[int, str]]]:
+    """What is trained: each method at each single layer of `cfg.layers`, and (if `cfg.hybrid`) the paper's
+    hybrid — D-ReFT at layer 0 and LoReFT at every later layer — against LoReFT at every layer."""
+    out = {f"layer {l}": {m: {l: m} for m in METHODS} for l in cfg.layers}
+    if cfg.hybrid:
+        out["all layers"] = {"loreft": {l: "loreft" for l in range(n_layers)},
+                             "hybrid": {0: "dreft"} | {l: "loreft" for l in range(1, n_layers)}}
+    return out
+
+
+def run_experiment(cfg) -> list[Run]:
+    """Every placement × method × seed: base model of that seed, rule-B few-shot set, train, evaluate."""
+    runs = []
+    for seed in cfg.seeds:
+        z = base_model(cfg.scale, seed)
+        n_digits, d = z.info["n_digits"], z.model.config.hidden_size
+        train_x = sample_digits(cfg.n_train, n_digits, seed, "reft-train")
+        test_x = sample_digits(cfg.n_test, n_digits, seed, "reft-test")
+        train_y, test_y = rule_answer(train_x, "B"), rule_answer(test_x, "B")
+        positions = edge_positions(n_digits + 1, cfg.n_edge)
+        for where, methods in placements(cfg, z.model.config.num_hidden_layers).items():
+            for label, layer_methods in methods.items():
+                phis = {l: make_intervention(m, d, cfg.rank, seed + 1000 * l) for l, m in layer_methods.items()}
+                steered = Steered(z.model, z.tokenizer, phis, positions)
+                losses = fit(steered, train_x, train_y, cfg, seed)
+                runs.append(Run(where, label, seed, losses, evaluate(steered, test_x, test_y, cfg, seed),
+                                evaluate(steered, test_x, test_y, cfg, seed, mode="mean"),
+                                mean_sigma(steered, test_x)))
+    return runs
+
+
+def table(runs: Sequence[Run], where: str, method: str, key: str, mode: str = "sampled") -> np.ndarray:
+    """Per-seed values of one condition `key` (e.g. "noise 0") for `method` at placement `where`."""
+    return np.array([getattr(r, "sampled" if mode == "sampled" else "mean_mode")[key] for r in runs
+                     if r.placement == where and r.method == method])
+
+
+def gains(runs: Sequence[Run], where: str, cfg, mode: str = "sampled") -> dict[str, np.ndarray]:
+    """Per-seed D-ReFT − LoReFT accuracy at `where`: clean, perturbed (mean over perturbed conditions), and
+    the advantage (mean of the two)."""
+    perturbed = [f"noise {v:g}" for v in cfg.noise_levels if v > 0] + [f"corrupt {r:g}" for r in cfg.corrupt_rates]
+    diff = {k: table(runs, where, "dreft", k, mode) - table(runs, where, "loreft", k, mode)
+            for k in ["noise 0"] + perturbed}
+    clean, robust = diff["noise 0"], np.mean([diff[k] for k in perturbed], axis=0)
+    return {"clean": clean, "robust": robust, "advantage": (clean + robust) / 2}
+
+
+def measure_claims(runs: Sequence[Run], cfg) -> dict[str, list[float]]:
+    first = f"layer {cfg.layers[0]}"
+    g = gains(runs, first, cfg)
+    return {"robust_gain": g["robust"].tolist(), "clean_gain": g["clean"].tolist(),
+            "advantage_by_layer": [float(gains(runs, f"layer {l}", cfg)["advantage"].mean()) for l in cfg.layers]}
+
+
+# ------------------------------------------------------------------------------------ looking inside (nb 01)
+@torch.no_grad()
+def layer_states(model, tok, digits: np.ndarray, layer: int, positions: Sequence[int]) -> torch.Tensor:
+    """Hidden states h (output of decoder `layer`) at `positions`, shape (n · len(positions), d)."""
+    hs = model(input_ids=encode(tok, digits), output_hidden_states=True).hidden_states[layer + 1]
+    return hs[:, list(positions)].reshape(-1, hs.shape[-1])
+
+
+@torch.no_grad()
+def subspace_view(phi: LoReFT, h: torch.Tensor, n_samples: int = 0) -> dict[str, np.ndarray]:
+    """Coordinates in the intervention's subspace (R h) before and after Φ, D-ReFT's sampled edits
+    (n_samples × n × r, from its own generator) and the size of the change outside the subspace, ‖(I − RᵀR)(Φ(h) − h)‖."""
+    R = phi.R
+    mode = getattr(phi, "mode", None)
+    if isinstance(phi, DReFT):
+        phi.mode = "mean"
+    after = phi(h)
+    out = {"before": (h @ R.T).numpy(), "after": (after @ R.T).numpy(),
+           "off_subspace": float(((after - h) - (after - h) @ R.T @ R).norm(dim=-1).max())}
+    if isinstance(phi, DReFT):
+        phi.mode = "sample"
+        if n_samples:
+            out["samples"] = np.stack([(phi(h) @ R.T).numpy() for _ in range(n_samples)])
+        out["sigma"] = phi.mu_sigma(h)[1].numpy()
+        phi.mode = mode
+    return out

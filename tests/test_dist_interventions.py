@@ -1,0 +1,122 @@
+import numpy as np
+import pytest
+import torch
+
+from icml25 import dist_interventions as di
+from icml25.core import tinylm
+
+D, RANK = 12, 3
+
+
+def test_rows_of_R_stay_orthonormal_through_optimiser_steps():
+    phi = di.make_intervention("dreft", D, RANK, seed=0)
+    opt = torch.optim.Adam(phi.parameters(), lr=0.1)
+    for step in range(6):
+        assert torch.allclose(phi.R @ phi.R.T, torch.eye(RANK), atol=1e-5)
+        loss = phi(torch.randn(8, D, generator=torch.Generator().manual_seed(step))).pow(3).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert torch.allclose(phi.R @ phi.R.T, torch.eye(RANK), atol=1e-5)
+
+
+def test_loreft_with_W_equal_R_and_zero_bias_is_the_identity():
+    phi = di.LoReFT(D, RANK, seed=1)
+    with torch.no_grad():
+        phi.source.weight.copy_(phi.R)
+        phi.source.bias.zero_()
+    h = torch.randn(5, D)
+    assert torch.allclose(phi(h), h, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", di.METHODS)
+def test_edits_stay_inside_the_subspace(method):
+    phi = di.make_intervention(method, D, RANK, seed=2)
+    h = torch.randn(20, D) * 3
+    delta = phi(h) - h
+    R = phi.R.detach()
+    off = delta - delta @ R.T @ R
+    assert off.abs().max() < 1e-5
+    assert delta.abs().max() > 1e-3  # and it does change something
+
+
+def test_sigma_stays_inside_its_clamp_for_extreme_inputs():
+    phi = di.DReFT(D, RANK, seed=3)
+    for big in (1e6, -1e6):
+        _, sigma = phi.mu_sigma(torch.full((4, D), big))
+        assert (sigma >= di.SIGMA_CLAMP[0] - 1e-9).all() and (sigma <= di.SIGMA_CLAMP[1] + 1e-7).all()
+
+
+def test_sample_mean_matches_mean_mode_within_three_standard_errors():
+    phi = di.DReFT(D, RANK, seed=4)
+    h = torch.randn(1, D)
+    with torch.no_grad():
+        phi.mode = "mean"
+        mean_out = phi(h)[0]
+        phi.mode = "sample"
+        draws = torch.cat([phi(h) for _ in range(4000)])
+    se = draws.std(0) / np.sqrt(len(draws))
+    assert ((draws.mean(0) - mean_out).abs() <= 3 * se + 1e-7).all()
+    assert (draws.std(0) > 0).any()  # sampling really is on
+
+
+def test_mean_mode_is_deterministic_and_bad_mode_rejected():
+    phi = di.DReFT(D, RANK, seed=5)
+    h = torch.randn(3, D)
+    phi.mode = "mean"
+    assert torch.equal(phi(h), phi(h))
+    phi.mode = "median"
+    with pytest.raises(ValueError, match="valid modes"):
+        phi(h)
+
+
+def test_kl_term_matches_torch_distributions():
+    g = torch.Generator().manual_seed(0)
+    mu, sigma = torch.randn(6, RANK, generator=g), torch.rand(6, RANK, generator=g) + 0.1
+    ref = torch.distributions.kl_divergence(torch.distributions.Normal(mu, sigma),
+                                            torch.distributions.Normal(0.0, 1.0)).sum(-1).mean()
+    assert torch.allclose(di.kl_standard_normal(mu, sigma), ref, atol=1e-6)
+
+
+def _tiny_base():
+    tok = tinylm.char_tokenizer(di.DIGITS + "=")
+    return tinylm.make_model("nano", tok, 0, max_len=8, num_hidden_layers=2).requires_grad_(False), tok
+
+
+def test_training_changes_only_the_intervention_and_hooks_are_removed():
+    model, tok = _tiny_base()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    x = di.sample_digits(16, 4, 0, "t")
+    clean = di.digit_logits(model, tok, di.encode(tok, x))
+    phi = di.make_intervention("dreft", 32, 4, seed=0)
+    phi_before = [p.detach().clone() for p in phi.parameters()]
+    steered = di.Steered(model, tok, {1: phi}, di.edge_positions(5, 2))
+    cfg = di.config("smoke", steps=3)
+    di.fit(steered, x, di.rule_answer(x, "B"), cfg, seed=0)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert any(not torch.equal(a, b) for a, b in zip(phi_before, phi.parameters()))
+    assert torch.equal(di.digit_logits(model, tok, di.encode(tok, x)), clean)  # hooks gone after the forward
+
+
+def test_bad_inputs_raise():
+    with pytest.raises(ValueError, match="hidden size"):
+        di.LoReFT(8, 9)
+    with pytest.raises(ValueError, match="hidden size"):
+        di.DReFT(8, 0)
+    model, tok = _tiny_base()
+    with pytest.raises(ValueError, match="out of range"):
+        with di.attached(model, {2: di.LoReFT(32, 2)}, [0]):
+            pass
+    with pytest.raises(ValueError, match="valid methods"):
+        di.make_intervention("vib", 8, 2, 0)
+    with pytest.raises(ValueError, match="valid rules"):
+        di.rule_answer(np.zeros((1, 4), int), "C")
+
+
+def test_task_rules_and_positions_by_enumeration():
+    d = np.array([[0, 5, 5, 9], [9, 1, 1, 1]])
+    assert di.rule_answer(d, "A").tolist() == [0, 9]
+    assert di.rule_answer(d, "B").tolist() == [1, 0]
+    assert di.edge_positions(5, 2) == [0, 1, 3, 4]
+    assert di.edge_positions(3, 2) == [0, 1, 2]
+    assert (di.corrupt(d, 0.0, 0) == d).all()
