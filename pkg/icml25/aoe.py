@@ -1,0 +1,357 @@
+r"""Autonomy-of-Experts models (Lv et al., ICML 2025): mixture-of-experts layers without a router.
+
+In a routed MoE a linear router decides which experts see a token, and the experts never get a say. AoE removes
+the router: every expert $i$ first computes a low-rank projection of the token, $C_i = x W_\text{down}^i$
+($W_\text{down}^i \in \mathbb R^{d \times d_\text{low}}$, all $n$ at once in one GEMM), the experts are ranked by
+$\|C_i\|_2$, and only the top $K$ continue (Alg. 2):
+
+$$ p = \operatorname{softmax}\big(\|C_1\|, \dots, \|C_n\|\big), \qquad I = \operatorname{top}_K(p), \qquad
+   y = \sum_{i \in I} \frac{p_i}{\sum_{j\in I} p_j}\;
+   \big(\operatorname{SiLU}(C_i W_\text{up}^i) \odot x W_p^i\big) W_o^i . \qquad (3) $$
+
+$W_\text{down} W_\text{up}$ is a factorised version of a SwiGLU expert's gate matrix, so with
+$d_\text{wide} = (3 d\, d_\text{ffn} - d_\text{low} d) / (d_\text{low} + 2d)$ (Eq. 5) an AoE expert has the
+parameters of a $d_\text{ffn}$-wide SwiGLU expert. An optional load-balancing loss (Eq. 6)
+$\mathcal L_\text{aux} = \alpha\, n \sum_i f_i P_i$ works for both ($f_i$: fraction of tokens that pick expert
+$i$, $P_i$: its mean probability). Equation numbers follow the paper where these notes could check them (Eqs. 5
+and 6); Eq. (3) is this chapter's label for Alg. 2.
+
+Both layers drop into a tiny Hugging Face Llama in place of its MLP, and both dispatch tokens through the compiled
+`icml25.ops.expert_ffn` kernel. The data is a synthetic multi-domain language: several random Markov sources
+over one vocabulary, one source per sequence, so experts have domains to specialise on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from . import ops
+from .core import train as core_train
+from .core.claims import Claim
+from .core.config import make_config
+from .core.seeding import numpy_rng, seeded, torch_generator
+
+config = make_config({
+    "smoke": {"seeds": [0], "d_model": 32, "n_layers": 2, "n_experts": 4, "top_k": 2, "d_ffn": 32,
+              "d_lows": [8], "alpha": 0.01, "n_domains": 4, "vocab": 32, "seq_len": 16, "batch_size": 8,
+              "steps": 15, "lr": 1e-2, "n_val": 16, "eval_every": 5, "bench_repeats": 2},
+    "ci": {"seeds": [0, 1, 2], "d_model": 48, "n_layers": 2, "n_experts": 8, "top_k": 2, "d_ffn": 64,
+           "d_lows": [8, 16], "alpha": 0.01, "n_domains": 8, "vocab": 32, "seq_len": 32, "batch_size": 16,
+           "steps": 200, "lr": 1e-2, "n_val": 128, "eval_every": 25, "bench_repeats": 10},
+    "full": {"seeds": [0, 1, 2, 3, 4], "d_model": 256, "n_layers": 4, "n_experts": 8, "top_k": 2, "d_ffn": 512,
+             "d_lows": [32, 64, 128], "alpha": 0.01, "n_domains": 8, "vocab": 256, "seq_len": 128,
+             "batch_size": 32, "steps": 5000, "lr": 1e-3, "n_val": 512, "eval_every": 250, "bench_repeats": 50},
+})
+
+LOSS = Claim(
+    chapter="aoe", id="loss",
+    paper_statement="AoE reaches a lower training loss and better downstream scores than a traditional MoE",
+    paper_value="4B: average of downstream tasks 49.80 (AoE) vs 48.06 (MoE); lower training NLL at 732M",
+    criterion="For at least one d_low, AoE's mean validation loss (over >= 3 seeds) is <= the routed MoE's; the "
+              "seed spread is reported alongside",
+    test=lambda m: min(np.mean(v) for v in m["aoe_val_loss"].values()) <= np.mean(m["moe_val_loss"]),
+)
+
+CONFIDENCE = Claim(
+    chapter="aoe", id="confidence",
+    paper_statement="AoE selects experts more confidently than a router (lower confidence entropy)",
+    paper_value="lower Ent_conf than MoE, most of all in deeper layers",
+    criterion="AoE's confidence entropy (mean over layers, tokens and >= 3 seeds) is lower than the routed "
+              "MoE's, for every d_low",
+    test=lambda m: all(np.mean(v) < np.mean(m["moe_conf_entropy"]) for v in m["aoe_conf_entropy"].values()),
+)
+
+THROUGHPUT = Claim(
+    chapter="aoe", id="throughput",
+    paper_statement="AoE trains at nearly the throughput of a traditional MoE",
+    paper_value="97% (49.79 vs 51.42 K tokens/s/GPU, d_low = 64)",
+    criterion="AoE (smallest d_low) keeps >= 85% of the routed MoE's training throughput (forward + backward "
+              "tokens/s, median of interleaved repeats)",
+    test=lambda m: m["aoe_tokens_per_s"] >= 0.85 * m["moe_tokens_per_s"],
+)
+
+
+# --- routing ------------------------------------------------------------------------------------------------
+
+def top_k_softmax(logits: torch.Tensor, k: int) -> tuple[ops.Routing, torch.Tensor]:
+    """softmax over all n experts -> top-k -> renormalise; returns the routing and the full probabilities
+    [T, n]. (Equal to a softmax over the k selected logits.)"""
+    n = logits.shape[-1]
+    if not 1 <= k <= n:
+        raise ValueError(f"top_k={k} must lie in [1, n_experts={n}]")
+    probs = torch.softmax(logits, dim=-1)
+    weight, index = probs.topk(k, dim=-1)
+    return ops.Routing(index, weight / weight.sum(-1, keepdim=True)), probs
+
+
+def aoe_scores(x: torch.Tensor, w_down: torch.Tensor, n_experts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every expert's low-rank activation C [T, n, d_low] = x W_down^i, computed as one GEMM with the
+    concatenated W_down [d, n·d_low], and its L2 norm [T, n] (the expert's self-assessed score)."""
+    C = (x @ w_down).view(x.shape[0], n_experts, -1)
+    return C, C.norm(dim=-1)
+
+
+def load_balancing_loss(probs: torch.Tensor, index: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Eq. 6: alpha · n · sum_i f_i P_i, with f_i the fraction of tokens that have expert i among their top-k
+    and P_i the mean probability of expert i. Uniform routing gives alpha · k."""
+    n = probs.shape[-1]
+    f = torch.zeros(n, dtype=probs.dtype).index_add_(0, index.flatten(), torch.ones(index.numel(), dtype=probs.dtype))
+    f = f / probs.shape[0]
+    return alpha * n * (f * probs.mean(0)).sum()
+
+
+def confidence_entropy(probs: torch.Tensor) -> float:
+    """Ent_conf: mean over tokens of the entropy (nats) of the selection distribution over all experts."""
+    return float(-(probs * probs.clamp_min(1e-12).log()).sum(-1).mean())
+
+
+def load_entropy(index: torch.Tensor, n_experts: int) -> float:
+    """Ent_load: entropy (nats) of the share of top-k slots each expert receives (log n = perfectly balanced)."""
+    share = torch.bincount(index.flatten(), minlength=n_experts).double() / index.numel()
+    return float(-(share * share.clamp_min(1e-12).log()).sum())
+
+
+def d_wide_eq5(d: int, d_ffn: int, d_low: int) -> int:
+    """Eq. 5: the AoE expert width that matches a SwiGLU expert's 3·d·d_ffn parameters, rounded up (which gives
+    the paper's d_wide = 6470 for its 4B model)."""
+    if not 1 <= d_low < d:
+        raise ValueError(f"d_low={d_low} must lie in [1, d={d}): the factorisation must be low-rank")
+    return -(-(3 * d * d_ffn - d_low * d) // (d_low + 2 * d))
+
+
+# --- the two layers -----------------------------------------------------------------------------------------
+
+class _ExpertLayer(nn.Module):
+    """Shared bookkeeping: the last forward's routing, probabilities and auxiliary loss."""
+
+    def _record(self, routing: ops.Routing, probs: torch.Tensor) -> None:
+        self.last_index, self.last_probs = routing.index.detach(), probs.detach()
+        self.aux_loss = load_balancing_loss(probs, routing.index, self.alpha) if self.alpha else probs.new_zeros(())
+
+
+class MoEFFN(_ExpertLayer):
+    """A routed mixture of SwiGLU experts: linear router, softmax -> top-k -> renormalise, optional Eq. 6 loss."""
+
+    def __init__(self, d: int, n_experts: int, top_k: int, d_ffn: int, alpha: float = 0.0, seed: int = 0):
+        super().__init__()
+        if not 1 <= top_k <= n_experts:
+            raise ValueError(f"top_k={top_k} must lie in [1, n_experts={n_experts}]")
+        self.n_experts, self.top_k, self.alpha = n_experts, top_k, alpha
+        g = torch_generator(seed, "moe")
+        self.router = nn.Parameter(torch.randn(d, n_experts, generator=g) * d ** -0.5)
+        self.w_gate = nn.Parameter(torch.randn(n_experts, d, d_ffn, generator=g) * d ** -0.5)
+        self.w_up = nn.Parameter(torch.randn(n_experts, d, d_ffn, generator=g) * d ** -0.5)
+        self.w_out = nn.Parameter(torch.randn(n_experts, d_ffn, d, generator=g) * d_ffn ** -0.5)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        x = hidden.reshape(-1, hidden.shape[-1])
+        routing, probs = top_k_softmax(x @ self.router, self.top_k)
+        self._record(routing, probs)
+        y = ops.expert_ffn(x, routing, ops.Experts(self.w_gate, self.w_up, self.w_out))
+        return y.view(hidden.shape)
+
+
+class AoEFFN(_ExpertLayer):
+    """Autonomy-of-Experts (Eq. 3): experts ranked by ||x W_down^i||, the top-k continue with their own C_i."""
+
+    def __init__(self, d: int, n_experts: int, top_k: int, d_ffn: int, d_low: int, alpha: float = 0.0,
+                 seed: int = 0):
+        super().__init__()
+        if not 1 <= top_k <= n_experts:
+            raise ValueError(f"top_k={top_k} must lie in [1, n_experts={n_experts}]")
+        d_wide = d_wide_eq5(d, d_ffn, d_low)
+        self.n_experts, self.top_k, self.alpha, self.d_low, self.d_wide = n_experts, top_k, alpha, d_low, d_wide
+        g = torch_generator(seed, "aoe")
+        self.w_down = nn.Parameter(torch.randn(d, n_experts * d_low, generator=g) * d ** -0.5)
+        self.w_up = nn.Parameter(torch.randn(n_experts, d_low, d_wide, generator=g) * d_low ** -0.5)
+        self.w_p = nn.Parameter(torch.randn(n_experts, d, d_wide, generator=g) * d ** -0.5)
+        self.w_o = nn.Parameter(torch.randn(n_experts, d_wide, d, generator=g) * d_wide ** -0.5)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        x = hidden.reshape(-1, hidden.shape[-1])
+        C, norms = aoe_scores(x, self.w_down, self.n_experts)
+        routing, probs = top_k_softmax(norms, self.top_k)
+        self._record(routing, probs)
+        # the kernel's gate input is C itself, so the selected experts reuse the activations they ranked by
+        y = ops.expert_ffn(x, routing, ops.Experts(self.w_up, self.w_p, self.w_o), gate_input=C)
+        return y.view(hidden.shape)
+
+
+def aoe_reference(layer: AoEFFN, x: torch.Tensor) -> torch.Tensor:
+    """A naive AoE forward, one token and one expert at a time, for testing the vectorised layer."""
+    out = []
+    for t in range(x.shape[0]):
+        C = [x[t] @ layer.w_down[:, i * layer.d_low:(i + 1) * layer.d_low] for i in range(layer.n_experts)]
+        p = torch.softmax(torch.stack([c.norm() for c in C]), 0)
+        top = p.topk(layer.top_k).indices.tolist()
+        y = torch.zeros_like(x[t])
+        for i in top:
+            expert = (F.silu(C[i] @ layer.w_up[i]) * (x[t] @ layer.w_p[i])) @ layer.w_o[i]
+            y = y + p[i] / p[top].sum() * expert
+        out.append(y)
+    return torch.stack(out)
+
+
+def swiglu_expert_params(d: int, d_ffn: int) -> int:
+    return 3 * d * d_ffn
+
+
+def aoe_expert_params(d: int, d_low: int, d_wide: int) -> int:
+    return d * d_low + d_low * d_wide + 2 * d * d_wide
+
+
+# --- models ---------------------------------------------------------------------------------------------------
+
+def build_model(kind: str, cfg, seed: int, d_low: int | None = None) -> LlamaForCausalLM:
+    """A tiny Llama whose every MLP is a routed MoE (`kind="moe"`) or an AoE layer (`kind="aoe"`, with d_low),
+    both with the Eq. 6 loss at `cfg.alpha`."""
+    if kind not in ("moe", "aoe"):
+        raise ValueError(f"unknown kind {kind!r}; valid kinds: moe, aoe")
+    llama = LlamaConfig(vocab_size=cfg.vocab + 1, hidden_size=cfg.d_model, intermediate_size=8,
+                        num_hidden_layers=cfg.n_layers, num_attention_heads=4, num_key_value_heads=4,
+                        max_position_embeddings=cfg.seq_len, tie_word_embeddings=True, pad_token_id=0)
+    with seeded(seed, "init", "aoe"):
+        model = LlamaForCausalLM(llama)
+    for i, layer in enumerate(model.model.layers):
+        s = seed * 1000 + i
+        layer.mlp = (MoEFFN(cfg.d_model, cfg.n_experts, cfg.top_k, cfg.d_ffn, cfg.alpha, s) if kind == "moe" else
+                     AoEFFN(cfg.d_model, cfg.n_experts, cfg.top_k, cfg.d_ffn, d_low, cfg.alpha, s))
+    return model
+
+
+def expert_layers(model: nn.Module) -> list[_ExpertLayer]:
+    return [m for m in model.modules() if isinstance(m, _ExpertLayer)]
+
+
+# --- the multi-domain language --------------------------------------------------------------------------------
+
+def markov_domains(n_domains: int, vocab: int, seed: int, concentration: float = 0.1) -> np.ndarray:
+    """One random bigram transition matrix [vocab, vocab] per domain (rows ~ Dirichlet(concentration), so each
+    domain prefers a few successors per token), all over the same vocabulary: [n_domains, vocab, vocab]."""
+    rng = numpy_rng(seed, "markov_domains")
+    return rng.dirichlet(np.full(vocab, concentration), size=(n_domains, vocab))
+
+
+def sample_sequences(domains: np.ndarray, n: int, seq_len: int, seed: int,
+                     stream: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
+    """`n` sequences of token ids 1..vocab, each from one uniformly chosen domain; returns (ids, domain)."""
+    rng = numpy_rng(seed, "sequences", stream)
+    n_domains, vocab, _ = domains.shape
+    domain = rng.integers(0, n_domains, n)
+    ids = np.empty((n, seq_len), dtype=np.int64)
+    ids[:, 0] = rng.integers(0, vocab, n)
+    cdf = domains.cumsum(-1)
+    for t in range(1, seq_len):
+        u = rng.random(n)[:, None]
+        ids[:, t] = np.minimum((u > cdf[domain, ids[:, t - 1]]).sum(-1), vocab - 1)
+    return torch.as_tensor(ids + 1), torch.as_tensor(domain)
+
+
+def entropy_rate(domains: np.ndarray) -> float:
+    """The best achievable next-token loss (nats) once a sequence's domain is known: the bigram entropy under
+    each domain's stationary distribution, averaged over domains (a floor for the validation loss)."""
+    rates = []
+    for P in domains:
+        w, v = np.linalg.eig(P.T)
+        pi = np.real(v[:, np.argmin(np.abs(w - 1))])
+        pi = pi / pi.sum()
+        rates.append(float(-(pi[:, None] * P * np.log(np.clip(P, 1e-300, None))).sum()))
+    return float(np.mean(rates))
+
+
+# --- training and measurement -----------------------------------------------------------------------------------
+
+def lm_loss_with_aux(model: nn.Module, batch: dict) -> torch.Tensor:
+    """Next-token cross-entropy plus every expert layer's Eq. 6 loss."""
+    ids = batch["input_ids"]
+    logits = model(input_ids=ids).logits
+    nll = F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten())
+    return nll + sum(layer.aux_loss for layer in expert_layers(model))
+
+
+@torch.no_grad()
+def validation_loss(model: nn.Module, ids: torch.Tensor) -> float:
+    logits = model(input_ids=ids).logits
+    return float(F.cross_entropy(logits[:, :-1].flatten(0, 1), ids[:, 1:].flatten()))
+
+
+def batches(ids: torch.Tensor, batch_size: int, seed: int) -> Iterator[dict]:
+    g = torch_generator(seed, "aoe_batches")
+    while True:
+        yield {"input_ids": ids[torch.randint(len(ids), (batch_size,), generator=g)]}
+
+
+@torch.no_grad()
+def routing_stats(model: nn.Module, ids: torch.Tensor, domain: torch.Tensor, n_domains: int) -> dict:
+    """Per layer: Ent_conf, Ent_load, and the expert-by-domain share [n_domains, n_experts] of top-k slots."""
+    model(input_ids=ids)
+    token_domain = domain[:, None].expand_as(ids).flatten()
+    out = {"conf_entropy": [], "load_entropy": [], "specialisation": []}
+    for layer in expert_layers(model):
+        n = layer.n_experts
+        out["conf_entropy"].append(confidence_entropy(layer.last_probs))
+        out["load_entropy"].append(load_entropy(layer.last_index, n))
+        counts = torch.zeros(n_domains, n)
+        counts.index_put_((token_domain[:, None].expand_as(layer.last_index).flatten(), layer.last_index.flatten()),
+                          torch.ones(layer.last_index.numel()), accumulate=True)
+        out["specialisation"].append((counts / counts.sum(1, keepdim=True)).numpy())
+    return out
+
+
+def variants(cfg) -> list[tuple[str, str, int | None]]:
+    """(label, kind, d_low) of every model the experiment trains."""
+    return [("MoE", "moe", None)] + [(f"AoE d_low={d}", "aoe", d) for d in cfg.d_lows]
+
+
+def pretraining_experiment(cfg) -> list[dict]:
+    """Each variant trained from each seed on the same multi-domain language (drawn from the seed); one dict per
+    run with the loss curves, validation curve, final validation loss and routing statistics."""
+    runs = []
+    for seed in cfg.seeds:
+        domains = markov_domains(cfg.n_domains, cfg.vocab, seed)
+        train_ids, _ = sample_sequences(domains, 4096, cfg.seq_len, seed, "train")
+        val_ids, val_domain = sample_sequences(domains, cfg.n_val, cfg.seq_len, seed, "val")
+        for label, kind, d_low in variants(cfg):
+            model = build_model(kind, cfg, seed, d_low)
+            start = time.perf_counter()
+            result = core_train.train(model, batches(train_ids, cfg.batch_size, seed), cfg.steps, lr=cfg.lr,
+                                      weight_decay=0.1, loss_fn=lm_loss_with_aux, eval_every=cfg.eval_every,
+                                      eval_fn=lambda m: validation_loss(m, val_ids), desc=label)
+            runs.append({"label": label, "seed": seed, "losses": result.losses, "evals": result.evals,
+                         "val_loss": result.evals[-1][1], "seconds": time.perf_counter() - start,
+                         "floor": entropy_rate(domains), "n_params": sum(p.numel() for p in model.parameters()),
+                         **routing_stats(model, val_ids, val_domain, cfg.n_domains)})
+    return runs
+
+
+def throughput(cfg, seed: int, labels: Sequence[str] | None = None) -> dict[str, float]:
+    """Training tokens/s (forward + backward, loss with aux) of each variant on the same batch, timed in
+    interleaved rounds so that a change in machine load hits every model alike; the median per model."""
+    chosen = [v for v in variants(cfg) if labels is None or v[0] in labels]
+    models = {label: build_model(kind, cfg, seed, d_low) for label, kind, d_low in chosen}
+    batch = next(batches(sample_sequences(markov_domains(cfg.n_domains, cfg.vocab, seed), 64, cfg.seq_len, seed,
+                                          "bench")[0], cfg.batch_size, seed))
+    times = {label: [] for label in models}
+    for _ in range(cfg.bench_repeats + 1):  # the first round warms up
+        for label, model in models.items():
+            start = time.perf_counter()
+            lm_loss_with_aux(model, batch).backward()
+            times[label].append(time.perf_counter() - start)
+            model.zero_grad(set_to_none=True)
+    n_tokens = batch["input_ids"].numel()
+    return {label: n_tokens / float(np.median(t[1:])) for label, t in times.items()}
+
+
+def selection_demo(layer: _ExpertLayer, x: torch.Tensor) -> dict:
+    """What a layer decides for tokens `x` [T, d]: the scores it ranks by, the full probabilities, the top-k."""
+    with torch.no_grad():
+        scores = x @ layer.router if isinstance(layer, MoEFFN) else aoe_scores(x, layer.w_down, layer.n_experts)[1]
+        routing, probs = top_k_softmax(scores, layer.top_k)
+    return {"scores": scores, "probs": probs, "index": routing.index, "weight": routing.weight}

@@ -1,0 +1,111 @@
+"""Autonomy-of-Experts: routing identities, the vectorised layer against a naive loop, Eq. 5 and Eq. 6."""
+
+import pytest
+import torch
+
+from icml25 import aoe
+
+
+def test_softmax_all_topk_renormalise_equals_softmax_of_subset():
+    logits = torch.randn(50, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    routing, _ = aoe.top_k_softmax(logits, 3)
+    direct = torch.softmax(logits.gather(1, routing.index), dim=-1)
+    torch.testing.assert_close(routing.weight, direct)
+
+
+def test_batched_w_down_equals_per_expert_projections():
+    g = torch.Generator().manual_seed(1)
+    n, d, d_low = 5, 12, 3
+    w_down = torch.randn(d, n * d_low, generator=g)
+    x = torch.randn(7, d, generator=g)
+    C, norms = aoe.aoe_scores(x, w_down, n)
+    for i in range(n):
+        torch.testing.assert_close(C[:, i], x @ w_down[:, i * d_low:(i + 1) * d_low])
+        torch.testing.assert_close(norms[:, i], (x @ w_down[:, i * d_low:(i + 1) * d_low]).norm(dim=-1))
+
+
+def test_vectorised_aoe_equals_naive_loop_with_gradients():
+    layer = aoe.AoEFFN(16, 6, 2, 24, 4, seed=3).double()
+    x = torch.randn(20, 16, generator=torch.Generator().manual_seed(2), dtype=torch.float64, requires_grad=True)
+    fast, slow = layer(x), aoe.aoe_reference(layer, x)
+    torch.testing.assert_close(fast, slow, atol=1e-5, rtol=1e-5)
+    grad = torch.randn_like(fast)
+    params = [x, layer.w_down, layer.w_up, layer.w_p, layer.w_o]
+    for a, b in zip(torch.autograd.grad(fast, params, grad), torch.autograd.grad(slow, params, grad)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("d,d_ffn,d_low", [(48, 64, 8), (48, 64, 16), (768, 3072, 256), (1280, 5120, 400)])
+def test_eq5_matches_parameters_within_one_column(d, d_ffn, d_low):
+    d_wide = aoe.d_wide_eq5(d, d_ffn, d_low)
+    gap = aoe.swiglu_expert_params(d, d_ffn) - aoe.aoe_expert_params(d, d_low, d_wide)
+    assert -(d_low + 2 * d) < gap <= 0  # rounded up: at most one column of d_wide more than the MoE expert
+    layer = aoe.AoEFFN(d, 2, 1, d_ffn, d_low) if d < 100 else None
+    if layer is not None:
+        assert sum(p.numel() for p in layer.parameters()) == 2 * aoe.aoe_expert_params(d, d_low, d_wide)
+
+
+def test_paper_4b_width():
+    assert aoe.d_wide_eq5(1280, 5120, 400) == 6470  # the paper's 4B configuration
+
+
+def test_uniform_routing_gives_alpha_times_k():
+    n, k, T, alpha = 8, 2, 16, 0.01
+    probs = torch.full((T, n), 1.0 / n)
+    index = torch.stack([torch.arange(T) % n, (torch.arange(T) + 1) % n], 1)  # every expert k*T/n times
+    assert float(aoe.load_balancing_loss(probs, index, alpha)) == pytest.approx(alpha * k)
+
+
+def test_scaling_an_experts_w_down_never_lowers_its_selection_count():
+    layer = aoe.AoEFFN(16, 6, 2, 24, 4, seed=5)
+    x = torch.randn(200, 16, generator=torch.Generator().manual_seed(4))
+    counts = []
+    for c in (1.0, 1.5, 3.0):
+        with torch.no_grad():
+            w = layer.w_down.clone()
+            w[:, 8:12] *= c  # expert 2
+            C, norms = aoe.aoe_scores(x, w, 6)
+            routing, _ = aoe.top_k_softmax(norms, 2)
+        counts.append(int((routing.index == 2).sum()))
+    assert counts == sorted(counts) and counts[-1] > counts[0]
+
+
+def test_entropies_of_extreme_cases():
+    n = 4
+    assert aoe.confidence_entropy(torch.full((3, n), 1 / n)) == pytest.approx(torch.log(torch.tensor(4.0)).item())
+    assert aoe.confidence_entropy(torch.eye(n)) == pytest.approx(0.0)
+    assert aoe.load_entropy(torch.zeros(10, 1, dtype=torch.long), n) == pytest.approx(0.0)
+    assert aoe.load_entropy(torch.arange(8).view(4, 2) % n, n) == pytest.approx(torch.log(torch.tensor(4.0)).item())
+
+
+def test_models_train_and_report_routing():
+    cfg = aoe.config("smoke", steps=3)
+    runs = aoe.pretraining_experiment(cfg)
+    assert [r["label"] for r in runs] == [v[0] for v in aoe.variants(cfg)]
+    for r in runs:
+        assert len(r["conf_entropy"]) == cfg.n_layers and r["val_loss"] > r["floor"] - 1e-6
+        spec = r["specialisation"][0]
+        assert spec.shape == (cfg.n_domains, cfg.n_experts)
+        torch.testing.assert_close(torch.as_tensor(spec).sum(1), torch.ones(cfg.n_domains))
+
+
+def test_markov_language_follows_its_domain():
+    domains = aoe.markov_domains(3, 10, 0)
+    ids, domain = aoe.sample_sequences(domains, 300, 20, 0)
+    assert int(ids.min()) >= 1 and int(ids.max()) <= 10
+    # transitions never taken under a sequence's own domain have probability ~0 there
+    logp = torch.log(torch.as_tensor(domains)[domain[:, None], ids[:, :-1] - 1, ids[:, 1:] - 1])
+    assert torch.isfinite(logp).all()
+
+
+def test_bad_input_raises():
+    with pytest.raises(ValueError, match="top_k=9"):
+        aoe.top_k_softmax(torch.randn(3, 8), 9)
+    with pytest.raises(ValueError, match="top_k=5"):
+        aoe.AoEFFN(16, 4, 5, 24, 4)
+    with pytest.raises(ValueError, match="top_k=5"):
+        aoe.MoEFFN(16, 4, 5, 24)
+    with pytest.raises(ValueError, match="d_low=16"):
+        aoe.AoEFFN(16, 4, 2, 24, 16)
+    with pytest.raises(ValueError, match="kind"):
+        aoe.build_model("dense", aoe.config("smoke"), 0)
