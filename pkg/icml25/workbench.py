@@ -29,8 +29,13 @@ LARGER_IS_BETTER = Claim(
 
 
 def train_reasoners(cfg) -> dict[str, list[zoo.ZooModel]]:
-    """Both zoo reasoners for every seed of `cfg` (trained once, then loaded from the cache)."""
-    return {name: [zoo.get(name, cfg.scale, s) for s in cfg.seeds] for name in MODELS}
+    """Both zoo reasoners for every seed of `cfg` (trained once, then loaded from the cache). Seed 0 of both
+    comes first: it is the pair the other chapters wait for."""
+    runs = {name: [] for name in MODELS}
+    for s in cfg.seeds:
+        for name in MODELS:
+            runs[name].append(zoo.get(name, cfg.scale, s))
+    return runs
 
 
 def accuracy_by_steps(problems: Sequence[arithmetic.Problem], correct: Sequence[bool]) -> dict[int, float]:

@@ -18,16 +18,17 @@ TEST_STREAM = "test"  # test problems come from a stream the training data never
 
 _COMMON = dict(min_ops=1, max_ops=5, batch_size=64, lr=3e-3)
 # The draft costs about a quarter of the target's FLOPs per token (the paper's Qwen2.5-Math 1.5B draft and 7B
-# target differ by 4.7x); steps are chosen so the draft solves roughly a third to a half of the test problems and
-# the target nearly all.
+# target differ by 4.7x). It is weaker the way small models are: it only ever saw chains of up to three
+# operations, so it is reliable on short problems and fails on the four- and five-step ones the target has seen.
+# (Limiting training steps instead is fragile: these models learn the task in a sudden jump whose timing varies.)
 DRAFT = {
     "smoke": dict(_COMMON, preset="nano", n_train=2000, steps=30),
-    "ci": dict(_COMMON, preset="tiny", n_train=20000, steps=1000, lr=1e-2),
-    "full": dict(_COMMON, preset="tiny", n_train=50000, steps=3000, lr=1e-2),
+    "ci": dict(_COMMON, preset="tiny", max_ops=3, n_train=20000, steps=800, lr=1e-2),
+    "full": dict(_COMMON, preset="tiny", max_ops=3, n_train=50000, steps=2000, lr=1e-2),
 }
 TARGET = {
     "smoke": dict(_COMMON, preset="micro", n_train=2000, steps=40),
-    "ci": dict(_COMMON, preset="small", n_train=20000, steps=900),
+    "ci": dict(_COMMON, preset="small", n_train=20000, steps=600),
     "full": dict(_COMMON, preset="base", n_train=50000, steps=3000),
 }
 
