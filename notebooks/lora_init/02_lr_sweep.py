@@ -96,7 +96,8 @@ ax.legend();
 # token. The grid is coarser than the toy's to fit the budget.
 
 # %%
-lm_grid = lora_init.lr_sweep(cfg, lambda m, lr, s: lora_init.finetune_llama(cfg, scale, m, lr, s)["test_loss"],
+llama = lora_init.pretrained_llama(scale)
+lm_grid = lora_init.lr_sweep(cfg, lambda m, lr, s: lora_init.finetune_llama(cfg, llama, m, lr, s)["test_loss"],
                              cfg.lm_lrs)
 fig, ax = plot.subplots()
 sweep_plot(ax, lm_grid, cfg.lm_lrs, "Tiny Llama: held-out loss vs learning rate (band: min-max over seeds)",

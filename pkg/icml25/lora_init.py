@@ -338,12 +338,16 @@ def modular_problems(n: int, seed: int, modulus: int = MODULUS, stream: str = "l
 LLAMA_TARGETS = ("q_proj", "v_proj")  # PEFT's default LoRA targets for Llama
 
 
-def finetune_llama(cfg, scale: str, mode: str, lr: float, seed: int) -> dict:
-    """LoRA on q_proj/v_proj of the zoo's arithmetic draft model, fine-tuned to mod-7 arithmetic; returns the loss
-    curve and the held-out loss (nats per solution token)."""
-    z = zoo.get("arith-draft", scale, 0)
-    tok = z.tokenizer
-    model = add_lora(z.model, LLAMA_TARGETS, cfg.lm_rank, cfg.lm_rank)
+def pretrained_llama(scale: str) -> zoo.ZooModel:
+    """The model LoRA adapts: the zoo's arithmetic draft model (trained on mod-10 arithmetic)."""
+    return zoo.get("arith-draft", scale, 0)
+
+
+def finetune_llama(cfg, base: zoo.ZooModel, mode: str, lr: float, seed: int) -> dict:
+    """LoRA on q_proj/v_proj of a copy of `base` (from `pretrained_llama`), fine-tuned to mod-7 arithmetic; returns
+    the loss curve and the held-out loss (nats per solution token)."""
+    tok = base.tokenizer
+    model = add_lora(copy.deepcopy(base.model), LLAMA_TARGETS, cfg.lm_rank, cfg.lm_rank)
     init_model(model, mode, 1.0, seed)
     data = modular_problems(4096, seed, stream="lora-train")
     held_out = modular_problems(cfg.lm_eval, 0, stream="lora-test")
