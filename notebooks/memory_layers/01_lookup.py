@@ -113,9 +113,10 @@ for n, k in ((16, 4), (32, 8), (8, 8)):
 values = ml.new_values(cfg.n_keys ** 2, cfg.d_model, seed)
 layer = ml.MemoryPlus(cfg.d_model, values, cfg.heads, cfg.knn, cfg.k_dim, seed=seed)
 x = torch.randn(64, cfg.d_model, generator=g)
-idx, w = layer.lookup(x)
-ours = ops.embedding_bag(values, idx, w)
-torch_ref = F.embedding_bag(idx, values, per_sample_weights=w, mode="sum")
+with torch.no_grad():
+    idx, w = layer.lookup(x)
+    ours = ops.embedding_bag(values, idx, w)
+    torch_ref = F.embedding_bag(idx, values, per_sample_weights=w, mode="sum")
 print(f"backend: {ops.backend()}; bag weights sum to {float(w.sum(1).mean()):.3f} (= heads);"
       f" max |ours - F.embedding_bag| = {float((ours - torch_ref).abs().max()):.1e}")
 
