@@ -28,7 +28,7 @@ DRAFT = {
 }
 TARGET = {
     "smoke": dict(_COMMON, preset="micro", n_train=2000, steps=40),
-    "ci": dict(_COMMON, preset="small", n_train=20000, steps=600),
+    "ci": dict(_COMMON, preset="small", n_train=20000, steps=900),
     "full": dict(_COMMON, preset="base", n_train=50000, steps=3000),
 }
 
