@@ -148,7 +148,8 @@ check(lora_init.NOISE_HARMLESS, seeds=cfg.seeds, scale=scale,
 #   in the direction that favours non-zero initialisation.
 # - **Noise.** At scale 1 the noise of Init[AB] costs a small but consistent 2-7% of loss relative to Init[AB+];
 #   at scales 10 and 100 it is catastrophic for Init[AB] and harmless for Init[AB+], which keeps improving.
-# - **Tiny Llama.** With our scale for $B$ (bound $1/\sqrt{r}$, unverified against the official code), the noise
-#   $\frac{\alpha}{r}B_0A_0$ on `q_proj`/`v_proj` is large relative to a 56k-parameter model's weights: Init[AB]
-#   is far worse than both others, while Init[AB+] is best at the smaller learning rates. This is the regime the
-#   paper excludes by keeping the initial product small, and it suggests our $B$ scale is too large for this model.
+# - **Tiny Llama.** The coarse sweep is descriptive only: Init[AB+] is at or below Init[A] across the grid,
+#   while Init[AB] varies with the pretrained model. Our scale for $B$ (bound $1/\sqrt{r}$, unverified against
+#   the official code) makes the noise $\frac{\alpha}{r}B_0A_0$ on `q_proj`/`v_proj` large relative to a tiny
+#   model's weights (with an earlier, better-trained draft model Init[AB] was far worse than both others), which is
+#   the regime the paper avoids by keeping the initial product small.
