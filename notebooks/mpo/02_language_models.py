@@ -117,5 +117,5 @@ check(mpo.BALANCED_LM, seeds=cfg.seeds, scale=scale,
 # poor; both mixes are far more balanced. Whether MPO's weights beat the uniform mix here is within the noise of a
 # few hundred samples, and two approximations stand between this experiment and the theory: the per-token mix is
 # not the sequence-level $\pi_\lambda$ that BSMD optimises, and the fine-tuned policies are only rough versions of
-# $\pi_{\text{ref}} e^{r_k/\beta}/Z$ (with a few hundred samples, the correctness policy does not even raise the
-# raw accuracy), so their implied rewards $\tilde r_k$ are not the rewards we wrote down.
+# $\pi_{\text{ref}} e^{r_k/\beta}/Z$ (with a few hundred samples, the correctness policy need not even raise the
+# raw accuracy, and in our first runs it did not), so their implied rewards $\tilde r_k$ are not the rewards we wrote down.
