@@ -1,0 +1,101 @@
+import numpy as np
+import pytest
+import torch
+
+from icml25 import rlthf
+
+CFG = rlthf.config("smoke", n_train=400, n_test=400, epochs=40)
+
+
+@pytest.fixture(scope="module")
+def world():
+    return rlthf.worlds(CFG, 0)
+
+
+def test_bt_loss_is_log2_at_zero_margin():
+    assert float(rlthf.bt_loss(torch.zeros(5))) == pytest.approx(np.log(2))
+    assert float(rlthf.bt_loss(torch.zeros(3), torch.tensor([1.0, 2.0, 3.0]))) == pytest.approx(np.log(2))
+
+
+def test_swapping_chosen_and_rejected_turns_accuracy_into_its_complement(world):
+    train, test = world
+    rm = rlthf.train_reward_model(train.a, train.b, train.ai, None, CFG, 0)
+    acc = rlthf.preference_accuracy(rm.margin(test.a, test.b, test.true))
+    swapped = rlthf.preference_accuracy(rm.margin(test.b, test.a, test.true))
+    assert swapped == pytest.approx(1 - acc)
+
+
+def test_world_labellers_have_the_requested_accuracy():
+    train, _ = rlthf.worlds(rlthf.config("smoke", n_train=20000), 1)
+    assert np.mean(train.ai == train.true) == pytest.approx(0.75, abs=0.02)
+    assert np.mean(train.human == train.true) == pytest.approx(0.97, abs=0.01)
+
+
+def test_sorted_margins_never_increase():
+    curve, order = rlthf.sorted_margins(np.random.default_rng(0).normal(size=500))
+    assert np.all(np.diff(curve) <= 0) and sorted(order) == list(range(500))
+
+
+def test_detector_finds_planted_points():
+    n, e, k = 1000, 150, 700
+    curve = np.concatenate([np.linspace(10, 1, e, endpoint=False), np.linspace(1, 0.4, k - e, endpoint=False),
+                            np.linspace(0.4, -12, n - k)])
+    p = rlthf.curve_points(curve)
+    planted_r = k + int(np.argmax(curve[k:] <= -curve[e]))
+    assert p.elbow < p.knee < p.reflection
+    for got, want in ((p.elbow, e), (p.knee, k), (p.reflection, planted_r)):
+        assert abs(got - want) <= 0.02 * n
+
+
+def test_each_iteration_respects_the_budget_and_never_asks_twice(world):
+    train, test = world
+    budget = 0.1
+    state = rlthf.rlthf_loop(train, test, CFG, 0, budget)
+    per_iter = int(round(budget * len(train) / CFG.n_iterations))
+    asked = np.concatenate(state.asked)
+    assert all(len(a) <= per_iter for a in state.asked)
+    assert len(asked) == len(set(asked.tolist()))
+    assert np.array_equal(state.labels[asked], train.human[asked])  # human labels are never flipped
+    assert state.is_human.sum() == len(asked)
+
+
+def test_human_labels_are_never_dropped():
+    state = rlthf.LoopState(np.array([1, -1, 1, 1, -1, 1]), np.array([True, False, False, False, False, True]))
+    order = np.arange(6)
+    use, weights = rlthf.training_set(state, order, rlthf.CurvePoints(1, 2, 6), beta=0.9, alpha=3.0)
+    assert {0, 5} <= set(use.tolist()) and np.all(weights[np.isin(use, [0, 5])] == 3.0)
+    # more back-off never covers more pairs
+    sizes = [len(rlthf.training_set(state, order, rlthf.CurvePoints(1, 4, 6), b, 1.0)[0]) for b in (0, .3, .6, .9)]
+    assert np.all(np.diff(sizes) <= 0)
+
+
+def test_perfect_ai_labeller_matches_full_human(world):
+    train, test = world
+    perfect = rlthf.World(train.a, train.b, train.true, train.human, train.human.copy())
+    full = rlthf.test_accuracy(rlthf.train_reward_model(train.a, train.b, train.human, None, CFG, 0), test)
+    loop = rlthf.rlthf_loop(perfect, test, CFG, 0, 0.06, amplify=False)
+    assert abs(loop.accuracy[-1] - full) <= 1.0
+
+
+def test_fixed_seed_gives_identical_selections(world):
+    train, test = world
+    s1, s2 = (rlthf.rlthf_loop(train, test, CFG, 3, 0.1) for _ in range(2))
+    assert all(np.array_equal(a, b) for a, b in zip(s1.asked, s2.asked)) and s1.accuracy == s2.accuracy
+
+
+@pytest.mark.parametrize("budget", [-0.1, 1.5])
+def test_bad_budget_raises(world, budget):
+    train, test = world
+    with pytest.raises(ValueError, match="budget"):
+        rlthf.rlthf_loop(train, test, CFG, 0, budget)
+    with pytest.raises(ValueError, match="budget"):
+        rlthf.random_annotation(train, test, CFG, 0, budget)
+
+
+def test_empty_data_raises():
+    with pytest.raises(ValueError, match="empty"):
+        rlthf.train_reward_model(np.zeros((0, 4)), np.zeros((0, 4)), np.zeros(0), None, CFG, 0)
+    with pytest.raises(ValueError, match="at least one pair"):
+        rlthf.make_world(0, 0, 16, 3, 0.75, 0.03, 0.1)
+    with pytest.raises(ValueError, match="at least 4"):
+        rlthf.curve_points(np.array([1.0, 0.0]))
