@@ -1,0 +1,147 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # IBCircuit on Greater-Than
+#
+# The same method and baselines as the [IOI notebook](01_ioi) on a second task: a synthetic Greater-Than
+# (`BOS noun from YY to` → a year after YY, years 02–98 as single tokens). The metric is
+# $P(\text{year} > YY) - P(\text{year} \le YY)$; the patching baselines corrupt YY to 01, as Hanna et al. did
+# for GPT-2. The paper reports that here IBCircuit matches the baselines for larger circuits but trails ACDC on
+# small ones. At the end, a sweep of the compression weight $\beta$ shows the sparsity–faithfulness trade-off.
+
+# %% tags=["parameters"]
+scale = "ci"
+seed = 0  # the seed whose masks are drawn
+seeds = None  # training seeds; None: the scale's value
+beta = None  # compression weight
+beta_sweep = None  # compression weights for the trade-off sweep (seed `seed`)
+ib_steps = None  # mask optimisation steps
+n_prompts = None  # prompts for statistics, masks and evaluation
+# full: seeds 0-4, d_model 96, 5000 training steps, 256 prompts, 1300 IB steps at lr 0.05 (the official defaults)
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+
+from icml25 import ibcircuit as ib
+from icml25.core import check, plot
+
+plot.use_style()
+cfg = ib.config(scale, seeds=seeds, beta=beta, ib_steps=ib_steps, n_prompts=n_prompts, beta_sweep=beta_sweep)
+cfg
+
+# %% [markdown]
+# ## Train, search exhaustively, and run every method
+#
+# As for IOI: train, score all 4096 subsets, rank heads by every method, and score each ranking's top-$k$.
+
+# %%
+results = [ib.run_seed("greater_than", cfg, s) for s in cfg.seeds]
+print("task accuracy per seed:", [round(r.task_accuracy, 3) for r in results])
+print("true circuit (heads, layer*6+head) per seed:", [list(np.flatnonzero(r.true_circuit)) for r in results])
+
+# %% [markdown]
+# ## The learned masks
+
+# %%
+r0 = results[cfg.seeds.index(seed)] if seed in cfg.seeds else results[0]
+fig, axes = plt.subplots(1, 2, figsize=(9, 3))
+im = axes[0].imshow(r0.ib.lam.reshape(cfg.n_layers, cfg.n_heads), vmin=0, vmax=1, cmap="viridis")
+axes[0].set(title="IBCircuit mask λ per head", xlabel="head", ylabel="layer")
+for k in np.flatnonzero(r0.true_circuit):
+    axes[0].text(k % cfg.n_heads, k // cfg.n_heads, "★", ha="center", va="center", color="red")
+fig.colorbar(im, ax=axes[0], label="λ (★ = true circuit)")
+axes[1].plot(r0.ib.losses, label="faithfulness + β·compression")
+axes[1].set(title="Mask optimisation", xlabel="step", ylabel="loss (nats)", yscale="log")
+axes[1].legend();
+
+# %% [markdown]
+# ## Faithfulness against circuit size
+
+# %%
+summary = ib.summarise(results, cfg.recovery_threshold)
+sizes = np.arange(13)
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+for m, color in zip(ib.METHODS, plot.PALETTE):
+    kl = np.array([r.kl[m] for r in results])
+    rec = np.array([r.recovery[m] for r in results])
+    axes[0].errorbar(sizes, kl.mean(0), yerr=kl.std(0), color=color, marker=".", capsize=2, label=m)
+    axes[1].errorbar(sizes, rec.mean(0), yerr=rec.std(0), color=color, marker=".", capsize=2, label=m)
+opt = np.array([r.optimum_kl for r in results])
+axes[0].plot(sizes, opt.mean(0), "k--", label="exhaustive optimum")
+axes[0].set(title="KL(full ‖ circuit) by size (Greater-Than)", xlabel="heads kept", ylabel="KL (nats), mean ± sd",
+            yscale="symlog", )
+axes[1].axhline(cfg.recovery_threshold, color="gray", ls=":")
+axes[1].set(title="Probability-difference recovery by size (Greater-Than)", xlabel="heads kept",
+            ylabel="recovered fraction, mean ± sd")
+axes[0].legend(fontsize=7);
+
+# %% [markdown]
+# ## Against the true circuit, and regret
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+aucs = [summary[m]["auc"] for m in ib.METHODS]
+axes[0].bar(range(len(ib.METHODS)), [np.nanmean(a) for a in aucs], yerr=[np.nanstd(a) for a in aucs],
+            color=plot.PALETTE[:len(ib.METHODS)], capsize=3)
+axes[0].set_xticks(range(len(ib.METHODS)), [m.replace(" ", "\n") for m in ib.METHODS], fontsize=7)
+axes[0].set(title="ROC-AUC of head scores vs true circuit", ylabel="AUC (mean ± sd over seeds)", ylim=(0, 1.05))
+for m, color in zip(ib.METHODS, plot.PALETTE):
+    axes[1].plot(sizes, summary[m]["regret"].mean(0), color=color, marker=".", label=m)
+axes[1].set(title="Regret against the exhaustive optimum", xlabel="heads kept", ylabel="extra KL (nats)",
+            yscale="symlog")
+axes[1].legend(fontsize=7);
+for m in ib.METHODS:
+    s = summary[m]
+    print(f"{m:22s} area {s['area'].mean():.3f} ± {s['area'].std():.3f}   size@90% {s['size90'].mean():.1f} "
+          f"± {s['size90'].std():.1f}   AUC {np.nanmean(s['auc']):.2f}   mean regret {s['regret'].mean():.3f}")
+print("IBCircuit regret per size:", np.round(summary["IBCircuit"]["regret"].mean(0), 3))
+
+# %% [markdown]
+# ## The compression weight: sparsity against faithfulness
+#
+# A larger $\beta$ pushes more masks to noise: fewer heads pass $\lambda > 0.5$, and the circuit they form is
+# less faithful.
+
+# %%
+sweep = ib.beta_sweep("greater_than", cfg, seed)
+fig, ax = plot.subplots()
+ax.plot([n for _, n, _ in sweep], [kl for _, _, kl in sweep], marker="o", label="IBCircuit, λ > 0.5")
+for b, n, kl in sweep:
+    ax.annotate(f"β={b:g}", (n, kl), textcoords="offset points", xytext=(4, 4), fontsize=8)
+ax.set(title="Compression weight sweep (Greater-Than)", xlabel="heads with λ > 0.5",
+       ylabel="KL(full ‖ circuit) (nats)")
+ax.legend();
+sweep
+
+# %% [markdown]
+# ## What we see
+#
+# On our Greater-Than the ordering is IBCircuit ≈ greedy pruning < activation patching ≈ attribution patching
+# < random in KL area, and IBCircuit also ranks the true circuit perfectly and reaches 90% recovery with fewer
+# heads than the patching baselines: the paper's report that IBCircuit trails on Greater-Than (against ACDC, on
+# small circuits) is not seen here, where IBCircuit and greedy pruning are practically tied. The "01" corruption
+# tells the patching methods about the year only, while the answer distribution also depends on which years are
+# likely, which KL-based methods see. The sweep shows the trade-off the paper describes: as β grows, fewer heads
+# keep λ > 0.5 and the KL of the circuit they form rises, down to no heads at all for a large β.
+
+# %% [markdown]
+# ## Claim check
+
+# %%
+eap, ibs = summary["attribution patching"], summary["IBCircuit"]
+check(ib.GREATER_THAN, seeds=cfg.seeds, scale=scale,
+      measured={"area_ib": ibs["area"], "area_eap": eap["area"], "area_ib_mean": ibs["area"].mean(),
+                "area_eap_mean": eap["area"].mean(), "regret_ib_per_size": ibs["regret"].mean(0)},
+      our_value=f"KL area IBCircuit {ibs['area'].mean():.3f} ± {ibs['area'].std():.3f} vs attribution patching "
+                f"{eap['area'].mean():.3f} ± {eap['area'].std():.3f}")
