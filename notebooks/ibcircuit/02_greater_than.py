@@ -24,7 +24,7 @@ scale = "ci"
 seed = 0  # the seed whose masks are drawn
 seeds = None  # training seeds; None: the scale's value
 beta = None  # compression weight
-beta_sweep = None  # compression weights for the trade-off sweep (seed `seed`)
+beta_sweep = None  # compression weights for the trade-off sweep (on the model of seed `seed`)
 ib_steps = None  # mask optimisation steps
 n_prompts = None  # prompts for statistics, masks and evaluation
 # full: seeds 0-4, d_model 96, 5000 training steps, 256 prompts, 1300 IB steps at lr 0.05 (the official defaults)
@@ -114,7 +114,7 @@ print("IBCircuit regret per size:", np.round(summary["IBCircuit"]["regret"].mean
 # less faithful.
 
 # %%
-sweep = ib.beta_sweep("greater_than", cfg, seed)
+sweep = ib.beta_sweep(r0, cfg, seed)
 fig, ax = plot.subplots()
 ax.plot([n for _, n, _ in sweep], [kl for _, _, kl in sweep], marker="o", label="IBCircuit, λ > 0.5")
 for b, n, kl in sweep:

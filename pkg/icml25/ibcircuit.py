@@ -500,6 +500,8 @@ class SeedResult:
     optimum_kl: np.ndarray  # exhaustive best KL per size
     true_circuit: np.ndarray  # 0/1 per head
     ib: IBResult
+    model: TinyTransformer
+    prompts: Prompts
 
 
 def run_seed(task_name: str, cfg, seed: int) -> SeedResult:
@@ -522,14 +524,13 @@ def run_seed(task_name: str, cfg, seed: int) -> SeedResult:
     curves = {m: score_subsets(model, prompts, top_k_masks(s), stats) for m, s in scores.items()}
     return SeedResult(accuracy, scores, {m: c.kl for m, c in curves.items()},
                       {m: c.recovery for m, c in curves.items()}, optimum_by_size(truth),
-                      true_circuit(truth, cfg.recovery_threshold).numpy(), ib)
+                      true_circuit(truth, cfg.recovery_threshold).numpy(), ib, model, prompts)
 
 
-def beta_sweep(task_name: str, cfg, seed: int) -> list[tuple[float, int, float]]:
-    """For each compression weight β: (β, heads with λ > 0.5, KL of that circuit under mean ablation)."""
-    task = TASKS[task_name]()
-    model = train_model(task, cfg, seed)
-    prompts = task.sample(cfg.n_prompts, torch_generator(seed, "ibcircuit-eval", task_name))
+def beta_sweep(result: SeedResult, cfg, seed: int) -> list[tuple[float, int, float]]:
+    """On the model and prompts of `result`, for each compression weight β of `cfg.beta_sweep`: (β, heads with
+    λ > 0.5, KL of that circuit under mean ablation)."""
+    model, prompts = result.model, result.prompts
     stats = head_stats(model, prompts)
     out = []
     for beta in cfg.beta_sweep:
