@@ -31,7 +31,6 @@ block_sizes = [1, 4, 16, 64, 256, 1024]  # elements per scaling factor
 n_random = 20000  # random values in the float8 comparison
 
 # %%
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
