@@ -50,10 +50,10 @@ LOGVAR_CLAMP = (-14.0, -3.2)
 SIGMA_CLAMP = (0.001, 0.2)
 
 config = make_config({
-    "smoke": {"seeds": [0], "n_train": 64, "n_test": 200, "rank": 4, "n_edge": 2, "steps": 15, "lr": 3e-3,
+    "smoke": {"seeds": [0], "n_train": 64, "n_test": 200, "rank": 4, "n_edge": 2, "steps": 15, "lr": 1e-2,
               "batch_size": 16, "beta_kl": 0.0, "noise_levels": [0.0, 0.5], "corrupt_rates": [0.1],
               "layers": [0, 3], "hybrid": True},
-    "ci": {"seeds": [0, 1, 2], "n_train": 256, "n_test": 1000, "rank": 4, "n_edge": 2, "steps": 100, "lr": 3e-3,
+    "ci": {"seeds": [0, 1, 2], "n_train": 256, "n_test": 500, "rank": 4, "n_edge": 2, "steps": 60, "lr": 1e-2,
            "batch_size": 32, "beta_kl": 0.0, "noise_levels": [0.0, 0.5, 1.0], "corrupt_rates": [0.1, 0.2],
            "layers": [0, 1, 2, 3], "hybrid": True},
     "full": {"seeds": [0, 1, 2, 3, 4], "n_train": 256, "n_test": 5000, "rank": 4, "n_edge": 2, "steps": 600,
