@@ -20,7 +20,7 @@
 # $$
 # \text{pair } (x, y, y_p) \;\to\;
 # \begin{cases}
-#   \text{ranking loss (teach } \pi(\cdot\mid x) \text{ to rank } y_p \text{ above } y) & \text{if } r(y_p) - r(y) > \tau_i,\\
+#   \text{ranking loss: } \pi(\cdot\mid x) \text{ ranks } y_p \text{ above } y & \text{if } r(y_p) - r(y) > \tau_i,\\
 #   \text{reward-weighted SFT on } y \text{ and } y_p & \text{otherwise,}
 # \end{cases}
 # \qquad \tau_i = \tau_0\,\alpha^i .
@@ -69,7 +69,10 @@ pairs = ple.generate_pairs(model, tok, queries, seeding.torch_generator(seed, "p
 for p, y, yp, r, rp in list(zip(pairs.problems, pairs.plain, pairs.principle, pairs.reward_plain,
                                 pairs.reward_principle))[:4]:
     print(f"x = {p.prompt:12s} y   = {y:34s} r = {r:.2f}\n{'':16s} y_p = {yp:34s} r = {rp:.2f}")
-print(f"mean reward: plain {pairs.reward_plain.mean():.3f}, principle-guided {pairs.reward_principle.mean():.3f}")
+print(f"sampled answers, mean reward: plain {pairs.reward_plain.mean():.3f}, "
+      f"principle-guided {pairs.reward_principle.mean():.3f}")
+held_out = arithmetic.sample_problems(cfg.n_eval, 0, stream="ple-eval")
+print("held-out expected reward (teacher-forced, see 02_alignment):", ple.evaluate(model, tok, held_out))
 
 # %% [markdown]
 # ## The threshold schedule and the routing
@@ -85,7 +88,8 @@ shares = [ple.route(pairs.reward_plain, pairs.reward_principle, t).mean() for t 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
 jitter = seeding.numpy_rng(seed, "jitter").normal(0, 0.01, (2, len(pairs.problems)))
 ranked = ple.route(pairs.reward_plain, pairs.reward_principle, cfg.tau0)
-for mask, color, label in ((ranked, plot.PALETTE[0], "→ ranking loss"), (~ranked, plot.PALETTE[1], "→ weighted SFT")):
+for mask, color, label in ((ranked, plot.PALETTE[0], "→ ranking loss"),
+                           (~ranked, plot.PALETTE[1], "→ weighted SFT")):
     ax1.scatter(pairs.reward_plain[mask] + jitter[0, mask], pairs.reward_principle[mask] + jitter[1, mask],
                 s=14, color=color, alpha=0.7, label=label)
 grid = np.linspace(0, 1, 2)
@@ -102,10 +106,12 @@ ax2.legend()
 plt.show()
 
 # %% [markdown]
-# **What we see.** Most pairs sit on or near the diagonal (both answers equally good, often both perfect): they go to
+# **What we see.** Many pairs sit on or near the diagonal (both answers equally good or equally bad): they go to
 # reward-weighted SFT. The pairs well above the diagonal — the principle-guided answer clearly better — go to the
-# ranking loss. The reward takes few distinct values (fractions of 1–6 steps), so the share routed to ranking
-# rises in steps as $\tau$ crosses those values.
+# ranking loss; many pairs lie *below* the diagonal, too, because our small policy samples noisy answers either way. The
+# printed rewards show the premise of the method — the principle-guided policy is better than the plain one — and
+# how large it is for this model: the gap PLE has to close. The reward takes few distinct values (fractions of
+# 1–6 steps), so the share routed to ranking rises in steps as $\tau$ crosses those values.
 #
 # ## The two losses on one pair
 #

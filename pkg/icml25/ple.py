@@ -33,7 +33,7 @@ from .core.claims import Claim
 from .core.config import make_config
 from .core.generation import encode_completions, generate, token_logprobs
 from .core.seeding import numpy_rng, torch_generator
-from .core.train import lm_batches, lm_loss, train
+from .core.train import lm_batches, train
 
 PRINCIPLE = "P"  # the principle marker: one new token, associated with careful solutions during fine-tuning
 ALPHABET = arithmetic.ALPHABET + PRINCIPLE
@@ -48,17 +48,18 @@ _MAX_NEW = 48
 
 # The principled starting model: the zoo's arithmetic draft fine-tuned on demonstrations in which `P⊕x` is
 # followed by the clean solution and the plain x by a sloppy one (each step corrupted with `sloppiness`).
+# The premise of the method, π(·|P⊕x) better than π(·|x), is measured at the start of every run (`Run.gap[0]`).
 START = {
-    "smoke": dict(n_train=500, steps=20, batch_size=32, lr=2e-3, sloppiness=0.3),
-    "ci": dict(n_train=4000, steps=150, batch_size=64, lr=2e-3, sloppiness=0.3),
-    "full": dict(n_train=20000, steps=600, batch_size=64, lr=2e-3, sloppiness=0.3),
+    "smoke": dict(n_train=500, steps=20, batch_size=32, lr=3e-3, sloppiness=0.5),
+    "ci": dict(n_train=4000, steps=300, batch_size=64, lr=3e-3, sloppiness=0.5),
+    "full": dict(n_train=20000, steps=1000, batch_size=64, lr=3e-3, sloppiness=0.5),
 }
 
 config = make_config({
     "smoke": dict(seeds=[0], ablation_seeds=[0], n_iterations=2, n_queries=32, train_steps=4, batch_size=16,
                   lr=1e-3, tau0=0.2, alpha=0.9, sft_temperature=0.1, dpo_beta=0.1, n_eval=32,
                   methods=list(METHODS), ablations=[]),
-    "ci": dict(seeds=[0, 1, 2], ablation_seeds=[0], n_iterations=3, n_queries=128, train_steps=12, batch_size=32,
+    "ci": dict(seeds=[0, 1, 2], ablation_seeds=[0], n_iterations=3, n_queries=96, train_steps=10, batch_size=32,
                lr=1e-3, tau0=0.2, alpha=0.9, sft_temperature=0.1, dpo_beta=0.1, n_eval=200,
                methods=list(METHODS), ablations=list(ABLATIONS)),
     "full": dict(seeds=[0, 1, 2, 3, 4], ablation_seeds=[0, 1, 2, 3, 4], n_iterations=8, n_queries=512,
@@ -151,10 +152,18 @@ def reward(problem: arithmetic.Problem, completion: str) -> float:
 
 
 def sloppy_solution(problem: arithmetic.Problem, sloppiness: float, rng: np.random.Generator) -> str:
-    """The reference solution with each step corrupted independently with probability `sloppiness`."""
-    steps = problem.steps()
-    return "".join(arithmetic.corrupt_step(problem, i, rng) if rng.random() < sloppiness else s
-                   for i, s in enumerate(steps))
+    """The reference solution with each step made lazy with probability `sloppiness`: an operation step copies
+    its left operand as the result (`7*2=7;`), the answer step gets a wrong digit. Copying is an error a small
+    model can learn whatever its arithmetic skill, so the plain prompt really does learn to be sloppy."""
+    out = []
+    for i, step in enumerate(problem.steps()):
+        if rng.random() >= sloppiness:
+            out.append(step)
+        elif step.startswith(arithmetic.ANSWER_MARK):
+            out.append(arithmetic.corrupt_step(problem, i, rng))
+        else:
+            out.append(f"{step.split('=')[0]}={step[0]}{arithmetic.STEP_DELIMITER}")
+    return "".join(out)
 
 
 def principled_tokenizer():
