@@ -29,8 +29,8 @@
 scale = "ci"
 seed = 0  # the language's seed
 seeds = None  # training seeds on the small cell; None: the scale's value
-steps = None  # {"D1": steps, "D2": steps}: the two data sizes (tokens = steps x batch x seq_len)
-models = None  # {"S": (hidden, ffn), "L": (hidden, ffn)}: the two model sizes
+steps = None  # training steps per data size, keys D1 and D2 (tokens = steps x batch x seq_len)
+models = None  # (hidden, ffn) per model size, keys S and L
 block_sizes = None  # the block-size sweep at block_format
 formats = None  # (E, M) pairs of the format sweep at format_block
 holdout_every = None  # every k-th quantised run is held out of the fit
