@@ -114,3 +114,15 @@ def test_bad_edits_raise():
         world.apply(ke.Edit("e99", "r0", "e1", "e2"))
     with pytest.raises(ValueError, match="out of range"):
         ke.mlp(model, 5)
+
+
+def test_answer_accuracy_is_one_on_the_models_own_answers_and_training_runs():
+    world = ke.FactWorld.sample(8, 2, 0)
+    model, tok, losses = ke.train_base(world, 0, steps=3, batch_size=8)
+    assert len(losses) == 3 and all(l > 0 for l in losses)
+    pairs = list(world.facts)
+    enc = tok([ke.question(s, r, ke.TRAIN_TEMPLATES[0]) for s, r in pairs], return_tensors="pt", padding=True)
+    own = tok.convert_ids_to_tokens(model(**enc).logits[:, -1].argmax(-1).tolist())
+    assert ke.answer_accuracy(model, tok, pairs, own, ke.TRAIN_TEMPLATES[0]) == 1.0
+    truth = [world.facts[p] for p in pairs]
+    assert 0.0 <= ke.answer_accuracy(model, tok, pairs, truth, ke.TRAIN_TEMPLATES[0]) <= 1.0

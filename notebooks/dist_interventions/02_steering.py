@@ -122,7 +122,8 @@ if sig.size > 2:
 # that three later layers still read it as its successor. The methods nearly coincide at layers 2–3; at layer 0
 # D-ReFT is about 5 points ahead both clean and perturbed, with a large spread over seeds (one seed shows no gain),
 # and at layer 1 it is 2–3 points behind. Intervening at every layer reaches about 99% clean accuracy, and there the
-# hybrid and LoReFT-everywhere are indistinguishable, clean and perturbed. We see no consistent relation between learned σ and gain (the printed correlation is near zero over
+# hybrid and LoReFT-everywhere are indistinguishable, clean and perturbed. We see no consistent relation between
+# learned σ and gain (the printed correlation is near zero over
 # 12 points), unlike the paper. The claim checks below apply the criteria fixed in the module.
 #
 # **How fragile this is.** Before settling on this schedule the chapter ran two others with the same criteria: 100

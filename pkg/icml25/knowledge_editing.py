@@ -39,7 +39,8 @@ from torch import nn
 from .core import tinylm
 from .core.claims import Claim
 from .core.config import make_config
-from .core.seeding import numpy_rng
+from .core.seeding import numpy_rng, torch_generator
+from .core.train import train
 
 config = make_config({
     "smoke": {"seeds": [0], "n_entities": 40, "n_relations": 3, "n_windows": 2, "edits_per_window": 5,
@@ -288,3 +289,33 @@ class LexicalMemory:
     def augment(self, prompt: str) -> str:
         hit = self.retrieve(prompt)
         return prompt if hit is None else f"ctx {' '.join(hit)} {prompt}"
+
+
+# ------------------------------------------------------------------------------------------ the base model
+def train_base(world: FactWorld, seed: int, steps: int, batch_size: int = 64, lr: float = 1e-2):
+    """A 2-layer tiny Llama (d = 64) trained to answer every fact with the training templates (next token after
+    the question is the object)."""
+    tok = tokenizer_for(world)
+    model = tinylm.make_model("small", tok, seed, max_len=16)
+    qs = [(question(s, r, t), o) for (s, r), o in world.facts.items() for t in TRAIN_TEMPLATES]
+    g = torch_generator(seed, "fact-batches")
+
+    def batches():
+        while True:
+            idx = torch.randint(len(qs), (batch_size,), generator=g).tolist()
+            enc = tok([qs[i][0] for i in idx], return_tensors="pt", padding=True)
+            yield {"enc": enc, "y": torch.tensor(tok.convert_tokens_to_ids([qs[i][1] for i in idx]))}
+
+    def loss_fn(m, b):
+        return nn.functional.cross_entropy(m(**b["enc"]).logits[:, -1], b["y"])
+
+    res = train(model, batches(), steps, lr=lr, loss_fn=loss_fn, desc="ke-base")
+    return model, tok, res.losses
+
+
+@torch.no_grad()
+def answer_accuracy(model, tok, pairs: Sequence[tuple[str, str]], answers: Sequence[str], template: str) -> float:
+    """Fraction of questions whose greedy next token is the expected object."""
+    enc = tok([question(s, r, template) for s, r in pairs], return_tensors="pt", padding=True)
+    pred = model(**enc).logits[:, -1].argmax(-1)
+    return float((pred == torch.tensor(tok.convert_tokens_to_ids(list(answers)))).float().mean())
