@@ -86,8 +86,9 @@ print(dict(zip([f"{c:.0e}" for c in compute_budgets], np.round(best_p, 2))))
 # ## What we see
 #
 # The formula reproduces the paper's 1730T / 27T / 0.4T critical sizes and its E2M1 / E4M3 / E8M7 layouts.
-# The cost-optimal precision climbs slowly with budget inside the paper's 4–8 bit band over the budgets shown;
-# this depends on our reading of the cost model ($C = kPND$ and a free choice of $N$), which the paper states only
+# The cost-optimal precision climbs slowly with budget inside the paper's 4–8 bit band over the budgets shown
+# (1e21 to 1e29 FLOPs); at 1e31 the same computation gives about 9.6 bits, above the band. This depends on our
+# reading of the cost model ($C = kPND$ and a free choice of $N$), which the paper states only
 # briefly, so it is not a claim check.
 
 # %%
