@@ -69,8 +69,8 @@ print(points)
 # %%
 idx = np.arange(len(curve))
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
-ax1.scatter(idx[ai_right], curve[ai_right], s=3, color=plot.PALETTE[0], label="AI label right")
 ax1.scatter(idx[~ai_right], curve[~ai_right], s=3, color=plot.PALETTE[1], label="AI label wrong")
+ax1.scatter(idx[ai_right], curve[ai_right], s=3, color=plot.PALETTE[0], alpha=0.3, label="AI label right")
 for name, i, ls in (("elbow", points.elbow, "--"), ("knee", points.knee, "-."), ("reflection", points.reflection, ":")):
     ax1.axvline(min(i, len(curve) - 1), color="k", ls=ls, lw=1, label=f"{name} ({i})")
 ax1.axhline(0, color="grey", lw=0.6)
@@ -78,8 +78,8 @@ ax1.set(title="Sorted RM margins on AI-labelled pairs", xlabel="pair rank (sorte
         ylabel="margin Δ = r̂(chosen) − r̂(rejected) (reward units)")
 ax1.legend(fontsize=8, markerscale=3)
 window = max(1, len(curve) // 40)
-acc = np.convolve(ai_right, np.ones(window) / window, mode="same")
-ax2.plot(idx, 100 * acc, color=plot.PALETTE[2], label=f"AI-label accuracy (moving window of {window})")
+acc = np.convolve(ai_right, np.ones(window) / window, mode="valid")
+ax2.plot(idx[window // 2:window // 2 + len(acc)], 100 * acc, color=plot.PALETTE[2], label=f"AI-label accuracy (moving window of {window})")
 for i, ls in ((points.elbow, "--"), (points.knee, "-."), (points.reflection, ":")):
     ax2.axvline(min(i, len(curve) - 1), color="k", ls=ls, lw=1)
 ax2.set(title="Where the AI labels are wrong", xlabel="pair rank (sorted by margin)",

@@ -99,7 +99,9 @@ plt.show()
 # the confidently contradicted tail and backs off from the ambiguous middle. That last part works without humans,
 # too, in our world — the AI labeller's random lapses are exactly what a margin rule can find — so
 # self-improvement is *not* stuck at AI-only accuracy here, unlike in the paper. What only humans fix is the
-# labeller's systematic style bias, which the RM learns and then cannot see.
+# labeller's systematic style bias, which the RM learns and then cannot see: those wrong labels sit in the
+# confident middle of the margin curve (`01_curve`), outside the band RLTHF sends to humans, so at a few percent of
+# human labels RLTHF stays several points short of the full-human reward model in our world.
 
 # %% [markdown]
 # ## Claim checks
