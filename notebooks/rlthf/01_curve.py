@@ -69,8 +69,10 @@ print(points)
 # %%
 idx = np.arange(len(curve))
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
-ax1.scatter(idx[~ai_right], curve[~ai_right], s=3, color=plot.PALETTE[1], label="AI label wrong")
-ax1.scatter(idx[ai_right], curve[ai_right], s=3, color=plot.PALETTE[0], alpha=0.3, label="AI label right")
+ax1.plot(idx, curve, color=plot.PALETTE[0], lw=1.5, label="sorted margin ϑ")
+bottom = curve.min() - 0.08 * (curve.max() - curve.min())
+ax1.plot(idx[~ai_right], np.full((~ai_right).sum(), bottom), "|", color=plot.PALETTE[1], ms=10, alpha=0.4,
+         label="pairs whose AI label is wrong (rug)")
 for name, i, ls in (("elbow", points.elbow, "--"), ("knee", points.knee, "-."), ("reflection", points.reflection, ":")):
     ax1.axvline(min(i, len(curve) - 1), color="k", ls=ls, lw=1, label=f"{name} ({i})")
 ax1.axhline(0, color="grey", lw=0.6)
