@@ -42,7 +42,7 @@ def test_rome_edit_on_a_model_sets_the_value_and_sequential_edits_compound():
     e2 = ke.Edit("e2", "r1", world.answer("e2", "r1"), "e7" if world.answer("e2", "r1") != "e7" else "e8")
     W0 = model.model.layers[0].mlp.down_proj.weight.clone()
     both, w_both = copy.deepcopy(model), copy.deepcopy(world)
-    d1 = ke.rome_edit(both, tok, w_both, e1, C, 0, steps=5, lr=0.5)
+    d1 = ke.rome_edit(both, tok, w_both, e1, C, 0, steps=5, lr=0.5)["delta"]
     assert torch.linalg.matrix_rank(d1, rtol=1e-4) == 1
     ke.rome_edit(both, tok, w_both, e2, C, 0, steps=5, lr=0.5)
     only2, w_only2 = copy.deepcopy(model), copy.deepcopy(world)

@@ -36,19 +36,22 @@ import numpy as np
 import torch
 from torch import nn
 
-from .core import tinylm
+from .core import tinylm, zoo
 from .core.claims import Claim
 from .core.config import make_config
 from .core.seeding import numpy_rng, torch_generator
 from .core.train import train
 
 config = make_config({
-    "smoke": {"seeds": [0], "n_entities": 40, "n_relations": 3, "n_windows": 2, "edits_per_window": 5,
-              "merge_alpha": 0.25, "rome_layer": 0, "v_steps": 20, "v_lr": 0.5},
-    "ci": {"seeds": [0, 1, 2], "n_entities": 200, "n_relations": 4, "n_windows": 4, "edits_per_window": 30,
-           "merge_alpha": 0.25, "rome_layer": 0, "v_steps": 25, "v_lr": 0.5},
-    "full": {"seeds": [0, 1, 2, 3, 4], "n_entities": 2000, "n_relations": 8, "n_windows": 8,
-             "edits_per_window": 200, "merge_alpha": 0.25, "rome_layer": 0, "v_steps": 25, "v_lr": 0.5},
+    "smoke": {"seeds": [0], "n_entities": 20, "n_relations": 2, "base_steps": 60, "preset": "nano",
+              "n_windows": 2, "edits_per_window": 5, "merge_alpha": 0.25, "rome_layer": 0, "v_steps": 20,
+              "v_lr": 0.5},
+    "ci": {"seeds": [0, 1, 2], "n_entities": 60, "n_relations": 3, "base_steps": 300, "preset": "nano",
+           "n_windows": 4, "edits_per_window": 10, "merge_alpha": 0.25, "rome_layer": 0, "v_steps": 25,
+           "v_lr": 0.5},
+    "full": {"seeds": [0, 1, 2, 3, 4], "n_entities": 2000, "n_relations": 8, "base_steps": 20000, "preset": "base",
+             "n_windows": 8, "edits_per_window": 200, "merge_alpha": 0.25, "rome_layer": 0, "v_steps": 25,
+             "v_lr": 0.5},
 })
 
 TRAIN_TEMPLATES = ("{s} {r} ?", "what is {r} of {s} ?")
@@ -209,7 +212,7 @@ def rome_update(W: torch.Tensor, C: torch.Tensor, k_star: torch.Tensor, v_star: 
 
 
 def optimise_value(model, tok, prompt: str, subject_pos: int, target: str, layer: int, steps: int,
-                   lr: float) -> torch.Tensor:
+                   lr: float) -> tuple[torch.Tensor, list[float]]:
     """v* = W k* + δ, with δ (added to the MLP output at the subject token) trained so the next token after
     `prompt` is `target`."""
     down = mlp(model, layer).down_proj
@@ -225,34 +228,47 @@ def optimise_value(model, tok, prompt: str, subject_pos: int, target: str, layer
         return out
 
     h = down.register_forward_hook(add_delta)
+    losses = []
     try:
         for _ in range(steps):
             logp = torch.log_softmax(model(input_ids=ids).logits[0, -1], -1)
             loss = -logp[target_id] + 1e-3 * delta.pow(2).sum()
+            losses.append(float(-logp[target_id].detach()))
             opt.zero_grad()
             loss.backward()
             opt.step()
     finally:
         h.remove()
     with torch.no_grad():
-        return down.weight @ k_star + delta.detach()
+        return down.weight @ k_star + delta.detach(), losses
 
 
 def rome_edit(model, tok, world: FactWorld, edit: Edit, C: torch.Tensor, layer: int, steps: int, lr: float,
-              template: str = TRAIN_TEMPLATES[0]) -> torch.Tensor:
-    """Apply one ROME edit in place (and to `world`); returns ΔW."""
+              template: str = TRAIN_TEMPLATES[0]) -> dict:
+    """Apply one ROME edit in place (and to `world`); returns k*, v*, ΔW and the value optimisation's loss
+    curve (−log p(o′) per step)."""
     if world.answer(edit.subject, edit.relation) == edit.new:
         raise ValueError(f"edit target {edit.new!r} equals the current object")
     prompt = question(edit.subject, edit.relation, template)
     pos = prompt.split().index(edit.subject)
-    v_star = optimise_value(model, tok, prompt, pos, edit.new, layer, steps, lr)
+    v_star, losses = optimise_value(model, tok, prompt, pos, edit.new, layer, steps, lr)
     k_star = keys_at(model, tok, [prompt], [pos], layer)[0]
     down = mlp(model, layer).down_proj
     with torch.no_grad():
         delta = rome_update(down.weight, C, k_star, v_star)
         down.weight += delta
     world.apply(edit)
-    return delta
+    return {"k_star": k_star, "v_star": v_star, "delta": delta, "losses": losses}
+
+
+def subject_keys(model, tok, world: FactWorld, layer: int) -> torch.Tensor:
+    """Keys at the subject token of every fact under every training template (the model's own activations)."""
+    keys = []
+    for t in TRAIN_TEMPLATES:
+        prompts = [question(s, r, t) for s, r in world.facts]
+        pos = [p.split().index(s) for p, (s, _) in zip(prompts, world.facts)]
+        keys.append(keys_at(model, tok, prompts, pos, layer))
+    return torch.cat(keys)
 
 
 # --------------------------------------------------------------------------------------------------- merge
@@ -292,11 +308,12 @@ class LexicalMemory:
 
 
 # ------------------------------------------------------------------------------------------ the base model
-def train_base(world: FactWorld, seed: int, steps: int, batch_size: int = 64, lr: float = 1e-2):
-    """A 2-layer tiny Llama (d = 64) trained to answer every fact with the training templates (next token after
+def train_base(world: FactWorld, seed: int, steps: int, batch_size: int = 64, lr: float = 1e-2,
+               preset: str = "small"):
+    """A 2-layer tiny Llama (d = 64 for "small") trained to answer every fact with the training templates (next token after
     the question is the object)."""
     tok = tokenizer_for(world)
-    model = tinylm.make_model("small", tok, seed, max_len=16)
+    model = tinylm.make_model(preset, tok, seed, max_len=16, num_hidden_layers=2)
     qs = [(question(s, r, t), o) for (s, r), o in world.facts.items() for t in TRAIN_TEMPLATES]
     g = torch_generator(seed, "fact-batches")
 
@@ -319,3 +336,29 @@ def answer_accuracy(model, tok, pairs: Sequence[tuple[str, str]], answers: Seque
     enc = tok([question(s, r, template) for s, r in pairs], return_tensors="pt", padding=True)
     pred = model(**enc).logits[:, -1].argmax(-1)
     return float((pred == torch.tensor(tok.convert_tokens_to_ids(list(answers)))).float().mean())
+
+
+BASE_PRESETS = {scale: {k: config(scale)[k] for k in ("n_entities", "n_relations", "base_steps", "preset")}
+                for scale in ("smoke", "ci", "full")}
+
+
+@zoo.register("ke-base", BASE_PRESETS)
+def build_base(cfg, seed):
+    world = FactWorld.sample(cfg.n_entities, cfg.n_relations, seed)
+    model, tok, losses = train_base(world, seed, cfg.base_steps, preset=cfg.preset)
+    return model, tok, {"losses": losses}
+
+
+def base_model(cfg, seed: int) -> tuple[zoo.ZooModel, FactWorld]:
+    """The zoo's fact model for `cfg`'s scale and `seed`, and its (fresh, unedited) fact world."""
+    z = zoo.get("ke-base", cfg.scale, seed)
+    z.model.requires_grad_(False)
+    return z, FactWorld.sample(cfg.n_entities, cfg.n_relations, seed)
+
+
+@torch.no_grad()
+def next_token_probs(model, tok, prompts: Sequence[str], targets: Sequence[str]) -> np.ndarray:
+    """p(target | prompt) for each pair."""
+    enc = tok(list(prompts), return_tensors="pt", padding=True)
+    p = torch.softmax(model(**enc).logits[:, -1], -1)
+    return p[torch.arange(len(prompts)), torch.tensor(tok.convert_tokens_to_ids(list(targets)))].numpy()
