@@ -72,10 +72,12 @@ at::Tensor fp_quantize(const at::Tensor& x, int64_t block, int64_t man_bits, int
   const float* xp = x.data_ptr<float>();
   float* yp = y.data_ptr<float>();
 
+  // Threads only pay off on large tensors; on small ones (a tiny model's weights) the fork costs more.
+  const bool parallel = rows * L >= (int64_t{1} << 16);
   // Pass 1: one scale per block.
   std::vector<float> scale(nblocks, 1.0f);
   if (block > 0) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel)
     for (int64_t i = 0; i < nblocks; ++i) {
       const int64_t r = i / nb, c = (i % nb) * B;
       scale[i] = block_scale(xp + r * L + c, std::min(B, L - c), grid.fpmax);
@@ -84,7 +86,7 @@ at::Tensor fp_quantize(const at::Tensor& x, int64_t block, int64_t man_bits, int
   // Pass 2: quantise in fixed-size chunks (so one big block still uses every thread), walking the runs of
   // elements that share a scale.
   const int64_t total = rows * L, chunk = 1 << 14;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel)
   for (int64_t start = 0; start < total; start += chunk) {
     const int64_t stop = std::min(total, start + chunk);
     for (int64_t i = start; i < stop;) {
