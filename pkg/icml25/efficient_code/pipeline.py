@@ -1,0 +1,219 @@
+"""The EffiCoder pipeline at toy scale: generate candidates, execute them, select the fastest correct one,
+fine-tune a tiny LM on each dataset and evaluate what it writes.
+
+Selection rule (the paper's abstract says "lowest execution time and memory consumption" without saying how the
+two combine; this is our reading): among candidates that pass every unit test, the lowest ET, ties broken by
+TMU, then MU, then the program text, so the choice is deterministic. A task with no correct candidate is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..core import generation, tinylm, train
+from ..core.seeding import numpy_rng, torch_generator
+from . import tasks as T
+from .sandbox import Execution, Limits, run_candidate
+
+
+class Measurer:
+    """Runs (task, program) pairs in the sandbox, `workers` at a time, and remembers every result: a program
+    that several generators (or models) write for the same task is executed once."""
+
+    def __init__(self, perf_size: int, limits: Limits = Limits(), workers: int = 2):
+        self.perf_size, self.limits, self.workers = perf_size, limits, workers
+        self.cache: dict[tuple[T.Task, str], Execution] = {}
+
+    def __call__(self, pairs: Sequence[tuple[T.Task, str]]) -> list[Execution]:
+        todo = list(dict.fromkeys(p for p in pairs if p not in self.cache))
+        with ThreadPoolExecutor(self.workers) as pool:
+            for pair, res in zip(todo, pool.map(self._run, todo)):
+                self.cache[pair] = res
+        return [self.cache[p] for p in pairs]
+
+    def _run(self, pair: tuple[T.Task, str]) -> Execution:
+        task, source = pair
+        tests, perf = T.unit_tests(task, self.perf_size)
+        return run_candidate(source, tests, perf, limits=self.limits)
+
+    def canonical(self, tasks: Sequence[T.Task]) -> dict[T.Task, Execution]:
+        """The canonical efficient solution of each task, measured: the denominator of NET, NMU, NTMU."""
+        progs = [(t, T.program(t.family, T.FAMILIES[t.family].canonical, t.c)) for t in tasks]
+        return dict(zip(tasks, self(progs)))
+
+
+def select_fastest(candidates: Sequence[tuple[str, Execution]]) -> str | None:
+    """The selected program: correct, lowest (ET, TMU, MU, text); None when no candidate is correct."""
+    correct = [(e.time, e.area, e.peak, src) for src, e in candidates if e.passed]
+    return min(correct)[3] if correct else None
+
+
+def normalised(e: Execution, canonical: Execution) -> tuple[float, float, float]:
+    """(NET, NMU, NTMU) of one passing execution: its ET, MU and TMU divided by the canonical solution's."""
+    return e.time / canonical.time, e.peak / canonical.peak, e.area / max(canonical.area, 1e-12)
+
+
+# --- candidates and datasets ---------------------------------------------------------------------------------
+
+
+def sample_programs(model, tok, tasks: Sequence[T.Task], max_tokens: int, temperature: float = 0.0,
+                    generator: torch.Generator | None = None) -> list[str]:
+    """Programs the LM writes for each task's prompt (greedy at temperature 0)."""
+    out = generation.generate(model, tok, [t.prompt for t in tasks], max_new_tokens=max_tokens,
+                              temperature=temperature, generator=generator)
+    return [T.from_tokens(text.split()) for text in out.texts]
+
+
+def candidate_pool(tasks: Sequence[T.Task], seed: int, lm_sampler=None) -> dict[T.Task, list[tuple[str, str]]]:
+    """Per task, one candidate `(generator name, program)` from each templated generator, plus one from
+    `lm_sampler(tasks) -> programs` when given (the small LM sampling programs)."""
+    rng = numpy_rng(seed, "candidates")
+    pool = {t: [(g.name, g(t, rng)) for g in T.TEMPLATE_GENERATORS] for t in tasks}
+    if lm_sampler is not None:
+        for t, src in zip(tasks, lm_sampler(tasks)):
+            pool[t].append(("small-LM", src))
+    return pool
+
+
+@dataclass(frozen=True)
+class Datasets:
+    random: list[tuple[T.Task, str]]  # (A) a random candidate, unverified
+    random_correct: list[tuple[T.Task, str]]  # (B) a random correct candidate
+    fastest_correct: list[tuple[T.Task, str]]  # (C) the selected candidate (EffiCoder)
+
+
+def build_datasets(pool: dict, measure: Measurer, seed: int) -> Datasets:
+    rng = numpy_rng(seed, "datasets")
+    a, b, c = [], [], []
+    for task, cands in pool.items():
+        srcs = [s for _, s in cands]
+        execs = measure([(task, s) for s in srcs])
+        a.append((task, srcs[rng.integers(len(srcs))]))
+        correct = [s for s, e in zip(srcs, execs) if e.passed]
+        if correct:
+            b.append((task, correct[rng.integers(len(correct))]))
+            c.append((task, select_fastest(list(zip(srcs, execs)))))
+    return Datasets(a, b, c)
+
+
+def mix(slow: Sequence, fast: Sequence, share: float, seed: int) -> list:
+    """Per task, the `fast` dataset's program with probability `share`, else the `slow` one's (same tasks)."""
+    rng = numpy_rng(seed, "mix", share)
+    fast_by_task = dict(fast)
+    return [(t, fast_by_task[t] if rng.random() < share else s) for t, s in slow]
+
+
+def dataset_efficiency(data: Sequence[tuple[T.Task, str]], measure: Measurer) -> float:
+    """Mean NET of a training set's correct programs (the x-axis of the paper's correlation figure)."""
+    canon = measure.canonical(sorted({t for t, _ in data}, key=lambda t: (t.family, t.c)))
+    nets = [normalised(e, canon[t])[0] for (t, _), e in zip(data, measure(list(data))) if e.passed]
+    return float(np.mean(nets)) if nets else float("nan")
+
+
+# --- the tiny code LM ----------------------------------------------------------------------------------------
+
+
+def code_tokenizer(constants: range):
+    return tinylm.word_tokenizer(T.vocabulary(constants))
+
+
+def finetune(data: Sequence[tuple[T.Task, str]], tok, cfg, seed: int, steps: int | None = None):
+    """A tiny Llama trained from scratch on prompt -> program-token pairs (the SFT step, Section 3.3)."""
+    model = tinylm.make_model(cfg.model, tok, seed, max_len=cfg.max_tokens + 4)
+    prompts = [t.prompt for t, _ in data]
+    completions = [" ".join(T.to_tokens(s, t.c)) for t, s in data]
+    batches = train.lm_batches(tok, prompts, completions, cfg.batch_size, seed)
+    result = train.train(model, batches, steps or cfg.steps, lr=cfg.lr, desc="sft")
+    return model, result.losses
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    pass_at_1: float
+    net: float  # mean over passing tasks of ET / ET(canonical)
+    nmu: float
+    ntmu: float
+    programs: list[str]
+
+
+def evaluate(model, tok, tasks: Sequence[T.Task], measure: Measurer, max_tokens: int) -> Evaluation:
+    """Greedy pass@1 on held-out tasks, and NET / NMU / NTMU averaged over the tasks it solves."""
+    progs = sample_programs(model, tok, tasks, max_tokens)
+    execs = measure(list(zip(tasks, progs)))
+    canon = measure.canonical(tasks)
+    ratios = np.array([normalised(e, canon[t]) for t, e in zip(tasks, execs) if e.passed]).reshape(-1, 3)
+    means = ratios.mean(0) if len(ratios) else np.full(3, np.nan)
+    return Evaluation(float(np.mean([e.passed for e in execs])), *map(float, means), progs)
+
+
+def lm_sampler(pool_tasks: Sequence[T.Task], tok, cfg, seed: int):
+    """The 'small LM' generator: a tiny LM briefly trained on the uniform generator's unverified programs, then
+    sampled at temperature 1."""
+    rng = numpy_rng(seed, "lm-generator")
+    uniform = T.TEMPLATE_GENERATORS[1]
+    model, _ = finetune([(t, uniform(t, rng)) for t in pool_tasks], tok, cfg, seed, steps=cfg.generator_steps)
+    g = torch_generator(seed, "lm-sampling")
+    return lambda tasks: sample_programs(model, tok, tasks, cfg.max_tokens, temperature=1.0, generator=g)
+
+
+# --- the experiment ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One fine-tuned model: its training set's efficiency and what it generates on held-out tasks."""
+
+    name: str
+    train_net: float
+    losses: list[float]
+    evaluation: Evaluation
+
+
+def run_seed(cfg, seed: int, measure: Measurer) -> dict[str, Arm]:
+    """One seed of the whole pipeline: split tasks, generate and execute candidates (three templated generators
+    and a small LM), build datasets A/B/C and the B→C mixtures of `cfg.mix_shares`, fine-tune one tiny LM per
+    distinct dataset, and evaluate each on the held-out tasks. Keys: "random", "random_correct",
+    "fastest_correct", and "mix=<share>" for every share."""
+    tasks_all = T.all_tasks(cfg.families, cfg.constants)
+    train_tasks, test_tasks = T.split_tasks(tasks_all, cfg.n_test, seed)
+    tok = code_tokenizer(cfg.constants)
+    pool = candidate_pool(train_tasks, seed, lm_sampler(train_tasks, tok, cfg, seed))
+    data = build_datasets(pool, measure, seed)
+    sets = {"random": data.random, "random_correct": data.random_correct, "fastest_correct": data.fastest_correct}
+    sets |= {f"mix={p:g}": mix(data.random_correct, data.fastest_correct, p, seed) for p in cfg.mix_shares}
+    trained: dict[tuple, Arm] = {}
+    arms = {}
+    for name, ds in sets.items():
+        key = tuple(ds)
+        if key not in trained:
+            model, losses = finetune(ds, tok, cfg, seed)
+            trained[key] = Arm(name, dataset_efficiency(ds, measure), losses,
+                               evaluate(model, tok, test_tasks, measure, cfg.max_tokens))
+        arms[name] = trained[key]
+    return arms
+
+
+def variant_noise(families: Sequence[str], c: int, perf_size: int, runs: int, limits: Limits = Limits(),
+                  workers: int = 2) -> dict[tuple[str, str], np.ndarray]:
+    """Every variant of every family at constant `c`, executed `runs` times in fresh sandboxes (no cache):
+    {(family, variant): array [runs, 3] of (ET s, MU bytes, TMU byte·s)}, to show the measurement noise."""
+    jobs = [(f, v) for f in families for v in T.FAMILIES[f].variants for _ in range(runs)]
+
+    def one(job):
+        task = T.Task(job[0], c)
+        tests, perf = T.unit_tests(task, perf_size)
+        return run_candidate(T.program(job[0], job[1], c), tests, perf, limits=limits)
+
+    with ThreadPoolExecutor(workers) as pool:
+        execs = list(pool.map(one, jobs))
+    out: dict[tuple[str, str], list] = {}
+    for job, e in zip(jobs, execs):
+        if not e.passed:
+            raise RuntimeError(f"canonical template {job} failed in the sandbox: {e.status} {e.detail}")
+        out.setdefault(job, []).append((e.time, e.peak, e.area))
+    return {k: np.array(v) for k, v in out.items()}
