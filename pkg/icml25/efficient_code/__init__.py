@@ -38,8 +38,8 @@ FASTER = Claim(
     paper_value="ET 0.52x of the base model, pass@1 +12.9 points",
     criterion="Mean over seeds: the fastest-correct model's NET is at most 0.7x the random-correct model's, and "
               "its pass@1 is not lower by more than 0.05",
-    test=lambda m: m["net_fastest"] <= 0.7 * m["net_random_correct"]
-    and m["pass_fastest"] >= m["pass_random_correct"] - 0.05,
+    test=lambda m: None not in (m["net_fastest"], m["net_random_correct"])  # None: a model solved nothing
+    and m["net_fastest"] <= 0.7 * m["net_random_correct"] and m["pass_fastest"] >= m["pass_random_correct"] - 0.05,
 )
 
 CORRELATION = Claim(
@@ -49,5 +49,5 @@ CORRELATION = Claim(
     paper_value="Pearson r = 0.972 (ET), 0.950 (MU), 0.986 (TMU) [from the research notes, unverified]",
     criterion="Pearson r between training-set NET and generated-code NET over every (fastest-correct share, seed) "
               "model is at least 0.8",
-    test=lambda m: m["pearson_r"] >= 0.8,
+    test=lambda m: m["pearson_r"] is not None and m["pearson_r"] >= 0.8,
 )

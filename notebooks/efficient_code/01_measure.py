@@ -1,0 +1,143 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Measuring untrusted code: the sandbox, ET, MU and TMU
+#
+# EffiCoder builds its fine-tuning data by *running* code that language models wrote: every candidate solution
+# is executed on its task's tests, and among the correct ones the fastest, leanest becomes the training target.
+# Two things must hold for that to work. The execution must be **safe** (the candidates are untrusted programs)
+# and the measurement must be **stable** enough that "fastest" means something. This notebook checks both.
+#
+# The paper measures three quantities per program (its Section 3, with `mprof` sampling memory every 1 ms):
+#
+# $$\mathrm{ET} = t_\text{end} - t_\text{start}, \qquad \mathrm{MU} = \max_t m(t), \qquad
+#   \mathrm{TMU} = \int m(t)\,dt \approx \sum_i \tfrac12 (m_i + m_{i-1})(t_i - t_{i-1}),$$
+#
+# and reports them normalised by a canonical solution's: $\mathrm{NET} = \mathrm{ET}/\mathrm{ET}_\text{canonical}$
+# averaged over tasks (likewise NMU, NTMU). Here ET is the minimum over repeats of the mean time per call on a
+# large performance input, MU the `tracemalloc` peak and TMU the trapezoid integral of traced memory.
+#
+# **Parameters** (`full` scale: 20× larger performance inputs and 30 repeated runs per program).
+
+# %% tags=["parameters"]
+scale = "ci"
+seed = 0
+families = None  # task families to measure; None: the scale's value
+perf_size = None  # multiplier of the performance input's size; None: the scale's value
+noise_runs = None  # fresh sandbox runs per program for the noise figure; None: the scale's value
+constant = 7  # the instance constant c used in this notebook
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+
+from icml25 import efficient_code as E
+from icml25.core import plot
+from icml25.efficient_code import pipeline, tasks
+
+plot.use_style()
+cfg = E.config(scale, families=families, perf_size=perf_size, noise_runs=noise_runs)
+cfg
+
+# %% [markdown]
+# ## The sandbox
+#
+# `run_candidate` has two independent layers. A **static allow-list** reads the program's syntax tree: imports
+# only from `math, heapq, itertools, collections, bisect, functools`, no name or attribute starting with `_`
+# (the classic escape `().__class__.__base__.__subclasses__()`), no `eval`, `open`, `getattr`, `format`, frame
+# attributes and the like; anything else is **BLOCKED** before it runs. Then **process isolation**: a fresh
+# `python -I -S` in its own process group, in a fresh temporary directory, with an empty environment and rlimits
+# on address space (→ **MEMORY**), CPU seconds, file size (0: no writes), core dumps and process count (0: no
+# fork); inside, only whitelisted builtins and a guarded import. The parent kills the whole group at a wall-clock
+# timeout (→ **TIMEOUT**). Below, a gallery of programs, each run with the static check on and off: the second
+# column shows that the isolation layer stops every attack on its own (they end in FAIL, never in a successful
+# escape: the unit test `f(3) == 3` only passes if the attack worked).
+
+# %%
+gallery = {
+    "correct": "def f(n):\n    return n\n",
+    "wrong answer": "def f(n):\n    return n + 1\n",
+    "syntax error": "def f(n)\n    return n\n",
+    "infinite loop": "def f(n):\n    while True:\n        pass\n",
+    "huge allocation": "def f(n):\n    return len([0] * 2 ** 31)\n",
+    "write a file": "def f(n):\n    open('x.txt', 'w').write('x')\n    return n\n",
+    "open a socket": "import socket\ndef f(n):\n    socket.socket().connect(('127.0.0.1', 80))\n    return n\n",
+    "os.system": "import os\ndef f(n):\n    os.system('true')\n    return n\n",
+    "dunder escape": "def f(n):\n    return ().__class__.__base__.__subclasses__() and n\n",
+    "format escape": "def f(n):\n    return '{0.__class__}'.format(()) and n\n",
+}
+short = E.Limits(wall_s=2.0, cpu_s=1, repeats=1, min_time=0.0)
+print(f"{'program':16s} {'static check on':18s} {'static check off':18s} detail (check off)")
+for name, src in gallery.items():
+    on = E.run_candidate(src, [[[3], 3]], [3], limits=short)
+    off = E.run_candidate(src, [[[3], 3]], [3], limits=short, static_check=False)
+    print(f"{name:16s} {on.status:18s} {off.status:18s} {off.detail[:60]}")
+
+# %% [markdown]
+# ## Task families: the same function at different costs
+#
+# Each family is a specification with a constant $c$ and equivalent programs of different cost: a loop against a
+# closed form, a quadratic scan against a set, list against set membership, naive recursion against iteration,
+# quadratic against Kadane's maximum subarray, recomputed range sums against prefix sums, repeated `max` and a
+# full sort against a heap, and a list against a generator (same time, different memory). Unit tests take their
+# expected values from a trusted reference; a large performance input is what ET, MU and TMU are measured on.
+
+# %%
+for fam in cfg.families:
+    for variant in tasks.FAMILIES[fam].variants:
+        mark = "  (canonical)" if variant == tasks.FAMILIES[fam].canonical else ""
+        print(f"--- {fam} / {variant}{mark}")
+        print(tasks.program(fam, variant, constant), end="")
+
+# %% [markdown]
+# ## Measurement noise
+#
+# Every variant is run `noise_runs` times, each time in a fresh sandbox, two at a time (as the paper's pipeline
+# runs candidates concurrently). Error bars are ± one standard deviation over the runs; the spread is what a
+# selection rule must see through (EffiBench's issue #10 reports ~5% run-to-run deviation).
+
+# %%
+noise = pipeline.variant_noise(cfg.families, constant, cfg.perf_size, cfg.noise_runs, workers=cfg.workers)
+labels = [f"{f}\n{v}" for f, v in noise]
+fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+for ax, (k, name, unit, factor) in zip(axes, [(0, "ET", "ms per call", 1e3), (1, "MU", "KiB", 1 / 1024),
+                                              (2, "TMU", "KiB·ms", 1e3 / 1024)]):
+    vals = np.array([v[:, k] for v in noise.values()]) * factor
+    colors = [plot.PALETTE[list(cfg.families).index(f) % len(plot.PALETTE)] for f, _ in noise]
+    ax.barh(range(len(vals)), vals.mean(1), xerr=vals.std(1), color=colors, capsize=2, label="mean ± sd over runs")
+    ax.set(xscale="log", title=f"{name} of every variant (c = {constant})", xlabel=f"{name} ({unit}, log scale)")
+    ax.set_yticks(range(len(vals)), labels if k == 0 else [""] * len(vals), fontsize=7)
+    ax.legend(fontsize=7)
+fig.tight_layout()
+
+# %%
+cv = {key: v.std(0) / v.mean(0) for key, v in noise.items()}
+cv_arr = np.array(list(cv.values()))
+fig, ax = plot.subplots()
+for k, name in enumerate(["ET", "MU", "TMU"]):
+    ax.hist(cv_arr[:, k], bins=12, alpha=0.6, label=f"{name}: median {np.median(cv_arr[:, k]):.1%}")
+ax.set(title=f"Run-to-run coefficient of variation ({cfg.noise_runs} fresh sandboxes per program)",
+       xlabel="coefficient of variation (sd / mean)", ylabel="programs")
+ax.legend();
+
+# %% [markdown]
+# ## What we see
+#
+# The costs of equivalent programs differ by up to three or four orders of magnitude (closed form against a loop,
+# iteration against naive recursion), far above the run-to-run noise of ET (a few percent: the minimum of
+# repeats, each looped to at least 2 ms, filters most scheduler noise). So "the fastest correct candidate" is
+# well defined where it matters. MU and TMU are noisier at these tiny sizes: a few KiB of interpreter bookkeeping
+# (the sampler thread's own lists) sit on top of every program's allocations, and TMU depends on how many 1 ms
+# samples a short call gets. A list comprehension that materialises $n$ elements is the one case where memory,
+# not time, separates two variants. There is no claim checked in this notebook; the claims are in
+# [the fine-tuning notebook](02_finetune).
