@@ -59,9 +59,12 @@ cfg
 # `python -I -S` in its own process group, in a fresh temporary directory, with an empty environment and rlimits
 # on address space (→ **MEMORY**), CPU seconds, file size (0: no writes), core dumps and process count (0: no
 # fork); inside, only whitelisted builtins and a guarded import. The parent kills the whole group at a wall-clock
-# timeout (→ **TIMEOUT**). Below, a gallery of programs, each run with the static check on and off: the second
-# column shows that the isolation layer stops every attack on its own (they end in FAIL, never in a successful
-# escape: the unit test `f(3) == 3` only passes if the attack worked).
+# timeout (→ **TIMEOUT**). Below, a gallery of programs, each run with the static check on and off. The unit test
+# `f(3) == 3` only passes if the attack worked. With the static check off, every attempt at a side effect (a file,
+# a socket, a shell command, even `os.system` reached through `object.__subclasses__()`) still fails; pure
+# introspection (`__class__`, `'{0.__class__}'.format`) does run, and through it a determined program can reach
+# objects such as the real `open`. That is why layer 1 refuses every `_` name: the two layers are meant together,
+# and neither replaces an OS-level sandbox (seccomp, namespaces) for code from an adversary rather than a model.
 
 # %%
 gallery = {
@@ -75,13 +78,16 @@ gallery = {
     "os.system": "import os\ndef f(n):\n    os.system('true')\n    return n\n",
     "dunder escape": "def f(n):\n    return ().__class__.__base__.__subclasses__() and n\n",
     "format escape": "def f(n):\n    return '{0.__class__}'.format(()) and n\n",
+    "dunder os.system": "def f(n):\n    w = [c for c in ().__class__.__base__.__subclasses__()"
+                        " if c.__name__ == '_wrap_close'][0]\n    w.__init__.__globals__['system']('true')\n"
+                        "    return n\n",
 }
 short = E.Limits(wall_s=2.0, cpu_s=1, repeats=1, min_time=0.0)
-print(f"{'program':16s} {'static check on':18s} {'static check off':18s} detail (check off)")
+print(f"{'program':17s} {'static check on':18s} {'static check off':18s} detail (check off)")
 for name, src in gallery.items():
     on = E.run_candidate(src, [[[3], 3]], [3], limits=short)
     off = E.run_candidate(src, [[[3], 3]], [3], limits=short, static_check=False)
-    print(f"{name:16s} {on.status:18s} {off.status:18s} {off.detail[:60]}")
+    print(f"{name:17s} {on.status:18s} {off.status:18s} {off.detail.splitlines()[0][:60] if off.detail else ''}")
 
 # %% [markdown]
 # ## Task families: the same function at different costs
