@@ -65,56 +65,21 @@ print("true circuit (heads, layer*6+head) per seed:", [list(np.flatnonzero(r.tru
 
 # %%
 r0 = results[cfg.seeds.index(seed)] if seed in cfg.seeds else results[0]
-fig, axes = plt.subplots(1, 2, figsize=(9, 3))
-im = axes[0].imshow(r0.ib.lam.reshape(cfg.n_layers, cfg.n_heads), vmin=0, vmax=1, cmap="viridis")
-axes[0].set(title="IBCircuit mask λ per head", xlabel="head", ylabel="layer")
-for k in np.flatnonzero(r0.true_circuit):
-    axes[0].text(k % cfg.n_heads, k // cfg.n_heads, "★", ha="center", va="center", color="red")
-fig.colorbar(im, ax=axes[0], label="λ (★ = true circuit)")
-axes[1].plot(r0.ib.losses, label="faithfulness + β·compression")
-axes[1].set(title="Mask optimisation", xlabel="step", ylabel="loss (nats)", yscale="log")
-axes[1].legend();
+ib.plot_masks(r0, cfg);
 
 # %% [markdown]
 # ## Faithfulness against circuit size
 
 # %%
 summary = ib.summarise(results, cfg.recovery_threshold)
-sizes = np.arange(13)
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-for m, color in zip(ib.METHODS, plot.PALETTE):
-    kl = np.array([r.kl[m] for r in results])
-    rec = np.array([r.recovery[m] for r in results])
-    axes[0].errorbar(sizes, kl.mean(0), yerr=kl.std(0), color=color, marker=".", capsize=2, label=m)
-    axes[1].errorbar(sizes, rec.mean(0), yerr=rec.std(0), color=color, marker=".", capsize=2, label=m)
-opt = np.array([r.optimum_kl for r in results])
-axes[0].plot(sizes, opt.mean(0), "k--", label="exhaustive optimum")
-axes[0].set(title="KL(full ‖ circuit) by size (IOI)", xlabel="heads kept", ylabel="KL (nats), mean ± sd",
-            yscale="symlog", )
-axes[1].axhline(cfg.recovery_threshold, color="gray", ls=":")
-axes[1].set(title="Logit-difference recovery by size (IOI)", xlabel="heads kept",
-            ylabel="recovered fraction, mean ± sd")
-axes[0].legend(fontsize=7);
+ib.plot_faithfulness(results, cfg, "IOI", "Logit-difference");
 
 # %% [markdown]
 # ## Against the true circuit, and regret
 
 # %%
-fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
-aucs = [summary[m]["auc"] for m in ib.METHODS]
-axes[0].bar(range(len(ib.METHODS)), [np.nanmean(a) for a in aucs], yerr=[np.nanstd(a) for a in aucs],
-            color=plot.PALETTE[:len(ib.METHODS)], capsize=3)
-axes[0].set_xticks(range(len(ib.METHODS)), [m.replace(" ", "\n") for m in ib.METHODS], fontsize=7)
-axes[0].set(title="ROC-AUC of head scores vs true circuit", ylabel="AUC (mean ± sd over seeds)", ylim=(0, 1.05))
-for m, color in zip(ib.METHODS, plot.PALETTE):
-    axes[1].plot(sizes, summary[m]["regret"].mean(0), color=color, marker=".", label=m)
-axes[1].set(title="Regret against the exhaustive optimum", xlabel="heads kept", ylabel="extra KL (nats)",
-            yscale="symlog")
-axes[1].legend(fontsize=7);
-for m in ib.METHODS:
-    s = summary[m]
-    print(f"{m:22s} area {s['area'].mean():.3f} ± {s['area'].std():.3f}   size@90% {s['size90'].mean():.1f} "
-          f"± {s['size90'].std():.1f}   AUC {np.nanmean(s['auc']):.2f}   mean regret {s['regret'].mean():.3f}")
+ib.plot_ranking(summary, cfg)
+print(ib.summary_table(summary))
 print("IBCircuit regret per size:", np.round(summary["IBCircuit"]["regret"].mean(0), 3))
 
 # %% [markdown]
