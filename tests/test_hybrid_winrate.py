@@ -116,3 +116,25 @@ def test_claim_rules_on_known_measurements():
     assert hw.SAVING.test({"saving_pct": [10.0, 20.0], "rho2_pct": [12.5, 18.0]})
     assert not hw.SAVING.test({"saving_pct": [10.0, 20.0], "rho2_pct": [13.5, 18.0]})
     assert not hw.COVERAGE.test({"coverage_pct": [94.0, 92.5]})
+
+
+def test_control_variates_agrees_with_prediction_powered_inference():
+    """Cross-check against ppi-python: PPI++'s power-tuned mean is the control-variates estimator, with the
+    judge's scores as predictions and the tuning parameter λ playing α."""
+    from ppi_py import ppi_mean_ci, ppi_mean_pointestimate
+
+    rng = np.random.default_rng(0)
+    n, N = 300, 400_000
+    quality = rng.normal(size=n + N)
+    z = np.where(rng.random(n) < 0.1, 0.5, (quality[:n] + rng.normal(size=n) > 0).astype(float))
+    s_all = 1 / (1 + np.exp(-(quality + 0.7 + 0.5 * rng.normal(size=n + N))))  # a biased judge
+    s, s_unlabelled = s_all[:n], s_all[n:]
+    for lam in (0.0, 0.6, 1.0):  # a known α: identical point estimates
+        ours = hw.control_variates(z, s, s_unlabelled.mean(), alpha=lam)
+        assert ours == pytest.approx(float(ppi_mean_pointestimate(z, s, s_unlabelled, lam=lam)[0]), abs=1e-12)
+    # α fitted on the n labels: PPI++ shrinks its λ by 1/(1 + n/N), so the two agree up to n/N
+    fitted = hw.control_variates(z, s, s_unlabelled.mean())
+    assert fitted == pytest.approx(float(ppi_mean_pointestimate(z, s, s_unlabelled)[0]), abs=1e-3)
+    lo, hi = hw.confidence_interval(z, s, s_unlabelled.mean(), level=0.95)
+    ppi_lo, ppi_hi = ppi_mean_ci(z, s, s_unlabelled, alpha=0.05)
+    assert (lo, hi) == pytest.approx((float(ppi_lo[0]), float(ppi_hi[0])), abs=2e-3)
