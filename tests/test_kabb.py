@@ -1,4 +1,8 @@
-"""KABB: distance, posterior updates and decay, top-k, a stationary bandit, bad input."""
+"""KABB: distance, posterior updates and decay, top-k, a stationary bandit, bad input, the semantic overlap."""
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -118,3 +122,37 @@ def test_success_probability_by_hand_and_drift():
     b = env.best[0]
     np.testing.assert_allclose(env.capability_at(5)[0, b], 0.2 * env.capability[0, b])
     np.testing.assert_array_equal(env.capability_at(4), env.capability)
+
+
+def test_embeddings_identical_texts_and_related_texts():
+    texts = ["A question on algebra: solve an equation for x.", "An expert in algebra and polynomials.",
+             "An expert in history and politics."]
+    e = kabb.embed(texts + texts[:1])
+    np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(e[0] @ e[3], 1.0, atol=1e-5)
+    rho = kabb.semantic_overlap(texts[:1], texts[1:])
+    assert rho[0, 0] > rho[0, 1] + 0.1
+
+
+def test_semantic_overlap_and_distance_lie_in_range():
+    env = kabb.make_environment([0, 1], 40)
+    rho = kabb.semantic_overlap_table(env)
+    assert rho.shape == (2, 40, 10) and ((rho >= 0) & (rho <= 1)).all()
+    np.testing.assert_allclose(rho[0, 0], kabb.semantic_overlap([kabb.task_text(env.required[0, 0])],
+                                                                [kabb.expert_profile(g) for g in env.graph[0]])[0])
+    graph_rho = kabb.concept_overlap(env.graph[:, None], env.required)
+    assert rho[graph_rho == 1].mean() > rho[graph_rho == 0].mean()
+    d = env.difficulty[..., None]
+    dist = kabb.knowledge_distance(rho, env.dependencies[:, None], 0.6, d, 10)
+    w1, w2, w3 = kabb.WEIGHTS
+    assert (dist >= 0).all() and (dist <= np.log1p(d) * (w1 + w2 * 2 / 10 + w3 * 0.4)).all()
+    run = kabb.simulate(env, "kabb (semantic distance)", kabb.config("smoke", seeds=[0, 1], n_rounds=40))
+    assert (run["calls"] == 2).all()
+
+
+def test_sentence_encoder_loads_offline(tmp_path):
+    code = ("from icml25 import kabb; import numpy as np; e = kabb.embed(['a cat', 'a cat']); "
+            "assert e.shape == (2, 384) and abs(e[0] @ e[1] - 1) < 1e-5")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

