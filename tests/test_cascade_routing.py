@@ -192,3 +192,91 @@ def test_claim_rules_on_known_measurements():
     assert not cr.BEATS_BOTH.test({"gain_low_medium": [0.1, -0.2]})
     assert cr.ESTIMATORS_MATTER.test({"gain_low": [2.0, 1.0], "gain_high": [1.0, 0.5]})
     assert not cr.ESTIMATORS_MATTER.test({"gain_low": [2.0, 1.0], "gain_high": [1.0, 1.5]})
+    assert cr.REAL_POOL_BEATS_BOTH.test({"real_gain": 0.0, "n_seeds": 3})
+    assert not cr.REAL_POOL_BEATS_BOTH.test({"real_gain": -0.1, "n_seeds": 5})
+    assert not cr.REAL_POOL_BEATS_BOTH.test({"real_gain": 1.0, "n_seeds": 2})
+
+
+# ---- the real pool ------------------------------------------------------------------------------------------
+
+
+def fake_runs(n=400, seed=0):
+    """Runs shaped like the zoo pool: a draft right exactly on short problems, a noisier sampled draft, a target
+    almost always right; a correct answer has a higher log-probability."""
+    rng = np.random.default_rng(seed)
+    n_ops = rng.integers(1, 6, n).astype(float)
+    short = n_ops <= 3
+    correct = np.stack([short & (rng.random(n) < 0.8), short, rng.random(n) > 0.02], axis=1).astype(float)
+    flops = np.array([1.0, 1.0, 4.0]) * 1e6 * (1 + 0.1 * n_ops[:, None])
+    logprob = np.where(correct == 1, -0.1, -1.0) + 0.05 * rng.normal(size=correct.shape)
+    return cr.RealRuns(correct, flops, logprob, n_ops, np.array([27e3, 27e3, 108e3]), np.array([1.0, 0.0, 0.0]))
+
+
+def test_quality_features_ex_ante_and_post_hoc():
+    runs = fake_runs(50)
+    pre, post = cr.quality_features(runs, post_hoc=False), cr.quality_features(runs, post_hoc=True)
+    assert pre.shape == (150, 4) and post.shape == (150, 6)
+    np.testing.assert_array_equal(post[:, :4], pre)
+    np.testing.assert_array_equal(post[:, 4], runs.logprob.ravel())  # row-major (problem, member)
+    np.testing.assert_array_equal(pre[:3, 0], [runs.n_ops[0]] * 3)
+
+
+def test_learned_estimator_reads_the_prompt_and_the_answer():
+    runs = fake_runs()
+    train = np.random.default_rng(1).random(len(runs.correct)) < 0.5
+    pre = cr.fit_quality_estimator(runs, train, post_hoc=False)
+    post = cr.fit_quality_estimator(runs, train, post_hoc=True)
+    short = runs.n_ops <= 3
+    assert pre[short, 1].mean() > pre[~short, 1].mean() + 0.3  # ex ante: the draft fails long problems
+    assert np.all((pre > 0) & (pre < 1))
+    # post hoc the log-probability separates right from wrong answers almost perfectly
+    err_pre = np.abs(pre - runs.correct)[~train].mean()
+    err_post = np.abs(post - runs.correct)[~train].mean()
+    assert err_post < err_pre
+
+
+def test_real_estimates_split_costs_and_bad_input():
+    runs = fake_runs()
+    pool, est = cr.real_estimates(runs, seed=0, train_fraction=0.3)
+    n_test = len(pool.quality)
+    assert 0.5 * 400 < n_test < 0.9 * 400
+    assert est.pre.shape == est.post.shape == est.cost.shape == pool.cost.shape == (n_test, 3)
+    assert est.cov.shape == (3, 3)
+    assert np.all(est.cost == est.cost[0])  # ex-ante cost: the member's mean training cost
+    assert est.cost[0].max() == pytest.approx(1.0)  # in units of the most expensive member
+    assert np.all(pool.cost != est.cost)  # the realised cost varies with the problem
+    again = cr.real_estimates(runs, seed=0, train_fraction=0.3)[1]
+    np.testing.assert_array_equal(again.pre, est.pre)
+    with pytest.raises(ValueError, match="train_fraction"):
+        cr.real_estimates(runs, 0, 1.0)
+    bad = cr.RealRuns(np.where(runs.correct == 1, np.nan, 0.0), runs.flops, runs.logprob, runs.n_ops,
+                      runs.n_params, runs.temperature)
+    with pytest.raises(ValueError, match="NaN"):
+        cr.real_estimates(bad, 0)
+
+
+def test_real_pool_cells_compare_every_strategy():
+    cfg = cr.config("smoke", seeds=[0, 1])
+    cells = cr.real_pool_cells(fake_runs(), cfg)
+    assert [c["seed"] for c in cells] == [0, 1]
+    for c in cells:
+        assert set(c["auc"]) == set(cr.STRATEGIES)
+        cheapest = 100 * c["model_quality"][np.argmin(c["model_cost"])]  # every curve starts at the cheapest member
+        assert all(cheapest - 1e-9 <= a <= 100 for a in c["auc"].values())
+        assert len(np.unique(c["curves"]["routing"][0].round(9))) > 2  # the λ sweep spans the trade-off
+    row = cr.mean_auc(cells)
+    assert row["routing"][0] == pytest.approx(np.mean([c["auc"]["routing"] for c in cells]))
+
+
+def test_run_member_checks_answers_and_counts_flops():
+    from icml25.core import arithmetic, flops, reasoners, tinylm
+
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    model = tinylm.make_model("nano", tok, seed=0)
+    problems = arithmetic.sample_problems(6, seed=0, max_ops=2)
+    correct, cost, logp = cr.run_member(model, tok, problems, temperature=0.0, seed=0)
+    texts = reasoners.solve(model, tok, problems)
+    np.testing.assert_array_equal(correct, [arithmetic.is_correct(p, t) for p, t in zip(problems, texts)])
+    n_tokens = [len(p.prompt) + max(len(t), 1) for p, t in zip(problems, texts)]
+    np.testing.assert_array_equal(cost, [flops.forward_flops(model.config, n) for n in n_tokens])
+    assert np.all(logp <= 0) and np.all(np.isfinite(logp))

@@ -26,9 +26,14 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from scipy.special import expit, ndtri
 from scipy.stats import norm, qmc
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
+from .core import arithmetic, flops, generation, reasoners, tinylm, zoo
 from .core.claims import Claim
 from .core.config import make_config
 from .core.seeding import derive_seed, numpy_rng
@@ -43,13 +48,14 @@ STRATEGIES = ("routing", "threshold cascade", "optimal cascade", "cascade routin
 
 config = make_config({
     "smoke": {"seeds": [0, 1, 2], "n_queries": 500, "pool_sizes": [3, 5], "noise_levels": ["low", "medium", "high"],
-              "n_lambdas": 12, "qmc_samples": 16, "max_depth": 5, "train_fraction": 0.2, "n_domains": 4},
+              "n_lambdas": 12, "qmc_samples": 16, "max_depth": 5, "train_fraction": 0.2, "n_domains": 4,
+              "real_n_problems": 100},
     "ci": {"seeds": [0, 1, 2, 3, 4], "n_queries": 2500, "pool_sizes": [3, 5],
            "noise_levels": ["low", "medium", "high"], "n_lambdas": 25, "qmc_samples": 32, "max_depth": 5,
-           "train_fraction": 0.2, "n_domains": 4},
+           "train_fraction": 0.2, "n_domains": 4, "real_n_problems": 400},
     "full": {"seeds": list(range(10)), "n_queries": 10000, "pool_sizes": [3, 5, 7],
              "noise_levels": ["low", "medium", "high"], "n_lambdas": 60, "qmc_samples": 128, "max_depth": 5,
-             "train_fraction": 0.2, "n_domains": 4},
+             "train_fraction": 0.2, "n_domains": 4, "real_n_problems": 1000},
 })
 
 BEATS_BOTH = Claim(
@@ -77,7 +83,16 @@ ESTIMATORS_MATTER = Claim(
               "optimal cascade is larger at low noise than at high noise",
     test=lambda m: all(lo > hi for lo, hi in zip(m["gain_low"], m["gain_high"], strict=True)),
 )
-CLAIMS = (BEATS_BOTH, OPTIMAL_CASCADE, ESTIMATORS_MATTER)
+REAL_POOL_BEATS_BOTH = Claim(
+    chapter=CHAPTER, id="real_pool_beats_both",
+    paper_statement="Cascade routing beats both routing and the optimal cascade (the headline, here on actual models)",
+    paper_value="AUC×100, RouterBench 5 models, low noise: 84.3 vs routing 81.2, optimal cascade 83.1",
+    criterion="On the real pool of zoo arithmetic models with the learned quality estimator, the seed-mean AUC of "
+              "cascade routing is at least the larger of the seed-mean AUCs of routing and of the optimal cascade "
+              "(≥ 3 seeds of the calibration/test split)",
+    test=lambda m: m["real_gain"] >= 0.0 and m["n_seeds"] >= 3,
+)
+CLAIMS = (BEATS_BOTH, OPTIMAL_CASCADE, ESTIMATORS_MATTER, REAL_POOL_BEATS_BOTH)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -431,16 +446,23 @@ def curves(pool: Pool, est: Estimates, table: np.ndarray, n_lambdas: int, max_de
             for name, outs in runs.items()}
 
 
+def evaluate(pool: Pool, est: Estimates, seed: int, cfg, common_start: bool = False) -> dict:
+    """Every strategy's curve and AUC×100 on one test split, plus each model's mean cost and quality. The AUC
+    runs from the cheapest model's cost, or with `common_start` from the first cost every strategy reaches (when
+    costs are estimated, a sweep's cheapest end may be a model that is cheaper on average but not on this split)."""
+    table = supermodel_table(est, cfg.qmc_samples, seed)
+    cv = curves(pool, est, table, cfg.n_lambdas, cfg.max_depth)
+    mean_cost = pool.cost.mean(0)
+    c_min = max(mean_cost.min(), *(c.min() for c, _ in cv.values())) if common_start else mean_cost.min()
+    auc = {name: 100 * quality_cost_auc(c, q, c_min, mean_cost.max()) for name, (c, q) in cv.items()}
+    return {"seed": seed, "auc": auc, "curves": cv, "model_cost": mean_cost, "model_quality": pool.quality.mean(0)}
+
+
 def benchmark_cell(n_models: int, noise: str, seed: int, cfg) -> dict:
     """One (pool size, noise, seed) cell of the paper's Table 1: every strategy's curve and AUC×100."""
     full = make_pool(n_models, cfg.n_queries, seed, cfg.n_domains)
     pool, est = make_estimates(full, noise, seed, cfg.train_fraction)
-    table = supermodel_table(est, cfg.qmc_samples, seed)
-    cv = curves(pool, est, table, cfg.n_lambdas, cfg.max_depth)
-    mean_cost = pool.cost.mean(0)
-    auc = {name: 100 * quality_cost_auc(c, q, mean_cost.min(), mean_cost.max()) for name, (c, q) in cv.items()}
-    return {"n_models": n_models, "noise": noise, "seed": seed, "auc": auc, "curves": cv,
-            "model_cost": mean_cost, "model_quality": pool.quality.mean(0)}
+    return {"n_models": n_models, "noise": noise, **evaluate(pool, est, seed, cfg)}
 
 
 def run_benchmark(cfg) -> list[dict]:
@@ -454,11 +476,116 @@ def auc_table(cells: list[dict]) -> dict[tuple[int, str], dict[str, tuple[float,
     out: dict = {}
     for key in sorted({(c["n_models"], c["noise"]) for c in cells}, key=lambda t: (t[0], list(NOISE_LEVELS).index(t[1]))):
         group = [c for c in cells if (c["n_models"], c["noise"]) == key]
-        out[key] = {s: (float(np.mean([c["auc"][s] for c in group])), float(np.std([c["auc"][s] for c in group])))
-                    for s in STRATEGIES}
+        out[key] = mean_auc(group)
     return out
+
+
+def mean_auc(cells: list[dict]) -> dict[str, tuple[float, float]]:
+    """Strategy -> (mean, sd) of AUC×100 over the cells (seeds) of one setting."""
+    return {s: (float(np.mean([c["auc"][s] for c in cells])), float(np.std([c["auc"][s] for c in cells])))
+            for s in STRATEGIES}
 
 
 def gain_over_best(row: dict[str, tuple[float, float]]) -> float:
     """Seed-mean AUC of cascade routing minus the larger seed-mean AUC of routing and the optimal cascade."""
     return row["cascade routing"][0] - max(row["routing"][0], row["optimal cascade"][0])
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The real pool: the zoo's arithmetic models answering held-out problems, with a learned quality estimator
+
+# (label, zoo entry, sampling temperature), cheapest first; the draft sampled at T = 1 is a third, noisier member
+# at the draft's price.
+REAL_MEMBERS = (("draft, T=1", "arith-draft", 1.0), ("draft", "arith-draft", 0.0), ("target", "arith-target", 0.0))
+
+
+@dataclass(frozen=True)
+class RealRuns:
+    """What running every member on every problem gave: `correct` (N, K) in {0, 1} (checked exactly), `flops`
+    (N, K) of prompt + generated tokens, `logprob` (N, K) the answer's mean per-token log-probability under the
+    model that wrote it, and per problem its number of operations `n_ops`; per member `n_params`, `temperature`."""
+
+    correct: np.ndarray
+    flops: np.ndarray
+    logprob: np.ndarray
+    n_ops: np.ndarray
+    n_params: np.ndarray
+    temperature: np.ndarray
+
+
+def run_member(model, tokenizer, problems, temperature: float, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(correct, FLOPs, mean token log-prob) of one model's solutions; FLOPs by `forward_flops` over the prompt
+    and the generated tokens (KV-cached decoding)."""
+    gen = torch.Generator().manual_seed(derive_seed(seed, CHAPTER, "real", temperature))
+    with torch.no_grad():
+        texts = reasoners.solve(model, tokenizer, problems, temperature=temperature, generator=gen)
+        prompts = [p.prompt for p in problems]
+        logp = generation.sequence_logprobs(model, tokenizer, prompts, texts).numpy()
+    n_prompt = [len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+    n_gen = np.array([max(len(tokenizer(t, add_special_tokens=False)["input_ids"]), 1) for t in texts])
+    cost = np.array([flops.forward_flops(model.config, a + b) for a, b in zip(n_prompt, n_gen)], float)
+    correct = np.array([arithmetic.is_correct(p, t) for p, t in zip(problems, texts)], float)
+    return correct, cost, logp / n_gen
+
+
+def run_real_pool(n_problems: int, scale: str, seed: int = 0) -> RealRuns:
+    """Run every member of REAL_MEMBERS (zoo models trained at `scale` from `seed`, cached) on `n_problems`
+    held-out problems of 1–5 operations."""
+    problems = reasoners.test_problems(n_problems, seed)
+    cols, params = [], []
+    for _, name, temperature in REAL_MEMBERS:
+        zm = zoo.get(name, scale, seed)
+        cols.append(run_member(zm.model, zm.tokenizer, problems, temperature, seed))
+        params.append(tinylm.n_params(zm.model))
+    correct, cost, logp = (np.stack(c, axis=1) for c in zip(*cols))
+    return RealRuns(correct, cost, logp, np.array([p.n_steps for p in problems], float), np.array(params, float),
+                    np.array([t for _, _, t in REAL_MEMBERS], float))
+
+
+def quality_features(runs: RealRuns, post_hoc: bool) -> np.ndarray:
+    """(N·K, F) features of every (problem, member) pair, row-major: the prompt's number of operations, the
+    model's log-size, their product, the sampling temperature — and, post hoc, the answer's mean token log-prob."""
+    n, k = runs.correct.shape
+    ops = np.repeat(runs.n_ops[:, None], k, 1)
+    size = np.broadcast_to(np.log10(runs.n_params), (n, k))
+    cols = [ops, size, ops * size, np.broadcast_to(runs.temperature, (n, k))]
+    if post_hoc:
+        cols += [runs.logprob, runs.logprob * size]
+    return np.stack([c.ravel() for c in cols], axis=1)
+
+
+def fit_quality_estimator(runs: RealRuns, train: np.ndarray, post_hoc: bool) -> np.ndarray:
+    """One logistic regression of correctness on `quality_features`, fitted on the training problems; returns
+    the (N, K) predicted probability of a correct answer for every problem."""
+    n, k = runs.correct.shape
+    x, y = quality_features(runs, post_hoc), runs.correct.ravel()
+    rows = np.repeat(train, k)
+    if len(np.unique(y[rows])) < 2:
+        return np.broadcast_to(runs.correct[train].mean(0), (n, k)).copy()
+    clf = make_pipeline(StandardScaler(), LogisticRegression(C=1.0)).fit(x[rows], y[rows])
+    return clf.predict_proba(x)[:, 1].reshape(n, k)
+
+
+def real_estimates(runs: RealRuns, seed: int, train_fraction: float = 0.2) -> tuple[Pool, Estimates]:
+    """Split the problems (the seed draws the split), fit the ex-ante (prompt-only) and post-hoc (after running
+    the model) estimators on the training part, and return the test part's pool and estimates. A member's cost
+    is known only after it runs, so the strategies see its mean training cost. Costs are in units of the most
+    expensive member's mean training FLOPs (as the synthetic pool's largest model costs 1), so that
+    `lambda_grid` spans the quality–cost trade-off."""
+    _check_finite("runs.correct", runs.correct)
+    if not 0 < train_fraction < 1:
+        raise ValueError(f"train_fraction must be in (0, 1), got {train_fraction}")
+    train = numpy_rng(seed, CHAPTER, "real split").random(len(runs.correct)) < train_fraction
+    pre = fit_quality_estimator(runs, train, post_hoc=False)
+    post = fit_quality_estimator(runs, train, post_hoc=True)
+    cov = np.atleast_2d(np.cov((pre - post)[train].T))
+    test = ~train
+    unit = runs.flops[train].mean(0).max()
+    cost = np.broadcast_to(runs.flops[train].mean(0) / unit, (int(test.sum()), runs.flops.shape[1]))
+    pool = Pool(runs.correct[test], runs.flops[test] / unit, runs.n_ops[test].astype(int))
+    return pool, Estimates(pre[test], post[test], np.array(cost), cov)
+
+
+def real_pool_cells(runs: RealRuns, cfg) -> list[dict]:
+    """Every strategy's curve and AUC×100 on the real pool, one cell per seed of cfg.seeds (split and QMC)."""
+    return [evaluate(*real_estimates(runs, s, cfg.train_fraction), s, cfg, common_start=True) for s in cfg.seeds]
