@@ -203,7 +203,7 @@ print(f"best-of-{N} by reference likelihood alone: {acc['ref_likelihood'][:, -1]
 # ## What we see
 #
 # The verdicts above are computed from the measurements, never written by hand, and the chapter's introduction
-# summarises them. At `ci` scale the PRM is a 56k-parameter model, fine-tuned for 80 steps on 2,000
+# summarises them. At `ci` scale the PRM is a 27k-parameter model, fine-tuned for 80 steps on 2,000
 # outcome-labelled samples of its own reference. That is roughly one epoch, as in the paper, but on very little
 # data. The Proposition guarantees only that the step rewards are *consistent* with the outcome reward. It does not
 # guarantee that outcome training makes them *informative*. Whether they are informative depends on the learned
@@ -211,14 +211,14 @@ print(f"best-of-{N} by reference likelihood alone: {acc['ref_likelihood'][:, -1]
 #
 # On the `ci` runs the book shows, none of the three claims is reproduced:
 #
-# - The step AUC stays near chance.
+# - The step AUC is above chance but below the 0.7 the criterion asks for.
 # - The PRM's best-of-16 pick is *below* random choice.
 # - Majority voting beats random, and so does the untrained baseline that trusts the reference's own
 #   likelihood.
 # - Weighting the votes by the PRM ends up roughly where plain majority voting is.
 #
 # So training on outcome labels moved $\pi_\theta$ in a direction that does not single out the wrong steps. The
-# likely cause is too little data: a few thousand labelled samples cannot tell a 56k-parameter model *which* of
+# likely cause is too little data: a few thousand labelled samples cannot tell a 27k-parameter model *which* of
 # about 30 tokens made an answer wrong. A "not reproduced" verdict therefore means the step signal did not emerge at
 # this scale and budget. It does not show that the paper's result is wrong. The `full` preset (4000 prompts × 8
 # responses, 1000 steps) is the next thing to try.

@@ -13,7 +13,7 @@
 # %% [markdown]
 # # Adapting LoRA experts with a swarm
 #
-# The paper's setting in miniature. The base model is the zoo's arithmetic `arith-draft` (a ~56k-parameter
+# The paper's setting in miniature. The base model is the zoo's arithmetic `arith-draft` (a ~27k-parameter
 # Llama). Six **experts** are rank-16 LoRA adapters on the MLP of its last layer, each fine-tuned on one
 # operator "domain" (problems using only `+`, only `-`, only `*`, or a pair of them). The **target** is a
 # held-out mix the experts never trained on: three-step problems with all three operators. The swarm searches

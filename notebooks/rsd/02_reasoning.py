@@ -57,8 +57,8 @@ cfg
 # ## The compute ceiling
 #
 # Savings are capped by how much cheaper the draft is: if every draft step were accepted, RSD would cost one
-# draft pass. Our draft costs about half the target per token, so no δ can go below ~0.5× target FLOPs here (the
-# paper's pairs are 1.5B/7B and 7B/72B, about 5-10× apart).
+# draft pass. Our draft costs about a quarter of the target per token (printed below), so no δ can go below about
+# 0.25× target FLOPs here (the paper's pairs are 1.5B/7B and 7B/72B, about 5-10× apart).
 
 # %%
 pairs = {s: (zoo.get("arith-draft", scale, s), zoo.get("arith-target", scale, s)) for s in cfg.seeds}
