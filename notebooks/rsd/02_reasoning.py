@@ -84,53 +84,20 @@ for name, rows in res0["sweep"].items():
 
 
 # %%
-def mean_sd(get):
-    v = np.array([get(r) for r in results], dtype=float)
-    return v.mean(), v.std()
-
-
-fig, ax = plot.subplots()
-markers = {"oracle": "o", "noisy": "s", "learned": "^"}
-for k, name in enumerate(res0["sweep"]):
-    n_rows = len(res0["sweep"][name])
-    xs = [mean_sd(lambda r, i=i: r["sweep"][name][i]["flop_ratio"]) for i in range(n_rows)]
-    ys = [mean_sd(lambda r, i=i: r["sweep"][name][i]["accuracy"]) for i in range(n_rows)]
-    ax.errorbar([x[0] for x in xs], [y[0] for y in ys], xerr=[x[1] for x in xs], yerr=[y[1] for y in ys],
-                marker=markers[name], capsize=3, color=plot.PALETTE[k], label=f"RSD, {res0['prm_names'][name]}")
-for k, (base, lab) in enumerate([("draft", "draft only"), ("target", "target only"),
-                                 ("speculative", f"speculative decoding (γ={cfg.gamma})")]):
-    x, y = mean_sd(lambda r: r["baselines"][base]["flop_ratio"]), mean_sd(lambda r: r["baselines"][base]["accuracy"])
-    ax.errorbar([x[0]], [y[0]], xerr=[x[1]], yerr=[y[1]], marker="D", ls="none", color=plot.PALETTE[3 + k],
-                capsize=3, label=lab)
-bx = [mean_sd(lambda r, i=i: r["best_of_n"]["flop_ratio"][i]) for i in range(cfg.bon_n)]
-by = [mean_sd(lambda r, i=i: r["best_of_n"]["accuracy"][i]) for i in range(cfg.bon_n)]
-ax.errorbar([b[0] for b in bx], [b[0] for b in by], yerr=[b[1] for b in by], marker="x", ls=":", capsize=3,
-            color=plot.PALETTE[6], label=f"draft best-of-N (N=1..{cfg.bon_n}), oracle PRM")
-ax.axvline(0.6, color="grey", lw=0.8, ls="--")
-ax.set(title="Accuracy against compute", xlabel="total FLOPs / target-only FLOPs",
-       ylabel=f"final-answer accuracy (mean ± sd, {len(cfg.seeds)} seeds)")
-ax.legend(fontsize=7, loc="lower right");
+rsd.plot_accuracy_vs_flops(results, cfg);
 
 # %% [markdown]
-# **What we see.** With the oracle PRM, RSD is *more* accurate than the target alone: a draft step is kept only
-# when it is right, and the target's rare errors are the only ones left. But it is not cheaper: the draft pays
+# **What we see.** With the oracle PRM, RSD is at least as accurate as the target alone: a draft step is kept only
+# when it is right, so the only errors left are the target's own. But it is barely cheaper: the draft pays
 # for every step, the target must read all the draft-written text before it can regenerate a step, and the
-# draft reads the target's steps in turn. With a 2× size ratio, that reading costs as much as the savings.
+# draft reads the target's steps in turn. Even with the draft at a quarter of the target's cost, that reading eats
+# most of the savings.
 # Token-level speculative decoding is also more expensive than the target here, for the same reason (it only pays
 # off when the draft is much cheaper). The noisy PRM lets wrong steps through and loses accuracy; the learned PRM
 # traces a curve between the two models as δ moves.
 
 # %%
-fig, ax = plot.subplots()
-for k, name in enumerate(res0["sweep"]):
-    n_rows = len(res0["sweep"][name])
-    ds = [r["delta"] for r in res0["sweep"][name]]
-    acc = [mean_sd(lambda r, i=i: r["sweep"][name][i]["acceptance_rate"]) for i in range(n_rows)]
-    ax.errorbar(ds, [a[0] for a in acc], yerr=[a[1] for a in acc], marker=markers[name], capsize=3,
-                color=plot.PALETTE[k], label=res0["prm_names"][name])
-ax.set(title="Draft steps accepted as the threshold rises", xlabel="threshold δ",
-       ylabel="accepted draft steps / all draft steps")
-ax.legend();
+rsd.plot_acceptance(results);
 
 # %% [markdown]
 # ## Threshold against random acceptance at the same rate

@@ -644,3 +644,67 @@ def claim_measurements(results: Sequence[dict], delta: float) -> dict[str, dict]
                               "threshold_target_calls": [a["target_calls"] for a in at],
                               "random_target_calls": [res["random"]["target_calls"] for res in results]},
     }
+
+
+# --- figures of the reasoning notebook -------------------------------------------------------------------------
+
+PRM_MARKERS = {"oracle": "o", "noisy": "s", "learned": "^"}
+
+
+def mean_sd(results: list[dict], get) -> tuple[float, float]:
+    """Mean and standard deviation over seeds of one measurement `get(result)`."""
+    v = np.array([get(r) for r in results], dtype=float)
+    return float(v.mean()), float(v.std())
+
+
+def _errorbar(ax, results, points, **kw):
+    """Plot points given as (x getter, y getter) pairs with ± sd error bars over seeds on both axes."""
+    xs = [mean_sd(results, gx) for gx, _ in points]
+    ys = [mean_sd(results, gy) for _, gy in points]
+    ax.errorbar([x[0] for x in xs], [y[0] for y in ys], xerr=[x[1] for x in xs], yerr=[y[1] for y in ys],
+                capsize=3, **kw)
+
+
+def plot_accuracy_vs_flops(results: list[dict], cfg):
+    """Final-answer accuracy against total FLOPs (relative to target-only) for RSD with every PRM over δ, the
+    single-model baselines, speculative decoding and draft best-of-N (mean ± sd over seeds)."""
+    from .core import plot
+
+    fig, ax = plot.subplots()
+    sweep = results[0]["sweep"]
+    for k, name in enumerate(sweep):
+        points = [(lambda r, i=i: r["sweep"][name][i]["flop_ratio"], lambda r, i=i: r["sweep"][name][i]["accuracy"])
+                  for i in range(len(sweep[name]))]
+        _errorbar(ax, results, points, marker=PRM_MARKERS[name], color=plot.PALETTE[k],
+                  label=f"RSD, {results[0]['prm_names'][name]}")
+    for k, (base, label) in enumerate([("draft", "draft only"), ("target", "target only"),
+                                       ("speculative", f"speculative decoding (γ={cfg.gamma})")]):
+        _errorbar(ax, results, [(lambda r: r["baselines"][base]["flop_ratio"],
+                                 lambda r: r["baselines"][base]["accuracy"])],
+                  marker="D", ls="none", color=plot.PALETTE[3 + k], label=label)
+    best_of_n = [(lambda r, i=i: r["best_of_n"]["flop_ratio"][i], lambda r, i=i: r["best_of_n"]["accuracy"][i])
+                 for i in range(cfg.bon_n)]
+    _errorbar(ax, results, best_of_n,
+              marker="x", ls=":", color=plot.PALETTE[6], label=f"draft best-of-N (N=1..{cfg.bon_n}), oracle PRM")
+    ax.axvline(0.6, color="grey", lw=0.8, ls="--")
+    ax.set(title="Accuracy against compute", xlabel="total FLOPs / target-only FLOPs",
+           ylabel=f"final-answer accuracy (mean ± sd, {len(results)} seeds)")
+    ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def plot_acceptance(results: list[dict]):
+    """The share of draft steps accepted against the threshold δ, for every PRM (mean ± sd over seeds)."""
+    from .core import plot
+
+    fig, ax = plot.subplots()
+    sweep = results[0]["sweep"]
+    for k, name in enumerate(sweep):
+        rate = [mean_sd(results, lambda r, i=i: r["sweep"][name][i]["acceptance_rate"])
+                for i in range(len(sweep[name]))]
+        ax.errorbar([r["delta"] for r in sweep[name]], [a[0] for a in rate], yerr=[a[1] for a in rate],
+                    marker=PRM_MARKERS[name], capsize=3, color=plot.PALETTE[k], label=results[0]["prm_names"][name])
+    ax.set(title="Draft steps accepted as the threshold rises", xlabel="threshold δ",
+           ylabel="accepted draft steps / all draft steps")
+    ax.legend()
+    return fig
