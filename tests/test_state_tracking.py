@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from icml25 import state_tracking as st
+from icml25.core import tinylm
 from icml25.core.config import Config
 
 
@@ -181,7 +182,7 @@ def test_corruption_keeps_or_flips_parity():
 def test_patching_at_the_embeddings_restores_everything():
     cfg = st.config("smoke")
     tok = st.make_tokenizer(3)
-    model = st.make_model("nano", tok, 0, 2, max_len=16)
+    model = tinylm.make_model("nano", tok, 0, max_len=16, num_hidden_layers=2)
     model.eval()
     clean = st.sample_actions(3, 16, 6, _g(6))
     nld = st.prefix_patching(model, tok, 3, clean, st.corrupt(clean, 5, False, 3, _g(7)), 5)

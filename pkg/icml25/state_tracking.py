@@ -201,27 +201,6 @@ def predict_states(model, actions: torch.Tensor, tokenizer, n: int, batch_size: 
     return torch.cat(out)
 
 
-def make_model(preset: str, tokenizer, seed: int, n_layers: int, max_len: int):
-    """A tiny Llama of `preset` width with `n_layers` blocks. (`tinylm.make_model` passes the preset's
-    `num_hidden_layers` itself, so it cannot take a layer-count override; this builds the same model with the
-    depth replaced.)"""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from .core.seeding import seeded
-
-    if preset not in tinylm.PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; valid presets: {', '.join(tinylm.PRESETS)}")
-    p = tinylm.PRESETS[preset]
-    config = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
-        num_hidden_layers=n_layers, num_attention_heads=p.num_attention_heads,
-        num_key_value_heads=p.num_attention_heads, max_position_embeddings=max_len, tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id)
-    with seeded(seed, "init", preset):
-        return LlamaForCausalLM(config)
-
-
 def _batches(n: int, batch_size: int, length: int, seed: int):
     g = torch_generator(seed, "state_tracking", "train")
     while True:
@@ -235,7 +214,8 @@ def train_tracker(cfg, seed: int, condition: str) -> tuple[object, object, dict]
         raise ValueError(f"unknown condition {condition!r}; valid: {', '.join(CONDITIONS)}")
     n = _check_n(cfg.group_n)
     tok = make_tokenizer(n)
-    model = make_model(cfg.preset, tok, seed, cfg.n_layers, max_len=4 * cfg.train_length + 1)
+    model = tinylm.make_model(cfg.preset, tok, seed, max_len=4 * cfg.train_length + 1,
+                              num_hidden_layers=cfg.n_layers)
     n_parity = int(cfg.curriculum_frac * cfg.steps) if condition == "parity_curriculum" else 0
     info = {"condition": condition, "parity_steps": n_parity}
     batches = _batches(n, cfg.batch_size, cfg.train_length, seed)
