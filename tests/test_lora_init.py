@@ -1,88 +1,189 @@
+import copy
+import json
 import math
 
 import numpy as np
 import pytest
 import torch
+from peft import PeftModel
 from torch import nn
 
 from icml25 import lora_init as li
 from icml25.core import tinylm
 from icml25.core.seeding import seeded
 
+N_IN, N_OUT, RANK, ALPHA = 64, 48, 4, 8.0
 
-def layer(mode, n_in=64, n_out=48, rank=4, alpha=8.0, scale=1.0, seed=0):
+
+def pretrained_linear():
     with seeded(0, "test-layer"):
-        base = nn.Linear(n_in, n_out)
-    ref = nn.Linear(n_in, n_out)
-    ref.load_state_dict(base.state_dict())
-    lora = li.LoRALinear(base, rank, alpha)
-    li.init_lora(lora, mode, scale, torch.Generator().manual_seed(seed))
-    return lora, ref
+        return nn.Sequential(nn.Linear(N_IN, N_OUT))
+
+
+def single(mode, scale=1.0, seed=0):
+    """PEFT LoRA on one pretrained nn.Linear, re-initialised by `mode`; also the untouched pretrained layer."""
+    ref = pretrained_linear()
+    model = li.lora_model(copy.deepcopy(ref), ("0",), RANK, ALPHA)
+    li.init_lora(model, mode, scale, seed)
+    return model, li.lora_layers(model)["0"], ref
+
+
+def nano_llama():
+    tok = tinylm.char_tokenizer("0123456789+-*=;|A")
+    return tinylm.make_model("nano", tok, 0)
+
+
+def llama_lora(mode, seed=3):
+    model = li.lora_model(nano_llama(), li.LLAMA_TARGETS, 2, 2, task_type="CAUSAL_LM")
+    li.init_lora(model, mode, 1.0, seed)
+    return model
+
+
+IDS = torch.tensor([[5, 6, 7, 8, 9, 3]])
+# PEFT 0.21's from_pretrained reads a transformers-5 attribute that warns it was renamed (as `li.lora_model` notes)
+PEFT_READS_RENAMED_ATTRIBUTE = pytest.mark.filterwarnings(
+    "ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
+
+
+def train_a_little(model, steps=3):
+    """A few Adam steps on the LoRA factors, so that A and B are no longer their initial draws."""
+    opt = torch.optim.Adam(li.trainable(model), lr=1e-2)
+    for _ in range(steps):
+        loss = model(input_ids=IDS).logits.pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def test_lora_is_peft_on_the_targets_and_only_the_factors_train():
+    model = llama_lora("A")
+    layers = li.lora_layers(model)
+    blocks = model.get_base_model().config.num_hidden_layers
+    assert len(layers) == 2 * blocks and all(n.endswith(li.LLAMA_TARGETS) for n in layers)
+    assert all(l.scaling[li.ADAPTER] == 1.0 for l in layers.values())
+    assert {n.split(".")[-3] for n, p in model.named_parameters() if p.requires_grad} == {"lora_A", "lora_B"}
+
+
+def test_init_a_is_pefts_default_distribution():
+    """Scale 1 of Init[A] draws A within PEFT's Kaiming-uniform bound 1/√n_in and sets B = 0, as PEFT does."""
+    peft_default = li.lora_layers(li.lora_model(pretrained_linear(), ("0",), RANK, ALPHA))["0"]
+    _, ours, _ = single("A")
+    bound = 1 / math.sqrt(N_IN)
+    for layer in (peft_default, ours):
+        a = layer.lora_A[li.ADAPTER].weight
+        assert 0.9 * bound < a.abs().max() <= bound
+        assert torch.count_nonzero(layer.lora_B[li.ADAPTER].weight) == 0
 
 
 def test_init_a_leaves_output_unchanged_and_a_has_zero_gradient():
-    lora, ref = layer("A")
-    x = torch.randn(32, 64)
-    assert torch.equal(lora(x), ref(x))
-    (lora(x) ** 2).sum().backward()
-    assert torch.count_nonzero(lora.lora_A.weight.grad) == 0
-    assert lora.lora_B.weight.grad.abs().sum() > 0
+    model, layer, ref = single("A")
+    x = torch.randn(32, N_IN)
+    assert torch.equal(model(x), ref(x))
+    (model(x) ** 2).sum().backward()
+    assert torch.count_nonzero(layer.lora_A[li.ADAPTER].weight.grad) == 0
+    assert torch.count_nonzero(layer.lora_B[li.ADAPTER].weight.grad) > 0
+    assert torch.equal(llama_lora("A")(input_ids=IDS).logits, nano_llama()(input_ids=IDS).logits)
 
 
 def test_init_ab_has_both_gradients_and_expected_noise_norm():
-    x = torch.randn(32, 64)
-    lora, ref = layer("AB")
-    (lora(x) ** 2).sum().backward()
-    assert lora.lora_A.weight.grad.abs().sum() > 0 and lora.lora_B.weight.grad.abs().sum() > 0
-    # E‖(α/r) B A‖² = (α/r)² n_out n_in r var_A var_B, uniform variances bound²/3
-    n_in, n_out, r, scaling = 64, 48, 4, 2.0
-    expected = scaling ** 2 * n_out * n_in * r * (1 / n_in / 3) * (1 / r / 3)
-    norms = [float(layer("AB", seed=s)[0].delta_weight().detach().pow(2).sum()) for s in range(200)]
+    x = torch.randn(32, N_IN)
+    model, layer, ref = single("AB")
+    assert not torch.allclose(model(x), ref(x))
+    (model(x) ** 2).sum().backward()
+    assert torch.count_nonzero(layer.lora_A[li.ADAPTER].weight.grad) > 0
+    assert torch.count_nonzero(layer.lora_B[li.ADAPTER].weight.grad) > 0
+    # E‖(α/r) B₀A₀‖²_F = (α/r)² n_out n_in r var_A var_B, with uniform variances bound²/3
+    expected = (ALPHA / RANK) ** 2 * N_OUT * N_IN * RANK * (1 / N_IN / 3) * (1 / RANK / 3)
+    norms = []
+    for s in range(200):
+        li.init_lora_layer(layer, "AB", 1.0, torch.Generator().manual_seed(s))
+        norms.append(float(layer.get_delta_weight(li.ADAPTER).detach().pow(2).sum()))
     assert np.mean(norms) == pytest.approx(expected, rel=0.1)
-    assert not torch.allclose(lora(x), ref(x))
 
 
-def test_init_ab_plus_reproduces_pretrained_output_and_shifts_weight():
-    ab, _ = layer("AB")
-    lora, ref = layer("AB+")
-    x = torch.randn(32, 64)
-    assert torch.allclose(lora(x), ref(x), atol=1e-6)
-    assert torch.equal(lora.lora_A.weight, ab.lora_A.weight) and torch.equal(lora.lora_B.weight, ab.lora_B.weight)
-    assert torch.allclose(lora.base_layer.weight - ref.weight, -lora.delta_weight(), atol=1e-7)
+def test_init_ab_plus_reproduces_pretrained_output_and_shifts_weight_by_the_noise():
+    _, ab, _ = single("AB")
+    model, layer, ref = single("AB+")
+    x = torch.randn(32, N_IN)
+    assert torch.allclose(model(x), ref(x), atol=1e-6)
+    for f in ("lora_A", "lora_B"):  # the same draws as Init[AB]
+        assert torch.equal(getattr(layer, f)[li.ADAPTER].weight, getattr(ab, f)[li.ADAPTER].weight)
+    noise = layer.get_delta_weight(li.ADAPTER)  # (α/r) B₀A₀
+    assert torch.equal(layer.get_base_layer().weight, ref[0].weight - noise)
+    assert torch.equal(layer.get_base_layer().bias, ref[0].bias)
 
 
-def test_merged_weight_gives_unmerged_output_and_low_rank():
-    lora, _ = layer("AB", scale=3.0)
-    x = torch.randn(16, 64)
-    merged = x @ lora.merged_weight().T + lora.base_layer.bias
-    assert torch.allclose(merged, lora(x), atol=1e-5)
-    assert torch.linalg.matrix_rank(lora.delta_weight()) <= lora.rank
+def test_init_ab_plus_starts_at_the_pretrained_llama():
+    assert torch.allclose(llama_lora("AB+")(input_ids=IDS).logits, nano_llama()(input_ids=IDS).logits, atol=1e-5)
 
 
-def test_only_lora_factors_train_and_adapter_round_trips(tmp_path):
-    tok = tinylm.char_tokenizer("0123456789+-*=;|A")
-    model = li.add_lora(tinylm.make_model("nano", tok, 0), li.LLAMA_TARGETS, 2, 2)
-    assert set(li.lora_layers(model)) and all(n.endswith(("q_proj", "v_proj")) for n in li.lora_layers(model))
-    assert all(("lora_A" in n or "lora_B" in n) for n, p in model.named_parameters() if p.requires_grad)
-    li.init_model(model, "AB+", 1.0, seed=3)
-    ids = torch.tensor([[5, 6, 7, 8]])
-    out = model(input_ids=ids).logits
-    li.save_adapter(model, tmp_path / "adapter.safetensors")
-    fresh = li.add_lora(tinylm.make_model("nano", tok, 0), li.LLAMA_TARGETS, 2, 2)
-    li.init_model(fresh, "A", 1.0, seed=9)
-    assert not torch.allclose(fresh(input_ids=ids).logits, out)
-    li.load_adapter(fresh, tmp_path / "adapter.safetensors")
-    assert torch.allclose(fresh(input_ids=ids).logits, out, atol=1e-6)
+@pytest.mark.parametrize("mode", li.MODES)
+def test_merged_weight_gives_unmerged_output_and_low_rank(mode):
+    model, layer, _ = single(mode, scale=3.0)
+    opt = torch.optim.Adam(li.trainable(model), lr=1e-2)
+    x = torch.randn(16, N_IN)
+    (model(x) ** 2).mean().backward()
+    opt.step()  # Init[A] has B ≠ 0 only after a step
+    delta = layer.get_delta_weight(li.ADAPTER)
+    assert torch.linalg.matrix_rank(delta) <= RANK
+    unmerged = model(x)
+    merged = copy.deepcopy(model).merge_and_unload()
+    assert isinstance(merged, nn.Sequential) and isinstance(merged[0], nn.Linear)
+    assert torch.allclose(merged(x), unmerged, atol=1e-5)
+    assert torch.allclose(merged[0].weight, layer.get_base_layer().weight + delta, atol=1e-7)
 
 
-def test_ab_plus_starts_at_pretrained_llama():
-    tok = tinylm.char_tokenizer("0123456789+-*=;|A")
-    base = tinylm.make_model("nano", tok, 0)
-    ids = torch.tensor([[5, 6, 7, 8, 9]])
-    want = base(input_ids=ids).logits
-    model = li.add_lora(tinylm.make_model("nano", tok, 0), li.LLAMA_TARGETS, 2, 2)
-    li.init_model(model, "AB+", 1.0, seed=1)
-    assert torch.allclose(model(input_ids=ids).logits, want, atol=1e-5)
+@PEFT_READS_RENAMED_ATTRIBUTE
+@pytest.mark.parametrize("mode", ["A", "AB"])
+def test_adapter_round_trips_through_save_pretrained(mode, tmp_path):
+    model = llama_lora(mode)
+    train_a_little(model)
+    want = model(input_ids=IDS).logits
+    model.save_pretrained(tmp_path)
+    loaded = PeftModel.from_pretrained(nano_llama(), tmp_path)
+    assert torch.allclose(loaded(input_ids=IDS).logits, want, atol=1e-6)
+
+
+@PEFT_READS_RENAMED_ATTRIBUTE
+def test_ab_plus_adapter_needs_the_initial_factors_to_round_trip(tmp_path):
+    """Init[AB+] moved the frozen weight, which the adapter file does not hold: loaded onto the pretrained model
+    as is, the adapter gives another function. PEFT's conversion against the adapter saved right after init
+    writes ΔW = (α/r)(BA − B₀A₀) as a rank-2r adapter of the unmodified weight, and that one round-trips."""
+    model = llama_lora("AB+")
+    model.save_pretrained(tmp_path / "initial")
+    train_a_little(model)
+    want = model(input_ids=IDS).logits
+
+    model.save_pretrained(tmp_path / "as_is")
+    as_is = PeftModel.from_pretrained(nano_llama(), tmp_path / "as_is")
+    assert not torch.allclose(as_is(input_ids=IDS).logits, want, atol=1e-3)
+
+    model.save_pretrained(tmp_path / "converted", path_initial_model_for_weight_conversion=tmp_path / "initial")
+    assert json.loads((tmp_path / "converted" / "adapter_config.json").read_text())["r"] == 2 * 2
+    converted = PeftModel.from_pretrained(nano_llama(), tmp_path / "converted")
+    assert torch.allclose(converted(input_ids=IDS).logits, want, atol=1e-5)
+    assert torch.allclose(model(input_ids=IDS).logits, want)  # the conversion left the trained model as it was
+
+
+@pytest.mark.parametrize("mode", li.MODES)
+def test_finetuning_moves_only_the_factors(mode):
+    cfg = li.config("smoke")
+    toy = li.mlp_toy(cfg, 0)
+    model = li.toy_lora(toy, cfg, mode, 1.0, 0)
+    base_before = {n: p.clone() for n, p in model.named_parameters() if not p.requires_grad}
+    factors_before = {n: p.clone() for n, p in model.named_parameters() if p.requires_grad}
+    batches = iter(lambda: toy.test_x[:32], None)
+    losses = li.finetune(model, lambda m, x: li.toy_loss(toy, m, x), batches, 5, 1e-2)
+    assert len(losses) == 5 and losses[-1] < losses[0]
+    assert all(torch.equal(p, base_before[n]) for n, p in model.named_parameters() if not p.requires_grad)
+    assert all(not torch.equal(p, factors_before[n]) for n, p in model.named_parameters() if p.requires_grad)
+
+
+def test_step0_gradient_of_a_vanishes_only_under_init_a():
+    cfg = li.config("smoke")
+    grads = li.step0_gradients(li.mlp_toy(cfg, 0), cfg)
+    assert grads["A"]["A"] == 0 and grads["A"]["B"] > 0
+    assert all(grads[m]["A"] > 0 and grads[m]["B"] > 0 for m in ("AB", "AB+"))
 
 
 def test_modular_problems_are_consistent():
@@ -99,15 +200,23 @@ def test_paired_interval():
     lo, hi = li.paired_interval([1.0, 2.0, 3.0])
     half = 4.302652729911275 * 1.0 / math.sqrt(3)
     assert lo == pytest.approx(2 - half) and hi == pytest.approx(2 + half)
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        li.paired_interval([1.0])
+
+
+def test_mean_sd():
+    assert li.mean_sd([1.0, 2.0, 3.0]) == (2.0, 1.0)
+    assert li.format_mean_sd([1.0, 2.0, 3.0]) == "2 ± 1"
 
 
 def test_bad_inputs():
-    with pytest.raises(ValueError, match="positive"):
-        li.LoRALinear(nn.Linear(4, 4), 0, 1.0)
-    with pytest.raises(ValueError, match="positive"):
-        li.add_lora(nn.Sequential(nn.Linear(4, 4)), ("0",), -1, 1.0)
-    lora, _ = layer("A")
+    for rank in (0, -1):
+        with pytest.raises(ValueError, match="positive integer"):
+            li.lora_model(pretrained_linear(), ("0",), rank, 1.0)
+    with pytest.raises(ValueError, match="not found"):
+        li.lora_model(pretrained_linear(), ("q_proj",), 2, 1.0)
+    model, layer, _ = single("A")
     with pytest.raises(ValueError, match="valid modes: A, AB, AB\\+"):
-        li.init_lora(lora, "B", 1.0, torch.Generator())
-    with pytest.raises(ValueError, match="no nn.Linear"):
-        li.add_lora(nn.Sequential(nn.Linear(4, 4)), ("q_proj",), 2, 1.0)
+        li.init_lora(model, "B", 1.0, 0)
+    with pytest.raises(ValueError, match="'BA'.*valid modes: A, AB, AB\\+"):
+        li.init_lora_layer(layer, "BA", 1.0, torch.Generator())

@@ -24,6 +24,11 @@
 # $\Delta B \cdot A_0$. **Init[AB]** draws both factors at random (adding the noise $\frac{\alpha}{r}B_0A_0$ to the
 # function); **Init[AB+]** does the same and subtracts that noise from $W$, so it starts at the pretrained model.
 #
+# LoRA here is the PEFT library's: `lora_init.lora_model` applies a `LoraConfig` with `get_peft_model`, and
+# `lora_init.init_lora` re-initialises PEFT's `lora_A`/`lora_B` factors in place for each of the three modes
+# (Init[AB+] also edits the frozen base weight). At scale 1, Init[A] draws $A$ from PEFT's own default
+# (Kaiming-uniform, bound $1/\sqrt{n_\text{in}}$), but from a seeded stream, so all three modes share $A_0$.
+#
 # **Parameters.** At `full` scale: width 1024, 1000 fine-tuning steps, 5 seeds.
 
 # %% tags=["parameters"]
@@ -52,7 +57,9 @@ cfg
 # ## The toy
 #
 # A two-layer tanh MLP is pretrained to imitate a random teacher; the downstream task is a second teacher whose
-# hidden weights moved by a rank-4 matrix and whose readout moved too. LoRA of rank $r$ sits on both layers.
+# hidden weights moved by a rank-4 matrix and whose readout moved too. PEFT puts LoRA of rank $r$ on both of its
+# `nn.Linear` layers (`fc1`, `fc2`): PEFT wraps any PyTorch module, not only Hugging Face models, so the toy and
+# the tiny Llama of the next notebook use the same LoRA implementation.
 
 # %%
 toys = [lora_init.mlp_toy(cfg, s) for s in cfg.seeds]

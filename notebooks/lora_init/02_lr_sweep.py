@@ -55,18 +55,8 @@ toy_grid = lora_init.lr_sweep(cfg, lambda m, lr, s: lora_init.finetune_toy(toys[
                               cfg.lrs)
 start = np.mean([float(lora_init.toy_loss(t, t.pretrained, t.test_x)) for t in toys.values()])
 
-
-def sweep_plot(ax, grid, grid_lrs, title, ylabel):
-    for m, v in grid.items():
-        ax.plot(grid_lrs, v.mean(0), marker="o", label=f"Init[{m}]")
-        ax.fill_between(grid_lrs, v.min(0), v.max(0), alpha=0.2)
-    ax.set(title=title, xlabel="learning rate (Adam, peak)", ylabel=ylabel, xscale="log", yscale="log")
-    ax.legend()
-
-
-fig, ax = plot.subplots()
-sweep_plot(ax, toy_grid, cfg.lrs, "MLP toy: final loss vs learning rate (band: min-max over seeds)",
-           "test MSE (target units²)")
+fig, ax = lora_init.plot_lr_sweep(toy_grid, cfg.lrs, "MLP toy: final loss vs learning rate (band: min-max over seeds)",
+                                  "test MSE (target units²)")
 ax.axhline(start, color="k", ls=":", lw=1, label="pretrained model");
 ax.legend();
 
@@ -99,38 +89,44 @@ ax.legend();
 llama = lora_init.pretrained_llama(scale)
 lm_grid = lora_init.lr_sweep(cfg, lambda m, lr, s: lora_init.finetune_llama(cfg, llama, m, lr, s)["test_loss"],
                              cfg.lm_lrs)
-fig, ax = plot.subplots()
-sweep_plot(ax, lm_grid, cfg.lm_lrs, "Tiny Llama: held-out loss vs learning rate (band: min-max over seeds)",
-           "held-out NLL (nats / token)")
+lora_init.plot_lr_sweep(lm_grid, cfg.lm_lrs, "Tiny Llama: held-out loss vs learning rate (band: min-max over seeds)",
+                       "held-out NLL (nats / token)");
 
 # %% [markdown]
 # ## Claim checks (MLP toy, paired by seed, 95% Student-t intervals)
 
 # %%
 two_smallest = np.argsort(cfg.lrs)[:2]
-small = [lora_init.paired_interval(toy_grid["A"][:, i] - toy_grid["AB"][:, i]) for i in two_smallest]
+small_diffs = [toy_grid["A"][:, i] - toy_grid["AB"][:, i] for i in two_smallest]
+small = [lora_init.paired_interval(d) for d in small_diffs]
 check(lora_init.SMALL_LR, seeds=cfg.seeds, scale=scale,
       measured={"lrs": [cfg.lrs[i] for i in two_smallest], "a_minus_ab_lower": [lo for lo, _ in small],
-                "a_minus_ab_upper": [hi for _, hi in small]},
-      our_value="; ".join(f"lr {cfg.lrs[i]:g}: Init[A] − Init[AB] ∈ [{lo:.3g}, {hi:.3g}]"
-                          for i, (lo, hi) in zip(two_smallest, small)))
+                "a_minus_ab_upper": [hi for _, hi in small],
+                "a_minus_ab_mean_sd": [lora_init.mean_sd(d) for d in small_diffs]},
+      our_value="; ".join(f"lr {cfg.lrs[i]:g}: Init[A] − Init[AB] = {lora_init.format_mean_sd(d)}, "
+                          f"95% CI [{lo:.3g}, {hi:.3g}]" for i, d, (lo, hi) in zip(two_smallest, small_diffs, small)))
 
 # %%
 best = {m: int(np.argmin(v.mean(0))) for m, v in toy_grid.items()}
 at_best = {m: toy_grid[m][:, best[m]] for m in lora_init.MODES}
-intervals = [lora_init.paired_interval(at_best[m] - at_best["A"]) for m in ("AB", "AB+")]
+best_diffs = [at_best[m] - at_best["A"] for m in ("AB", "AB+")]
+intervals = [lora_init.paired_interval(d) for d in best_diffs]
 check(lora_init.SAME_AT_BEST, seeds=cfg.seeds, scale=scale,
       measured={"best_lr": {m: cfg.lrs[i] for m, i in best.items()},
-                "best_loss": {m: float(v.mean()) for m, v in at_best.items()}, "best_lr_intervals": intervals},
-      our_value=", ".join(f"Init[{m}] {at_best[m].mean():.3g} at lr {cfg.lrs[best[m]]:g}" for m in lora_init.MODES)
-                + "; AB−A ∈ [{:.3g}, {:.3g}], AB+−A ∈ [{:.3g}, {:.3g}]".format(*intervals[0], *intervals[1]))
+                "best_loss": {m: lora_init.mean_sd(v) for m, v in at_best.items()}, "best_lr_intervals": intervals},
+      our_value=", ".join(f"Init[{m}] {lora_init.format_mean_sd(at_best[m])} at lr {cfg.lrs[best[m]]:g}"
+                          for m in lora_init.MODES)
+                + "".join(f"; {m} − A = {lora_init.format_mean_sd(d)}, 95% CI [{lo:.3g}, {hi:.3g}]"
+                          for m, d, (lo, hi) in zip(("AB", "AB+"), best_diffs, intervals)))
 
 # %%
 log_diff = (np.log(toy_grid["AB"]) - np.log(toy_grid["AB+"])).mean(1)  # per seed, averaged over the grid
 lo, hi = lora_init.paired_interval(log_diff)
 check(lora_init.NOISE_HARMLESS, seeds=cfg.seeds, scale=scale,
-      measured={"ab_minus_abplus_lower": lo, "ab_minus_abplus_upper": hi},
-      our_value=f"mean log-loss difference Init[AB] − Init[AB+] ∈ [{lo:.3g}, {hi:.3g}]")
+      measured={"ab_minus_abplus_lower": lo, "ab_minus_abplus_upper": hi,
+                "ab_minus_abplus_mean_sd": lora_init.mean_sd(log_diff)},
+      our_value=f"mean log-loss difference Init[AB] − Init[AB+] = {lora_init.format_mean_sd(log_diff)}, "
+                f"95% CI [{lo:.3g}, {hi:.3g}]")
 
 # %% [markdown]
 # ## What we see

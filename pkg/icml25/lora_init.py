@@ -18,22 +18,30 @@ so under Init[A] the gradient of A is exactly zero at step 0 and the function fi
 B₀·ΔA path opens only as B grows. With B₀ ≠ 0 both paths are first order from the first step, which is the
 paper's explanation of why non-zero initialisation is more robust to small learning rates.
 
-PEFT is not among this project's dependencies, so LoRA is implemented here with PEFT's names and shapes
-(`base_layer`, `lora_A`, `lora_B`, `scaling`, targets such as `q_proj`/`v_proj`); `init_lora` would apply unchanged to
-a PEFT `LoraLayer`'s `lora_A[adapter]`/`lora_B[adapter]` linears.
+LoRA itself is PEFT's: `lora_model` applies a `LoraConfig` with `get_peft_model` (to the tiny Llama's
+`q_proj`/`v_proj`, and to both `nn.Linear` layers of the MLP toy, so one LoRA implementation serves both experiments),
+and `init_lora` re-initialises every PEFT `LoraLayer`'s `lora_A`/`lora_B` in place.
+
+Saving: for Init[A] and Init[AB] the adapter is all that changed, so `save_pretrained` /
+`PeftModel.from_pretrained` round-trip it. Init[AB+] also changed the frozen weight, which an adapter file does not
+hold. The trained model equals W + (α/r)(BA − B₀A₀), a rank-2r update of the *unmodified* pretrained weight: save
+the adapter once right after `init_lora` and pass that directory as `save_pretrained`'s
+`path_initial_model_for_weight_conversion` (PEFT's conversion for PiSSA-like inits, which also move the base weight);
+PEFT then writes [A; A₀] and [B, −B₀] as a rank-2r adapter that loads onto the untouched pretrained model.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from peft import LoraConfig, PeftModel, get_peft_model
+from peft.tuners.lora import LoraLayer
 from torch import nn
 
 from .core import arithmetic, zoo
@@ -107,32 +115,37 @@ def paired_interval(diffs: Sequence[float], level: float = 0.95) -> tuple[float,
     return float(d.mean() - half), float(d.mean() + half)
 
 
-# ----------------------------------------------------------------------------------------------- the layer
+def mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and the sample standard deviation (ddof 1) over seeds."""
+    v = np.asarray(values, dtype=float)
+    return float(v.mean()), float(v.std(ddof=1))
 
 
-class LoRALinear(nn.Module):
-    """Eq. (1) around a frozen `base_layer` (PEFT's names): h = W x + b + (α/r) B A x."""
+def format_mean_sd(values: Sequence[float]) -> str:
+    return "{:.3g} ± {:.2g}".format(*mean_sd(values))
 
-    def __init__(self, base_layer: nn.Linear, rank: int, alpha: float):
-        super().__init__()
-        if rank <= 0:
-            raise ValueError(f"LoRA rank must be a positive integer, got {rank}")
-        self.base_layer = base_layer
-        for p in base_layer.parameters():
-            p.requires_grad_(False)
-        self.lora_A = nn.Linear(base_layer.in_features, rank, bias=False)
-        self.lora_B = nn.Linear(rank, base_layer.out_features, bias=False)
-        self.rank, self.scaling = rank, alpha / rank
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base_layer(x) + self.scaling * self.lora_B(self.lora_A(x))
+# ------------------------------------------------------------------------------------ LoRA through PEFT
 
-    def delta_weight(self) -> torch.Tensor:
-        """(α/r) B A, the adapter's change of W."""
-        return self.scaling * self.lora_B.weight @ self.lora_A.weight
+ADAPTER = "default"  # the name PEFT gives the adapter `get_peft_model` creates
 
-    def merged_weight(self) -> torch.Tensor:
-        return self.base_layer.weight + self.delta_weight()
+
+def lora_model(model: nn.Module, targets: Sequence[str], rank: int, alpha: float,
+               task_type: str | None = None) -> PeftModel:
+    """Eq. (1) on every `nn.Linear` of `model` named in `targets`, by PEFT (`LoraConfig` + `get_peft_model`): the
+    model is frozen and wrapped in place, and each target becomes a PEFT `LoraLayer` with factors
+    `lora_A[ADAPTER]`, `lora_B[ADAPTER]` and `scaling[ADAPTER]` = α/r. PEFT rejects a rank ≤ 0 and a target that
+    names no module with a `ValueError`."""
+    config = LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(targets), lora_dropout=0.0,
+                        task_type=task_type)
+    with warnings.catch_warnings():  # PEFT 0.21 reads a transformers-5 attribute that now warns it is renamed
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+        return get_peft_model(model, config)
+
+
+def lora_layers(model: PeftModel) -> dict[str, LoraLayer]:
+    """The PEFT LoRA layers of `model`, by their names in the base model (`fc1`, `model.layers.0.self_attn.q_proj`)."""
+    return {n: m for n, m in model.get_base_model().named_modules() if isinstance(m, LoraLayer)}
 
 
 def check_mode(mode: str) -> str:
@@ -142,69 +155,26 @@ def check_mode(mode: str) -> str:
 
 
 @torch.no_grad()
-def init_lora(layer, mode: str, scale: float, generator: torch.Generator) -> None:
-    """Re-initialise `layer.lora_A`/`lora_B` in place as Init[A], Init[AB] or Init[AB+] (see the module docstring);
-    for Init[AB+] also subtract (α/r) B₀A₀ from the frozen base weight."""
+def init_lora_layer(layer: LoraLayer, mode: str, scale: float, generator: torch.Generator) -> None:
+    """Re-initialise a PEFT layer's `lora_A`/`lora_B` in place as Init[A], Init[AB] or Init[AB+] (see the module
+    docstring); for Init[AB+] also subtract (α/r) B₀A₀ (PEFT's `get_delta_weight`) from the frozen base weight."""
     check_mode(mode)
-    a, b = layer.lora_A.weight, layer.lora_B.weight
-    bound_a = scale / math.sqrt(a.shape[1])
-    a.copy_((torch.rand(a.shape, generator=generator) * 2 - 1) * bound_a)
+    a, b = layer.lora_A[ADAPTER].weight, layer.lora_B[ADAPTER].weight
+    a.copy_((torch.rand(a.shape, generator=generator) * 2 - 1) * scale / math.sqrt(a.shape[1]))
     if mode == "A":
         b.zero_()
         return
-    bound_b = scale / math.sqrt(b.shape[1])
-    b.copy_((torch.rand(b.shape, generator=generator) * 2 - 1) * bound_b)
+    b.copy_((torch.rand(b.shape, generator=generator) * 2 - 1) * scale / math.sqrt(b.shape[1]))
     if mode == "AB+":
-        layer.base_layer.weight.sub_(layer.delta_weight())
+        layer.get_base_layer().weight.sub_(layer.get_delta_weight(ADAPTER))
 
 
-def add_lora(model: nn.Module, targets: Sequence[str], rank: int, alpha: float) -> nn.Module:
-    """Freeze `model` and wrap every `nn.Linear` whose name ends in one of `targets` in a `LoRALinear` (in place)."""
-    if rank <= 0:
-        raise ValueError(f"LoRA rank must be a positive integer, got {rank}")
-    for p in model.parameters():
-        p.requires_grad_(False)
-    names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and n.split(".")[-1] in targets]
-    if not names:
-        raise ValueError(f"no nn.Linear named {list(targets)} in the model")
-    for name in names:
-        parent = model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
-        child = name.split(".")[-1]
-        setattr(parent, child, LoRALinear(getattr(parent, child), rank, alpha))
-    return model
-
-
-def lora_layers(model: nn.Module) -> dict[str, LoRALinear]:
-    return {n: m for n, m in model.named_modules() if isinstance(m, LoRALinear)}
-
-
-def init_model(model: nn.Module, mode: str, scale: float, seed: int) -> None:
-    """`init_lora` on every LoRA layer of `model`, each from its own seeded stream."""
-    for name, layer in lora_layers(model).items():  # one stream per layer: every mode draws the same A₀ (and B₀)
-        init_lora(layer, mode, scale, torch_generator(seed, "lora-init", name))
-
-
-def save_adapter(model: nn.Module, path: str | Path) -> None:
-    """The LoRA factors and the (possibly Init[AB+]-shifted) base weights of adapted layers, as safetensors."""
-    state = {}
+def init_lora(model: PeftModel, mode: str, scale: float, seed: int) -> None:
+    """`init_lora_layer` on every LoRA layer of `model`, each from its own seeded stream, so every mode draws the
+    same A₀ (and Init[AB] and Init[AB+] the same B₀) for a given seed."""
+    check_mode(mode)
     for name, layer in lora_layers(model).items():
-        state[f"{name}.lora_A.weight"] = layer.lora_A.weight.detach().contiguous()
-        state[f"{name}.lora_B.weight"] = layer.lora_B.weight.detach().contiguous()
-        state[f"{name}.base_layer.weight"] = layer.base_layer.weight.detach().contiguous()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    save_file(state, str(path))
-
-
-@torch.no_grad()
-def load_adapter(model: nn.Module, path: str | Path) -> None:
-    """Load what `save_adapter` wrote into a model with the same LoRA layers."""
-    state = load_file(str(path))
-    params = dict(model.named_parameters())
-    missing = sorted(set(state) - set(params))
-    if missing:
-        raise ValueError(f"adapter file has tensors the model lacks: {missing[:4]}")
-    for k, v in state.items():
-        params[k].copy_(v)
+        init_lora_layer(layer, mode, scale, torch_generator(seed, "lora-init", name))
 
 
 def trainable(model: nn.Module) -> list[nn.Parameter]:
@@ -274,6 +244,16 @@ def mlp_toy(cfg, seed: int) -> Toy:
     return Toy(student, down, torch.randn(2048, cfg.d_in, generator=gen), seed)
 
 
+MLP_TARGETS = ("fc1", "fc2")  # LoRA on both layers of the toy
+
+
+def toy_lora(toy: Toy, cfg, mode: str, scale: float, seed: int) -> PeftModel:
+    """A copy of the pretrained MLP with PEFT LoRA (rank `cfg.rank`, α `cfg.alpha`) on both layers, set to `mode`."""
+    model = lora_model(copy.deepcopy(toy.pretrained), MLP_TARGETS, cfg.rank, cfg.alpha)
+    init_lora(model, mode, scale, seed)
+    return model
+
+
 def toy_loss(toy: Toy, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return ((model(x) - toy.teacher(x)) ** 2).mean()
 
@@ -281,8 +261,7 @@ def toy_loss(toy: Toy, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 def finetune_toy(toy: Toy, cfg, mode: str, lr: float, scale: float = 1.0, seed: int = 0) -> dict:
     """LoRA (rank `cfg.rank`, α `cfg.alpha`) on both layers of the pretrained MLP, initialised by `mode`, trained on
     the downstream teacher; returns the training curve and the final test MSE."""
-    model = add_lora(copy.deepcopy(toy.pretrained), ("fc1", "fc2"), cfg.rank, cfg.alpha)
-    init_model(model, mode, scale, seed)
+    model = toy_lora(toy, cfg, mode, scale, seed)
     gen = torch_generator(seed, "toy-batches", toy.seed)
 
     def batches():
@@ -305,12 +284,11 @@ def step0_gradients(toy: Toy, cfg, seed: int = 0) -> dict[str, dict[str, float]]
     out = {}
     x = toy.test_x[: cfg.batch_size]
     for mode in MODES:
-        model = add_lora(copy.deepcopy(toy.pretrained), ("fc1", "fc2"), cfg.rank, cfg.alpha)
-        init_model(model, mode, 1.0, seed)
+        model = toy_lora(toy, cfg, mode, 1.0, seed)
         toy_loss(toy, model, x).backward()
         layers = lora_layers(model).values()
-        out[mode] = {"A": float(sum(l.lora_A.weight.grad.norm() ** 2 for l in layers) ** 0.5),
-                     "B": float(sum(l.lora_B.weight.grad.norm() ** 2 for l in layers) ** 0.5)}
+        out[mode] = {"A": float(sum(l.lora_A[ADAPTER].weight.grad.norm() ** 2 for l in layers) ** 0.5),
+                     "B": float(sum(l.lora_B[ADAPTER].weight.grad.norm() ** 2 for l in layers) ** 0.5)}
     return out
 
 
@@ -347,8 +325,8 @@ def finetune_llama(cfg, base: zoo.ZooModel, mode: str, lr: float, seed: int) -> 
     """LoRA on q_proj/v_proj of a copy of `base` (from `pretrained_llama`), fine-tuned to mod-7 arithmetic; returns
     the loss curve and the held-out loss (nats per solution token)."""
     tok = base.tokenizer
-    model = add_lora(copy.deepcopy(base.model), LLAMA_TARGETS, cfg.lm_rank, cfg.lm_rank)
-    init_model(model, mode, 1.0, seed)
+    model = lora_model(copy.deepcopy(base.model), LLAMA_TARGETS, cfg.lm_rank, cfg.lm_rank, task_type="CAUSAL_LM")
+    init_lora(model, mode, 1.0, seed)
     data = modular_problems(4096, seed, stream="lora-train")
     held_out = modular_problems(cfg.lm_eval, 0, stream="lora-test")
     gen = torch_generator(seed, "lora-llama-batches")
@@ -364,3 +342,16 @@ def finetune_llama(cfg, base: zoo.ZooModel, mode: str, lr: float, seed: int) -> 
     with torch.no_grad():
         test = float(lm_loss(model, encode_completions(tok, *zip(*held_out), add_eos=True)))
     return {"losses": losses, "test_loss": test}
+
+
+def plot_lr_sweep(grid: dict[str, np.ndarray], lrs: Sequence[float], title: str, ylabel: str):
+    """Final loss against learning rate per init: the seed mean, and a min-max band over seeds."""
+    from .core import plot
+
+    fig, ax = plot.subplots()
+    for mode, v in grid.items():
+        ax.plot(lrs, v.mean(0), marker="o", label=f"Init[{mode}]")
+        ax.fill_between(lrs, v.min(0), v.max(0), alpha=0.2)
+    ax.set(title=title, xlabel="learning rate (Adam, peak)", ylabel=ylabel, xscale="log", yscale="log")
+    ax.legend()
+    return fig, ax
