@@ -179,6 +179,16 @@ def test_finetuning_moves_only_the_factors(mode):
     assert all(not torch.equal(p, factors_before[n]) for n, p in model.named_parameters() if p.requires_grad)
 
 
+def test_toy_starts_at_the_pretrained_loss_except_under_init_ab():
+    cfg = li.config("smoke")
+    toy = li.mlp_toy(cfg, 0)
+    with torch.no_grad():
+        start = {m: float(li.toy_loss(toy, li.toy_lora(toy, cfg, m, 1.0, 0), toy.test_x)) for m in li.MODES}
+    assert start["A"] == li.pretrained_loss(toy)
+    assert start["AB+"] == pytest.approx(li.pretrained_loss(toy), rel=1e-6)
+    assert start["AB"] != pytest.approx(li.pretrained_loss(toy), rel=1e-6)  # the noise (α/r) B₀A₀
+
+
 def test_step0_gradient_of_a_vanishes_only_under_init_a():
     cfg = li.config("smoke")
     grads = li.step0_gradients(li.mlp_toy(cfg, 0), cfg)

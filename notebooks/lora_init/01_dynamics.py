@@ -36,8 +36,8 @@ scale = "ci"
 seed = 0
 seeds = None
 width = None  # hidden width of the MLP
-rank = None  # LoRA rank r (α = `alpha`)
-alpha = None
+rank = None  # LoRA rank r
+alpha = None  # LoRA alpha: the update is scaled by alpha / r
 pretrain_steps = None
 finetune_steps = None
 curve_lr = None  # the small learning rate of the loss curves

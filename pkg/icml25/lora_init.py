@@ -270,8 +270,13 @@ def finetune_toy(toy: Toy, cfg, mode: str, lr: float, scale: float = 1.0, seed: 
 
     losses = finetune(model, lambda m, x: toy_loss(toy, m, x), batches(), cfg.finetune_steps, lr)
     with torch.no_grad():
-        return {"losses": losses, "test_loss": float(toy_loss(toy, model, toy.test_x)),
-                "start_loss": float(toy_loss(toy, toy.pretrained, toy.test_x))}
+        return {"losses": losses, "test_loss": float(toy_loss(toy, model, toy.test_x))}
+
+
+@torch.no_grad()
+def pretrained_loss(toy: Toy) -> float:
+    """Test MSE of the pretrained MLP on the downstream teacher: where every fine-tuning run starts (but Init[AB])."""
+    return float(toy_loss(toy, toy.pretrained, toy.test_x))
 
 
 def lr_sweep(cfg, runner, lrs: Sequence[float]) -> dict[str, np.ndarray]:
