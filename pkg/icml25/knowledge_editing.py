@@ -42,6 +42,7 @@ from torch import nn
 from .core import flops, sentence, tinylm, zoo
 from .core.claims import Claim
 from .core.config import make_config
+from .core.facts import sample_facts
 from .core.seeding import derive_seed, numpy_rng, seeded
 from .core.train import train
 
@@ -113,8 +114,8 @@ class Edit:
 
 @dataclass
 class FactWorld:
-    """Triples (s, r) → o over entities e0…e{n−1} and relations r0…r{m−1}; every entity has every relation, so
-    an object is itself a subject and two-hop chains exist."""
+    """Triples (s, r) → o over entities e0…e{n−1} and relations r0…r{m−1}, editable; every entity has every
+    relation, so an object is itself a subject and two-hop chains exist."""
 
     facts: dict[tuple[str, str], str]
     entities: list[str]
@@ -123,10 +124,11 @@ class FactWorld:
 
     @classmethod
     def sample(cls, n_entities: int, n_relations: int, seed: int) -> FactWorld:
-        rng = numpy_rng(seed, "fact-world")
+        """The core's chained fact world, with entity and relation names as tokens."""
+        world = sample_facts(n_entities, n_relations, seed)
         ents = [f"e{i}" for i in range(n_entities)]
         rels = [f"r{j}" for j in range(n_relations)]
-        facts = {(s, r): ents[int(rng.integers(n_entities))] for s in ents for r in rels}
+        facts = {(ents[s], rels[r]): ents[o] for s, r, o in zip(world.subject, world.relation, world.object)}
         return cls(facts, ents, rels)
 
     def answer(self, s: str, r: str) -> str:

@@ -34,9 +34,10 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from . import ops
 from .core import arithmetic, flops, tinylm
+from .core.facts import Facts, sample_facts
 from .core.claims import Claim
 from .core.config import make_config
-from .core.seeding import numpy_rng, seeded, torch_generator
+from .core.seeding import seeded, torch_generator
 from .core.train import lr_at
 
 config = make_config({
@@ -277,16 +278,9 @@ def build(arch: Arch, vocab_size: int, cfg, seed: int, seq_len: int) -> tuple[Ll
 # --- data: the fact world and the control task --------------------------------------------------------------
 
 @dataclass(frozen=True)
-class FactWorld:
-    """Random facts (subject, relation) -> object. Token ids: 0 is padding/BOS, then subjects, relations, objects.
-    A fact is the sequence [BOS, s, r] whose next token must be o."""
-
-    n_subjects: int
-    n_relations: int
-    n_objects: int
-    subject: np.ndarray
-    relation: np.ndarray
-    object: np.ndarray
+class FactWorld(Facts):
+    """The core's fact world (separate objects) as token ids: 0 is padding/BOS, then subjects, relations,
+    objects. A fact is the sequence [BOS, s, r] whose next token must be o."""
 
     @property
     def vocab_size(self) -> int:
@@ -306,14 +300,11 @@ class FactWorld:
 
 
 def fact_world(n_facts: int, seed: int, n_relations: int = 16, n_objects: int = 256) -> FactWorld:
-    """`n_facts` distinct (subject, relation) pairs, each with a uniformly random object; n_facts/n_relations
-    subjects, so every subject has a fact for every relation."""
+    """`n_facts` distinct (subject, relation) pairs (n_facts/n_relations subjects, every subject with every
+    relation), each with a uniformly random object from the core's fact world."""
     if n_facts < n_relations or n_facts % n_relations:
         raise ValueError(f"n_facts={n_facts} must be a positive multiple of n_relations={n_relations}")
-    rng = numpy_rng(seed, "fact_world", n_facts)
-    n_subjects = n_facts // n_relations
-    s, r = np.divmod(np.arange(n_facts), n_relations)
-    return FactWorld(n_subjects, n_relations, n_objects, s, r, rng.integers(0, n_objects, n_facts))
+    return FactWorld(**vars(sample_facts(n_facts // n_relations, n_relations, seed, n_objects)))
 
 
 @dataclass(frozen=True)

@@ -76,10 +76,10 @@ def key(name: str, scale: str, seed: int) -> str:
     """The content address: entry name, its settings at `scale`, the seed, and the code that trains it — the
     registering module and the core, including the shared reasoners, which chapter entries often start from (so a
     retrained reasoner also retrains what was built on it)."""
-    from . import arithmetic, reasoners
+    from . import arithmetic, facts, reasoners
 
     entry = _entry(name)
-    sources = (inspect.getmodule(entry.build), *_CORE_SOURCES, arithmetic, reasoners)
+    sources = (inspect.getmodule(entry.build), *_CORE_SOURCES, arithmetic, facts, reasoners)
     code = "".join(inspect.getsource(m) for m in dict.fromkeys(sources))
     blob = json.dumps({"name": name, "config": dict(entry.config(scale)), "seed": seed,
                        "code": hashlib.sha256(code.encode()).hexdigest()}, sort_keys=True, default=str)
