@@ -101,8 +101,10 @@ ax.invert_yaxis()
 #   updates accumulate in the same matrix; retention of earlier windows falls too, more slowly.
 # * **Continual fine-tuning** learns each window completely and generalises it to the held-out templates best of
 #   the weight editors, at the cost of nearly every hard neighbour and much of the earlier windows.
-# * **LoRA + merge** keeps a quarter of each window's update: it protects neighbours best of the weight-based
-#   methods but leaves most edits unlearned, so it also has little to retain.
+# * **LoRA + merge** keeps a quarter of each window's update: its locality stays with the best of the weight-based
+#   methods, but it leaves most edits unlearned, so it also has little to retain.
+#
+# (The two retrievers' lines coincide wherever both find the same line; they part only on locality.)
 # * **Multi-hop** stays near zero for everyone. The base model does not compose two facts even before editing
 #   (held-out two-hop accuracy in notebook 01 is at chance level), so no edit can propagate through a chain, and
 #   the retrieved line answers the first hop, not the second.
