@@ -486,7 +486,7 @@ def best_split_by_bits(runs: Sequence[Run]) -> dict[int, tuple[int, int]]:
 # --------------------------------------------------------------------------------------------------------------
 
 LAW_NUMBERS = Claim(
-    chapter="fp_quant_scaling", id="fp.law_numbers",
+    chapter="fp_quant_scaling", id="law_numbers",
     paper_statement="With the Table 2 constants the law gives a critical data size of about 27T tokens for a 1B "
                     "model in FP8-E4M3 at B=128 (1730T in BF16, 0.4T in FP4-E2M1), and optimal layouts E2M1, "
                     "E4M3, E8M7 for 4, 8 and 16 bits",
@@ -497,7 +497,7 @@ LAW_NUMBERS = Claim(
 )
 
 BLOCK_SIZE = Claim(
-    chapter="fp_quant_scaling", id="fp.block_size",
+    chapter="fp_quant_scaling", id="block_size",
     paper_statement="At a fixed format the loss rises linearly with log2 of the block size B",
     paper_value="loss linear in log2 B with positive slope (Fig. 5)",
     criterion="At E2M1, the per-seed slope of held-out loss against log2 B (3+ seeds) has a 95% t-interval "
@@ -506,7 +506,7 @@ BLOCK_SIZE = Claim(
 )
 
 FIT = Claim(
-    chapter="fp_quant_scaling", id="fp.fit",
+    chapter="fp_quant_scaling", id="fit",
     paper_statement="The unified law fits all 366 runs and predicts larger held-out models",
     paper_value="fits 41M-679M; validated at 1.2B, 7B, 70B",
     criterion="The law fitted to our runs (alpha, beta fixed) predicts the held-out quantised runs (every 4th) "
@@ -515,7 +515,7 @@ FIT = Claim(
 )
 
 EXPONENT_BITS = Claim(
-    chapter="fp_quant_scaling", id="fp.exponent_bits",
+    chapter="fp_quant_scaling", id="exponent_bits",
     paper_statement="Exponent bits contribute slightly more to the loss than mantissa bits (delta > nu), so at a "
                     "fixed bit width the best format is not mantissa-heavy",
     paper_value="delta = 3.19 > nu = 2.95; E2M1 best at 4 bits",

@@ -562,7 +562,7 @@ def summarise(results: Sequence[SeedResult], threshold: float) -> dict[str, dict
 # --------------------------------------------------------------------------------------------------------------
 
 FAITHFUL = Claim(
-    chapter="ibcircuit", id="ibcircuit.faithful",
+    chapter="ibcircuit", id="faithful",
     paper_statement="On IOI, IBCircuit finds more faithful circuits than prior methods (lower KL and higher logit "
                     "difference at a given number of nodes) without task-specific corrupted prompts",
     paper_value="better than ACDC and EAP on IOI (node and edge level)",
@@ -572,7 +572,7 @@ FAITHFUL = Claim(
 )
 
 MINIMAL = Claim(
-    chapter="ibcircuit", id="ibcircuit.minimal",
+    chapter="ibcircuit", id="minimal",
     paper_statement="On IOI, IBCircuit's circuits are more minimal (fewer nodes) at equal faithfulness",
     paper_value="fewer nodes and edges than ACDC and EAP on IOI",
     criterion="On IOI, the mean over seeds of the smallest top-k circuit recovering >= 90% of the logit "
@@ -581,7 +581,7 @@ MINIMAL = Claim(
 )
 
 NEAR_OPTIMAL = Claim(
-    chapter="ibcircuit", id="ibcircuit.near_optimal",
+    chapter="ibcircuit", id="near_optimal",
     paper_statement="IBCircuit's circuits are close to the most faithful circuit of their size (our ground truth "
                     "by exhaustive search; the paper has no exhaustive optimum)",
     paper_value="not reported (this book's addition)",
@@ -591,7 +591,7 @@ NEAR_OPTIMAL = Claim(
 )
 
 GREATER_THAN = Claim(
-    chapter="ibcircuit", id="ibcircuit.greater_than",
+    chapter="ibcircuit", id="greater_than",
     paper_statement="On Greater-Than, IBCircuit matches the baselines for larger circuits but trails ACDC on small "
                     "ones (reported plainly)",
     paper_value="comparable at large sizes; behind ACDC on small circuits (secondary summaries, unverified)",
