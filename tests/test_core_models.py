@@ -156,3 +156,21 @@ def test_zoo_trains_once_then_loads_from_the_cache(tmp_path, monkeypatch):
     assert BUILDS == [7, 8]  # another seed is another entry
     with pytest.raises(ValueError, match="registered models"):
         zoo.get("no-such-model")
+
+
+def test_zoo_trains_on_one_thread_whatever_the_caller_uses(tmp_path, monkeypatch):
+    seen = []
+
+    @zoo.register("test-threads", {s: {} for s in ("smoke", "ci", "full")})
+    def _build(cfg, seed):
+        seen.append(torch.get_num_threads())
+        return _tiny_run(seed)[0], TOK, {}
+
+    monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        zoo.get("test-threads", "smoke", 0)
+        assert seen == [1] and torch.get_num_threads() == 2  # one thread inside, the caller's setting restored
+    finally:
+        torch.set_num_threads(before)

@@ -106,8 +106,11 @@ def test_expected_step_reward_matches_per_step_reference(tiny):
 def test_adding_the_principle_token_keeps_the_old_logits():
     old = tinylm.char_tokenizer(arithmetic.ALPHABET)
     model = tinylm.make_model("nano", old, seed=0)
-    new_model, new_tok = ple.add_principle_token(model, old)
+    new_model, new_tok = ple.add_principle_token(model, old, seed=0)
     assert len(new_tok) == len(old) + 1
+    torch.manual_seed(123)  # the global RNG must not matter
+    again, _ = ple.add_principle_token(model, old, seed=0)
+    assert torch.equal(again.get_input_embeddings().weight, new_model.get_input_embeddings().weight)
     ids = torch.tensor([old("3+4|")["input_ids"]])
     with torch.no_grad():
         assert torch.allclose(model(input_ids=ids).logits, new_model(input_ids=ids).logits[..., :len(old)])

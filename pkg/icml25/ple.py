@@ -32,7 +32,7 @@ from .core import arithmetic, tinylm, zoo
 from .core.claims import Claim
 from .core.config import make_config
 from .core.generation import encode_completions, generate, token_logprobs
-from .core.seeding import numpy_rng, torch_generator
+from .core.seeding import numpy_rng, seeded, torch_generator
 from .core.train import lm_batches, train
 
 PRINCIPLE = "P"  # the principle marker: one new token, associated with careful solutions during fine-tuning
@@ -170,21 +170,23 @@ def principled_tokenizer():
     return tinylm.char_tokenizer(ALPHABET)
 
 
-def add_principle_token(model, tokenizer):
-    """A copy of `model` whose vocabulary gains the principle token (existing token ids unchanged)."""
+def add_principle_token(model, tokenizer, seed: int):
+    """A copy of `model` whose vocabulary gains the principle token (existing token ids unchanged); the new
+    embedding row is drawn under `seed` (resizing draws from torch's global RNG)."""
     new = principled_tokenizer()
     old_vocab, new_vocab = tokenizer.get_vocab(), new.get_vocab()
     if any(new_vocab.get(t) != i for t, i in old_vocab.items()):
         raise ValueError("the base model's tokenizer is not the arithmetic character tokenizer")
     model = copy.deepcopy(model)
-    model.resize_token_embeddings(len(new), mean_resizing=False)
+    with seeded(seed, "principle-token"):
+        model.resize_token_embeddings(len(new), mean_resizing=False)
     return model, new
 
 
 @zoo.register("ple-start", START)
 def _build_start(cfg, seed: int):
     base = zoo.get("arith-draft", cfg.scale, seed)
-    model, tok = add_principle_token(base.model, base.tokenizer)
+    model, tok = add_principle_token(base.model, base.tokenizer, seed)
     problems = arithmetic.sample_problems(cfg.n_train, seed, stream="ple-sft")
     rng = numpy_rng(seed, "ple-sloppy")
     prompts, completions = [], []

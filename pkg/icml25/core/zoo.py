@@ -13,6 +13,7 @@ two processes from training the same model at once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from filelock import FileLock
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
@@ -75,11 +77,11 @@ def _entry(name: str) -> Entry:
 def key(name: str, scale: str, seed: int) -> str:
     """The content address: entry name, its settings at `scale`, the seed, and the code that trains it — the
     registering module and the core, including the shared reasoners, which chapter entries often start from (so a
-    retrained reasoner also retrains what was built on it)."""
+    retrained reasoner also retrains what was built on it), and this module (which sets how models are trained)."""
     from . import arithmetic, facts, reasoners
 
     entry = _entry(name)
-    sources = (inspect.getmodule(entry.build), *_CORE_SOURCES, arithmetic, facts, reasoners)
+    sources = (inspect.getmodule(entry.build), *_CORE_SOURCES, arithmetic, facts, reasoners, inspect.getmodule(key))
     code = "".join(inspect.getsource(m) for m in dict.fromkeys(sources))
     blob = json.dumps({"name": name, "config": dict(entry.config(scale)), "seed": seed,
                        "code": hashlib.sha256(code.encode()).hexdigest()}, sort_keys=True, default=str)
@@ -90,6 +92,20 @@ def path(name: str, scale: str = "ci", seed: int = 0) -> Path:
     return cache_dir() / f"{name}-{scale}-s{seed}-{key(name, scale, seed)}"
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Train on one torch thread: a matmul's sum order depends on the thread count, so a model trained by a
+    2-thread notebook and one trained by a 1-thread build worker would differ in the last bits, and a chapter
+    that samples from it would then differ in its numbers. One thread makes every cached model the same
+    wherever it was trained."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def get(name: str, scale: str = "ci", seed: int = 0) -> ZooModel:
     """The trained model `name` at `scale` from `seed`: loaded from the cache, or trained once and cached."""
     entry, final = _entry(name), path(name, scale, seed)
@@ -98,7 +114,8 @@ def get(name: str, scale: str = "ci", seed: int = 0) -> ZooModel:
     with FileLock(str(final) + ".lock"):
         if not (final / "info.json").exists():
             start = time.perf_counter()
-            model, tokenizer, info = entry.build(entry.config(scale), seed)
+            with one_thread():
+                model, tokenizer, info = entry.build(entry.config(scale), seed)
             info = dict(info, train_seconds=time.perf_counter() - start, n_params=tinylm.n_params(model))
             tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
