@@ -207,7 +207,46 @@ def test_bad_inputs_raise():
 
 
 def test_a_short_training_run_lowers_the_state_loss():
-    cfg = Config("smoke", dict(st.config("smoke"), steps=30, n_layers=1))
+    cfg = Config("smoke", dict(st.config("smoke"), steps=30, parity_steps=8, n_layers=1))
     model, tok, info = st.train_tracker(cfg, 0, "parity_curriculum")
-    assert info["parity_steps"] == int(0.25 * 30) and len(info["losses"]) == 30
+    assert info["parity_steps"] == 8 and len(info["losses"]) == 8 + 30  # the parity stage comes before
     assert np.mean(info["losses"][-5:]) < math.log(6)
+    _, _, plain = st.train_tracker(cfg, 0, "plain")
+    assert plain["parity_steps"] == 0 and len(plain["losses"]) == 30
+
+
+def test_precondition_gates_the_mechanism_label():
+    c = st.parity_chance(3)
+    assert st.label_run(st.LEARNED_ACCURACY, c, 100, 3, 30) == "AA-like"
+    assert st.label_run(st.LEARNED_ACCURACY, 1.0, 100, 3, 30) == "PAA-like"
+    assert st.label_run(st.LEARNED_ACCURACY - 0.01, 1.0, 100, 3, 30) == "not learned"
+
+
+def _report(condition, seed, learned, label, parity_consistency, fill):
+    probes = {"state": np.full((2, 3), fill), "parity": np.full((2, 3), fill)}
+    return st.RunReport(condition, seed, np.ones(6), 1.0 if learned else 0.5, learned, parity_consistency, 100,
+                        probes, early_parity=fill, long_accuracy=fill, label=label, losses=[])
+
+
+def test_summarise_and_probe_maps_use_only_the_runs_that_learned():
+    reports = [_report("plain", 0, True, "AA-like", 0.4, 0.2), _report("plain", 1, False, "not learned", 0.9, 0.6),
+               _report("parity_curriculum", 0, True, "PAA-like", 1.0, 0.8),
+               _report("parity_curriculum", 1, True, "intermediate", 0.7, 0.4)]
+    m = st.summarise(reports)
+    assert m["parity_consistency_plain"] == [0.4] and m["parity_consistency_curriculum"] == [1.0, 0.7]
+    assert (m["n_not_learned"], m["n_aa"], m["n_paa"], m["n_intermediate"]) == (1, 1, 1, 1)
+    assert m["long_accuracy_aa"] == [0.2] and m["long_accuracy_paa"] == [0.8]
+    assert len(m["labels"]) == 4 and "plain/s1:not learned" in m["labels"]
+    plain_map, k = st.mean_probe_map(reports, "plain", "state")
+    assert k == 1 and np.allclose(plain_map, 0.2)
+    curriculum_map, k = st.mean_probe_map(reports, "parity_curriculum", "parity")
+    assert k == 2 and np.allclose(curriculum_map, 0.6)
+    none_map, k = st.mean_probe_map([reports[1]], "plain", "state")
+    assert k == 0 and none_map.shape == (2, 3) and np.isnan(none_map).all()
+    assert not st.STEERABLE.test(m)  # fewer than 4 runs that learned per condition
+    assert not st.TWO_MECHANISMS.test(m)  # an intermediate run among those that learned
+
+
+def test_mean_sd_ignores_missing_values():
+    assert st.mean_sd([1.0, 3.0, float("nan")]) == "2.00 ± 1.00"
+    assert st.mean_sd([]) == "n/a" and st.mean_sd([float("nan")]) == "n/a"

@@ -208,15 +208,16 @@ def _batches(n: int, batch_size: int, length: int, seed: int):
 
 
 def train_tracker(cfg, seed: int, condition: str) -> tuple[object, object, dict]:
-    """Train one tiny Llama on S_n with direct-state supervision; under the parity curriculum the first
-    `cfg.curriculum_frac` of the steps predict ε(s_t) instead of s_t."""
+    """Train one tiny Llama on S_n with direct-state supervision for `cfg.steps` steps; under the parity
+    curriculum, `cfg.parity_steps` steps predicting ε(s_t) come first (an intermediate training stage, so both
+    conditions get the same state training)."""
     if condition not in CONDITIONS:
         raise ValueError(f"unknown condition {condition!r}; valid: {', '.join(CONDITIONS)}")
     n = _check_n(cfg.group_n)
     tok = make_tokenizer(n)
     model = tinylm.make_model(cfg.preset, tok, seed, max_len=4 * cfg.train_length + 1,
                               num_hidden_layers=cfg.n_layers)
-    n_parity = int(cfg.curriculum_frac * cfg.steps) if condition == "parity_curriculum" else 0
+    n_parity = cfg.parity_steps if condition == "parity_curriculum" else 0
     info = {"condition": condition, "parity_steps": n_parity}
     batches = _batches(n, cfg.batch_size, cfg.train_length, seed)
     losses = []
@@ -224,7 +225,7 @@ def train_tracker(cfg, seed: int, condition: str) -> tuple[object, object, dict]
         res = train.train(model, batches, n_parity, lr=cfg.lr, desc="parity",
                           loss_fn=lambda m, a: state_loss(m, a, tok, n, "parity"))
         losses += res.losses
-    res = train.train(model, batches, cfg.steps - n_parity, lr=cfg.lr, desc="state",
+    res = train.train(model, batches, cfg.steps, lr=cfg.lr, desc="state",
                       loss_fn=lambda m, a: state_loss(m, a, tok, n, "state"))
     losses += res.losses
     return model, tok, dict(info, losses=losses)
@@ -236,13 +237,20 @@ def train_tracker(cfg, seed: int, condition: str) -> tuple[object, object, dict]
 # Settings and the zoo
 # --------------------------------------------------------------------------------------------------------------
 
+# ci: 4 actions per story, 1000 state steps (plus 100 parity steps first under the curriculum). The analysis is
+# only meaningful for models that solve the task (LEARNED_ACCURACY). Calibration on 1 CPU thread (micro, 3 blocks,
+# batch 64, lr 3e-3, seeds 0-3), by accuracy at the training length only: after 900 steps, 0.6-0.85 at T = 6 and
+# 0.77-0.94 at T = 5, but 0.93-0.96 at T = 4 after 600 (T = 6 needed ~2500 steps), so T = 4 is the longest story
+# 8 models learn within the chapter's budget; 3 blocks exceed its ceil(log2 4) = 2 scan rounds. Parity pretraining
+# slows the state stage: 200 parity + 800 state steps left all 4 curriculum runs at 0.60-0.84, while 100 parity
+# steps (the parity loss is near zero by then) + 1000 state steps gave 0.94-0.98. `full` is documented, not run.
 TRAIN_PRESETS = {
-    "smoke": {"group_n": 3, "preset": "nano", "n_layers": 2, "train_length": 6, "batch_size": 32, "steps": 20,
-              "lr": 3e-3, "curriculum_frac": 0.25},
-    "ci": {"group_n": 3, "preset": "micro", "n_layers": 3, "train_length": 10, "batch_size": 64, "steps": 300,
-           "lr": 3e-3, "curriculum_frac": 0.25},
-    "full": {"group_n": 3, "preset": "base", "n_layers": 6, "train_length": 32, "batch_size": 128, "steps": 5000,
-             "lr": 1e-3, "curriculum_frac": 0.25},
+    "smoke": {"group_n": 3, "preset": "nano", "n_layers": 2, "train_length": 4, "batch_size": 32, "steps": 20,
+              "lr": 3e-3, "parity_steps": 5},
+    "ci": {"group_n": 3, "preset": "micro", "n_layers": 3, "train_length": 4, "batch_size": 64, "steps": 1000,
+           "lr": 3e-3, "parity_steps": 100},
+    "full": {"group_n": 3, "preset": "base", "n_layers": 6, "train_length": 16, "batch_size": 128, "steps": 20000,
+             "lr": 1e-3, "parity_steps": 2000},
 }
 TRAIN_KEYS = tuple(TRAIN_PRESETS["ci"])
 
@@ -423,17 +431,25 @@ def prefix_patching(model, tokenizer, n: int, clean: torch.Tensor, corrupted: to
 # --------------------------------------------------------------------------------------------------------------
 
 
+LEARNED_ACCURACY = 0.9
+"""The declared precondition: a run has learned the task if its held-out accuracy of s_T at the training length
+t = T is at least this. Mechanism labels and every claim are about such runs only; the others are reported, with
+their count, and excluded (a model that has learned only the parity is "PAA-like" whatever it would become)."""
+
+
 @dataclass
 class RunReport:
     condition: str
     seed: int
     accuracy: np.ndarray  # by position, 1 … eval_length
+    trained_accuracy: float  # accuracy at t = train_length
+    learned: bool  # trained_accuracy >= LEARNED_ACCURACY
     parity_consistency: float
     n_errors: int
     probes: dict  # "state"/"parity" -> [L+1, train_length]
     early_parity: float  # parity probe accuracy at cfg.early_layer, mean over positions
     long_accuracy: float  # mean state accuracy over positions t > train_length // 2
-    label: str
+    label: str  # the rule's label, or "not learned" (excluded)
     losses: list
 
 
@@ -448,6 +464,14 @@ def classify(parity_consistency: float, n_errors: int, n: int, min_errors: int) 
     return "AA-like" if z <= 1 / 3 else "PAA-like" if z >= 2 / 3 else "intermediate"
 
 
+def label_run(trained_accuracy: float, parity_consistency: float, n_errors: int, n: int, min_errors: int) -> str:
+    """"not learned" below the precondition (:data:`LEARNED_ACCURACY` at the training length), else the
+    declared rule's label (:func:`classify`)."""
+    if trained_accuracy < LEARNED_ACCURACY:
+        return "not learned"
+    return classify(parity_consistency, n_errors, n, min_errors)
+
+
 def measure_run(cfg, seed: int, condition: str) -> RunReport:
     z = get_tracker(cfg, seed, condition)
     n, length = cfg.group_n, eval_length(cfg)
@@ -457,10 +481,11 @@ def measure_run(cfg, seed: int, condition: str) -> RunReport:
     acc = accuracy_by_position(pred, states)
     pc, n_err = parity_consistent_errors(pred, states, n)
     probes = probe_maps(z.model, z.tokenizer, cfg, eval_actions(cfg, cfg.n_probe, cfg.train_length, "probe"))
-    return RunReport(condition, seed, acc, pc, n_err, probes,
+    trained = float(acc[cfg.train_length - 1])
+    return RunReport(condition, seed, acc, trained, trained >= LEARNED_ACCURACY, pc, n_err, probes,
                      early_parity=float(probes["parity"][cfg.early_layer].mean()),
                      long_accuracy=float(acc[cfg.train_length // 2:].mean()),
-                     label=classify(pc, n_err, n, cfg.min_errors), losses=list(z.info["losses"]))
+                     label=label_run(trained, pc, n_err, n, cfg.min_errors), losses=list(z.info["losses"]))
 
 
 def measure_all(cfg) -> list[RunReport]:
@@ -479,30 +504,53 @@ def patching_curves(cfg, seed: int, condition: str, position: int | None = None)
             for kind in ("same", "different")}
 
 
+def mean_probe_map(reports: Sequence[RunReport], condition: str, target: str) -> tuple[np.ndarray, int]:
+    """The `target` ("state" or "parity") probe map averaged over the runs of `condition` that learned the task,
+    and their number (an all-NaN map when none did)."""
+    maps = [r.probes[target] for r in reports if r.condition == condition and r.learned]
+    if not maps:
+        return np.full_like(reports[0].probes[target], np.nan), 0
+    return np.mean(maps, axis=0), len(maps)
+
+
 def summarise(reports: Sequence[RunReport]) -> dict:
-    """The claims' measurements, per condition and per label."""
-    by_cond = {c: [r for r in reports if r.condition == c] for c in CONDITIONS}
-    by_label = {lab: [r for r in reports if r.label == lab] for lab in ("AA-like", "PAA-like")}
+    """The claims' measurements, per condition and per label, over the runs that learned the task
+    (:data:`LEARNED_ACCURACY`); `labels` lists every run, `n_not_learned` counts the excluded ones."""
+    learned = [r for r in reports if r.learned]
+    by_cond = {c: [r for r in learned if r.condition == c] for c in CONDITIONS}
+    by_label = {lab: [r for r in learned if r.label == lab] for lab in ("AA-like", "PAA-like")}
     return {
         "parity_consistency_plain": [r.parity_consistency for r in by_cond["plain"]],
         "parity_consistency_curriculum": [r.parity_consistency for r in by_cond["parity_curriculum"]],
         "early_parity_plain": [r.early_parity for r in by_cond["plain"]],
         "early_parity_curriculum": [r.early_parity for r in by_cond["parity_curriculum"]],
         "labels": [f"{r.condition}/s{r.seed}:{r.label}" for r in reports],
-        "n_intermediate": sum(r.label in ("intermediate", "unclassified") for r in reports),
+        "n_not_learned": len(reports) - len(learned),
+        "n_intermediate": sum(r.label in ("intermediate", "unclassified") for r in learned),
         "n_aa": len(by_label["AA-like"]), "n_paa": len(by_label["PAA-like"]),
         "long_accuracy_aa": [r.long_accuracy for r in by_label["AA-like"]],
         "long_accuracy_paa": [r.long_accuracy for r in by_label["PAA-like"]],
     }
 
 
+def _finite(xs) -> list[float]:
+    return [float(x) for x in xs if x is not None and not math.isnan(x)]
+
+
 def _mean(xs) -> float:
-    xs = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    xs = _finite(xs)
     return float(np.mean(xs)) if xs else float("nan")
 
 
+def mean_sd(xs) -> str:
+    """'mean ± sd' over the finite values of `xs` (the runs a claim is measured on), 'n/a' if there are none."""
+    xs = _finite(xs)
+    return f"{np.mean(xs):.2f} ± {np.std(xs):.2f}" if xs else "n/a"
+
+
 # --------------------------------------------------------------------------------------------------------------
-# Claims (declared before any experiment ran)
+# Claims (declared before any experiment ran; the training precondition, LEARNED_ACCURACY, was added when the
+# ci runs were redesigned to learn the task, before any redesigned run was measured)
 # --------------------------------------------------------------------------------------------------------------
 
 STEERABLE = Claim(
@@ -510,9 +558,9 @@ STEERABLE = Claim(
     paper_statement="Intermediate training steers the mechanism: training on parity first yields the PAA "
                     "signature (parity decodable early, errors that keep the parity)",
     paper_value="qualitative (parity-first models become PAA)",
-    criterion="Over >= 4 seeds per condition, the parity curriculum raises the mean parity-consistency of errors "
-              "by at least 0.10 AND the mean parity-probe accuracy at layer 1 by at least 0.05, compared with "
-              "plain training",
+    criterion="Over >= 4 seeds per condition that learned the task, the parity curriculum raises the mean "
+              "parity-consistency of errors by at least 0.10 AND the mean parity-probe accuracy at layer 1 by at "
+              "least 0.05, compared with plain training",
     test=lambda m: (min(len(m["parity_consistency_plain"]), len(m["parity_consistency_curriculum"])) >= 4
                     and _mean(m["parity_consistency_curriculum"]) - _mean(m["parity_consistency_plain"]) >= 0.10
                     and _mean(m["early_parity_curriculum"]) - _mean(m["early_parity_plain"]) >= 0.05),
@@ -522,9 +570,9 @@ TWO_MECHANISMS = Claim(
     chapter="state_tracking", id="two_mechanisms",
     paper_statement="Models learn one of two mechanisms, AA or PAA, rather than a continuum",
     paper_value="two discrete signatures across runs",
-    criterion="Every run (both conditions, all seeds) is classified AA-like or PAA-like by the declared rule "
-              "(normalised parity-consistency of errors <= 1/3 or >= 2/3, with >= min_errors errors), and both "
-              "classes occur",
+    criterion="Every run that learned the task (both conditions, all seeds) is classified AA-like or PAA-like by "
+              "the declared rule (normalised parity-consistency of errors <= 1/3 or >= 2/3, with >= min_errors "
+              "errors), and both classes occur",
     test=lambda m: m["n_intermediate"] == 0 and m["n_aa"] >= 1 and m["n_paa"] >= 1,
 )
 
