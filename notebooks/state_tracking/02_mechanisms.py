@@ -105,7 +105,7 @@ ax.plot([cfg.train_length], [st.LEARNED_ACCURACY], marker="_", ms=18, mew=2, col
         label=f"precondition at t = T ({st.LEARNED_ACCURACY})")
 ax.set(title="State accuracy by position", xlabel="position t (actions read)", ylabel="accuracy of s_t",
        ylim=(0, 1.05))
-ax.legend(fontsize=8);
+ax.legend(fontsize=8, loc="upper right");
 
 # %% [markdown]
 # ## Probes: where are the state and its parity decodable?
