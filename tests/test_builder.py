@@ -83,3 +83,37 @@ def test_list_shows_every_chapter(capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     assert all(c.slug in out for c in catalog.ALL)
+
+
+def test_shared_zoo_models_are_those_of_the_selected_chapters():
+    tasks = build.discover(["workbench", "kabb"])
+    from icml25 import workbench
+
+    seeds = workbench.config("ci").seeds
+    assert build.shared_models(tasks, "ci") == [(n, s) for s in seeds for n in build.SHARED_ZOO]
+    assert build.shared_models(build.discover(["kabb"]), "ci") == []  # nothing to train for a chapter without them
+
+
+def test_zoo_warmup_is_recorded_beside_the_notebooks(project, monkeypatch):
+    trained = []
+    monkeypatch.setattr(build, "shared_models", lambda tasks, scale: [("arith-draft", 0)])
+    monkeypatch.setattr(build, "ProcessPoolExecutor", _InlinePool)
+    monkeypatch.setattr(build, "_train_shared", lambda name, scale, seed: trained.append((name, scale, seed)))
+    build.warm_zoo(build.discover(), "smoke", jobs=2)
+    manifest = build.load_manifest()
+    assert trained == [("arith-draft", "smoke", 0)]
+    assert manifest["zoo_warmup"]["models"] == ["arith-draft seed 0"] and manifest["notebooks"] == {}
+
+
+class _InlinePool:
+    def __init__(self, max_workers):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def map(self, fn, *iterables):
+        return map(fn, *iterables)

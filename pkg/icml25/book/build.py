@@ -3,7 +3,9 @@
 Each notebook `notebooks/<slug>/<name>.py` becomes `book/<slug>/<name>.ipynb`, executed with `scale` injected.
 A notebook whose inputs (its source, the scale, and the hashes of pkg/, kernels/ and the lock file) match its
 last successful run is not run again. The manifest `book/_results/build.json` records each notebook's status,
-duration and scale. A failed notebook keeps its traceback in its page and does not stop the others.
+duration and scale. A failed notebook keeps its traceback in its page and does not stop the others. Before the
+notebooks fan out, the zoo models several chapters share are trained once (recorded as the manifest's
+`zoo_warmup`), so no chapter's runtime includes waiting for another's training.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ NOTEBOOKS = PROJECT_ROOT / "notebooks"
 BOOK = PROJECT_ROOT / "book"
 HTML = PROJECT_ROOT / "_build" / "html"
 TIMEOUT_S = {"smoke": 300, "ci": 900, "full": 24 * 3600}  # per cell
+# Zoo models that several chapters start from, trained before the notebooks fan out so that no notebook's time
+# is spent waiting on a zoo lock while another trains them; at the seeds of the chapters that use every seed.
+SHARED_ZOO = ("arith-draft", "arith-target")
+SHARED_ZOO_USERS = ("workbench", "rsd")
 
 
 @dataclass(frozen=True)
@@ -134,17 +140,47 @@ def run_notebook(task: Task, scale: str, threads: int) -> dict:
             "error": error, "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 
-def _record(key: str, entry: dict) -> dict:
-    """Merge one notebook's entry into the manifest on disk (under a lock: builds may run side by side)."""
+def _record(key: str, entry: dict, section: str | None = "notebooks") -> dict:
+    """Merge one entry (a notebook's, or with `section=None` a top-level one) into the manifest on disk, under
+    a lock: builds may run side by side."""
     path = manifest_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path) + ".lock"):
         manifest = load_manifest()
-        manifest["notebooks"][key] = entry
+        (manifest if section is None else manifest[section])[key] = entry
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(manifest, indent=1))
         tmp.replace(path)
     return manifest
+
+
+def shared_models(tasks: list[Task], scale: str) -> list[tuple[str, int]]:
+    """(zoo name, seed) of every shared model the selected notebooks will ask for."""
+    import importlib
+
+    users = sorted({t.slug for t in tasks} & set(SHARED_ZOO_USERS))
+    seeds = sorted({s for slug in users for s in importlib.import_module(f"icml25.{slug}").config(scale).seeds})
+    return [(name, seed) for seed in seeds for name in SHARED_ZOO]
+
+
+def _train_shared(name: str, scale: str, seed: int) -> None:
+    from ..core import reasoners, zoo  # noqa: F401  (importing reasoners registers the shared entries)
+
+    zoo.get(name, scale, seed)
+
+
+def warm_zoo(tasks: list[Task], scale: str, jobs: int) -> None:
+    """Train the shared zoo models (cached ones are only loaded) and record the time in the manifest."""
+    models = shared_models(tasks, scale)
+    if not models:
+        return
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(_train_shared, *zip(*[(name, scale, seed) for name, seed in models])))
+    entry = {"duration_s": round(time.perf_counter() - start, 1), "scale": scale,
+             "models": [f"{name} seed {seed}" for name, seed in models]}
+    _record("zoo_warmup", entry, section=None)
+    print(f"Shared zoo models ready in {entry['duration_s']:.0f} s: {', '.join(entry['models'])}", flush=True)
 
 
 def execute(tasks: list[Task], scale: str, jobs: int, keep_going: bool) -> dict:
@@ -157,6 +193,7 @@ def execute(tasks: list[Task], scale: str, jobs: int, keep_going: bool) -> dict:
             print(f"  cached  {t.key} ({entry['duration_s']:.0f} s at {scale})")
         else:
             todo.append((t, h))
+    warm_zoo([t for t, _ in todo], scale, jobs)
     threads = 1 if jobs > 1 else max(1, os.cpu_count() or 1)
     with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {pool.submit(run_notebook, t, scale, threads): (t, h) for t, h in todo}

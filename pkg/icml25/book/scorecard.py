@@ -56,6 +56,16 @@ def _summary(table: list[dict]) -> list[str]:
     return lines
 
 
+def _warmup(manifest: dict) -> list[str]:
+    """A sentence on the shared zoo models trained before the notebooks ran (their time is in no chapter's)."""
+    w = manifest.get("zoo_warmup")
+    if not w:
+        return []
+    return [f"Before the notebooks ran, the builder trained (or loaded) the zoo models several chapters share in "
+            f"{w['duration_s']:.0f} s at {w['scale']} scale: {', '.join(w['models'])}. That time is in no chapter's "
+            "runtime above.", ""]
+
+
 def render() -> str:
     table = rows()
     checked = [r for r in table if r["verdict"] in VERDICT_TEXT]
@@ -67,7 +77,7 @@ def render() -> str:
         "computed by the claim's test from the measured values (the criterion is stated in each chapter's claim "
         "check); it is never written by hand. *Not yet reproduced* means no claim of that paper has been checked "
         "yet.", "",
-        "## By paper", "", *_summary(table), "",
+        "## By paper", "", *_summary(table), "", *_warmup(load_manifest()),
         "## Every claim", "",
         "| Paper | Verdict | Claim | Paper's value | Our value | Seeds (scale) |",
         "|---|---|---|---|---|---|",
