@@ -14,7 +14,6 @@ language, and the least-squares fit of the law to our own runs.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -26,7 +25,7 @@ from scipy.optimize import least_squares
 from .core import tinylm
 from .core.claims import Claim
 from .core.config import make_config
-from .core.seeding import numpy_rng, torch_generator
+from .core.seeding import numpy_rng, one_thread, torch_generator
 from .core.train import train
 from .ops import FPFormat, fp_quantize
 
@@ -308,17 +307,6 @@ class Run:
     loss: float = math.nan  # held-out loss (nats / token), quantised forward
 
 
-@contextlib.contextmanager
-def single_thread():
-    """Tiny GEMMs gain nothing from a second thread, and the kernel's OpenMP team stalls on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def make_lm(cfg, model: str, seed: int):
     hidden, ffn = cfg.models[model]
     tok = tinylm.char_tokenizer(ALPHABET[: cfg.vocab])
@@ -348,7 +336,7 @@ def train_model(cfg, run: Run, language: MarkovLanguage):
         return m(input_ids=ids, labels=ids).loss
 
     held_out = language.sample(cfg.n_eval, cfg.seq_len, torch_generator(0, "fpq-eval")) + offset
-    with single_thread():
+    with one_thread():
         train(model, batches(), steps, lr=cfg.lr, loss_fn=loss_fn, desc=run.spec.label)
         with torch.no_grad():
             loss = float(model(input_ids=held_out, labels=held_out).loss)

@@ -30,3 +30,16 @@ def seeded(seed: int, *names: object):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(seed, *names))
         yield
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run a block on one torch thread, restoring the caller's setting after. A matmul's summation order depends
+    on the thread count, so the last bits of a trained model do too; and tiny GEMMs gain nothing from a second
+    thread, whose OpenMP team stalls on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

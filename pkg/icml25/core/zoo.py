@@ -13,7 +13,6 @@ two processes from training the same model at once.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import inspect
 import json
@@ -25,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 from filelock import FileLock
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from . import generation, tinylm, train
+from . import generation, seeding, tinylm, train
 from .config import Config, make_config
 from .paths import cache_dir
+from .seeding import one_thread
 
 Builder = Callable[[Config, int], tuple[PreTrainedModel, PreTrainedTokenizerFast, dict]]
 
@@ -53,7 +52,7 @@ class ZooModel:
 
 
 _REGISTRY: dict[str, Entry] = {}
-_CORE_SOURCES = (tinylm, train, generation)
+_CORE_SOURCES = (tinylm, train, generation, seeding)
 
 
 def register(name: str, presets: Mapping[str, Mapping[str, Any]]) -> Callable[[Builder], Builder]:
@@ -92,20 +91,6 @@ def path(name: str, scale: str = "ci", seed: int = 0) -> Path:
     return cache_dir() / f"{name}-{scale}-s{seed}-{key(name, scale, seed)}"
 
 
-@contextlib.contextmanager
-def one_thread():
-    """Train on one torch thread: a matmul's sum order depends on the thread count, so a model trained by a
-    2-thread notebook and one trained by a 1-thread build worker would differ in the last bits, and a chapter
-    that samples from it would then differ in its numbers. One thread makes every cached model the same
-    wherever it was trained."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def get(name: str, scale: str = "ci", seed: int = 0) -> ZooModel:
     """The trained model `name` at `scale` from `seed`: loaded from the cache, or trained once and cached."""
     entry, final = _entry(name), path(name, scale, seed)
@@ -114,7 +99,7 @@ def get(name: str, scale: str = "ci", seed: int = 0) -> ZooModel:
     with FileLock(str(final) + ".lock"):
         if not (final / "info.json").exists():
             start = time.perf_counter()
-            with one_thread():
+            with one_thread():  # a matmul's sum order depends on the thread count: same model whoever trains it
                 model, tokenizer, info = entry.build(entry.config(scale), seed)
             info = dict(info, train_seconds=time.perf_counter() - start, n_params=tinylm.n_params(model))
             tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
