@@ -72,8 +72,7 @@ fig.tight_layout()
 # %%
 rows = []
 for m in results:
-    vals = [ke.final(results, m, k) for k in ke.METRICS]
-    rows.append(f"{ke.LABELS[m]:22s} " + " ".join(f"{v.mean():.2f}±{v.std():.2f}" for v in vals)
+    rows.append(f"{ke.LABELS[m]:22s} " + " ".join(f"{ke.mean_sd(ke.final(results, m, k)):>9s}" for k in ke.METRICS)
                 + f"   {np.mean([r['flops'] for r in results[m]]):.2e}")
 print(f"{'':22s} " + " ".join(f"{k:>9s}" for k in ke.METRICS) + "   FLOPs/question")
 print("\n".join(rows))
@@ -114,16 +113,10 @@ ax.invert_yaxis()
 
 # %%
 measured = ke.claim_measurements(results)
-
-
-def fmt(m, k):
-    v = ke.final(results, m, k)
-    return f"{v.mean():.2f} ± {v.std():.2f}"
-
-
+fmt = lambda m, k: ke.mean_sd(ke.final(results, m, k), " ± ")  # noqa: E731
 check(ke.EDITORS_DEGRADE, measured=measured, seeds=cfg.seeds, scale=scale,
-      our_value=f"ROME locality drop {np.mean(measured['locality_drop']):.2f} ± {np.std(measured['locality_drop']):.2f}, "
-                f"retention drop {np.mean(measured['retention_drop']):.2f} ± {np.std(measured['retention_drop']):.2f}")
+      our_value=f"ROME locality drop {ke.mean_sd(measured['locality_drop'], ' ± ')}, "
+                f"retention drop {ke.mean_sd(measured['retention_drop'], ' ± ')}")
 
 # %%
 check(ke.RETRIEVAL_BEST, measured=measured, seeds=cfg.seeds, scale=scale,
