@@ -65,20 +65,13 @@ measured = ple.summary(runs)
 # ## Held-out reward without the principle, per iteration
 
 # %%
-def band(ax, values, x, color, label, ls="-"):
-    values = np.asarray(values)
-    mean, sd = values.mean(0), values.std(0)
-    ax.errorbar(x, mean, yerr=sd if len(values) > 1 else None, color=color, ls=ls, marker="o", ms=4, capsize=3,
-                label=f"{label} (n={len(values)})")
-
-
 iters = np.arange(cfg.n_iterations + 1)
 colors = dict(zip(ple.METHODS + ple.ABLATIONS, plot.PALETTE * 2))
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5), sharey=True)
 for m in cfg.methods:
-    band(ax1, [r.plain for r in runs[m]], iters, colors[m], ple.LABELS[m])
+    plot.seed_errorbar(ax1, [r.plain for r in runs[m]], iters, colors[m], ple.LABELS[m])
 for m in ["ple", *cfg.ablations]:
-    band(ax2, [r.plain for r in runs[m]], iters, colors[m], ple.LABELS[m], ls="-" if m == "ple" else "--")
+    plot.seed_errorbar(ax2, [r.plain for r in runs[m]], iters, colors[m], ple.LABELS[m], ls="-" if m == "ple" else "--")
 ax1.set(title="Methods (mean ± sd over seeds)", xlabel="iteration", ylabel="held-out expected reward without P\n"
         "(fraction of verified steps)")
 ax2.set(title="PLE and its ablations", xlabel="iteration")
@@ -93,12 +86,12 @@ fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 4.5))
 taus = ple.threshold_schedule(cfg.tau0, cfg.alpha, cfg.n_iterations)
 for m in ["ple", "constant_tau"]:
     if m in runs:
-        band(ax1, [r.ranked_share for r in runs[m]], iters[:-1], colors[m], ple.LABELS[m])
+        plot.seed_errorbar(ax1, [r.ranked_share for r in runs[m]], iters[:-1], colors[m], ple.LABELS[m])
 ax1.plot(iters[:-1], taus, "k:", label="τ_i = τ₀α^i")
 ax1.set(title="Pairs routed to the ranking loss", xlabel="iteration", ylabel="share of pairs / threshold τ")
 ax1.legend(fontsize=8)
 for m in cfg.methods:
-    band(ax2, [r.gap for r in runs[m]], iters, colors[m], ple.LABELS[m])
+    plot.seed_errorbar(ax2, [r.gap for r in runs[m]], iters, colors[m], ple.LABELS[m])
 ax2.axhline(0, color="k", lw=0.8)
 ax2.set(title="Principle gap: reward(P⊕x) − reward(x)", xlabel="iteration", ylabel="reward gap (fraction of steps)")
 ax2.legend(fontsize=8)
