@@ -146,12 +146,12 @@ def test_answer_accuracy_is_one_on_the_models_own_answers_and_training_runs():
     world = ke.FactWorld.sample(8, 2, 0)
     model, tok, losses = ke.train_base(world, 0, steps=3, batch_size=8, n_layers=2)
     assert len(losses) == 3 and all(l > 0 for l in losses)
-    pairs = list(world.facts)
-    enc = tok([ke.question(s, r, ke.TRAIN_TEMPLATES[0]) for s, r in pairs], return_tensors="pt", padding=True)
+    prompts = [ke.question(s, r, ke.TRAIN_TEMPLATES[0]) for s, r in world.facts]
+    enc = tok(prompts, return_tensors="pt", padding=True)
     own = tok.convert_ids_to_tokens(model(**enc).logits[:, -1].argmax(-1).tolist())
-    assert ke.answer_accuracy(model, tok, pairs, own, ke.TRAIN_TEMPLATES[0]) == 1.0
-    truth = [world.facts[p] for p in pairs]
-    assert 0.0 <= ke.answer_accuracy(model, tok, pairs, truth, ke.TRAIN_TEMPLATES[0]) <= 1.0
+    answer = lambda ps: ke.predict(model, tok, ps)  # noqa: E731
+    assert ke.score(answer, list(zip(prompts, own))) == 1.0
+    assert 0.0 <= ke.score(answer, list(zip(prompts, world.facts.values()))) <= 1.0
 
 
 def test_rome_at_the_last_token_maps_the_mean_key_to_the_value():

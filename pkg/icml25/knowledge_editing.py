@@ -354,6 +354,11 @@ def training_examples(world: FactWorld, chains: Sequence[tuple[str, str, str]]) 
     return qs + [(two_hop_question(*c), world.two_hop(*c)) for c in chains]
 
 
+def _last_token_loss(m, b):
+    """Cross-entropy of the token after each prompt (the answer)."""
+    return nn.functional.cross_entropy(m(**b["enc"]).logits[:, -1], b["y"])
+
+
 def train_base(world: FactWorld, seed: int, steps: int, batch_size: int = 64, lr: float = 1e-2,
                preset: str = "nano", n_layers: int = 4, context_rate: float = 0.3):
     """A tiny Llama trained on the facts (training templates), the trained two-hop chains and, in
@@ -372,19 +377,8 @@ def train_base(world: FactWorld, seed: int, steps: int, batch_size: int = 64, lr
             enc = tok([p for p, _ in pairs], return_tensors="pt", padding=True)
             yield {"enc": enc, "y": torch.tensor(tok.convert_tokens_to_ids([o for _, o in pairs]))}
 
-    def loss_fn(m, b):
-        return nn.functional.cross_entropy(m(**b["enc"]).logits[:, -1], b["y"])
-
-    res = train(model, batches(), steps, lr=lr, loss_fn=loss_fn, desc="ke-base")
+    res = train(model, batches(), steps, lr=lr, loss_fn=_last_token_loss, desc="ke-base")
     return model, tok, res.losses
-
-
-@torch.no_grad()
-def answer_accuracy(model, tok, pairs: Sequence[tuple[str, str]], answers: Sequence[str], template: str) -> float:
-    """Fraction of questions whose greedy next token is the expected object."""
-    enc = tok([question(s, r, template) for s, r in pairs], return_tensors="pt", padding=True)
-    pred = model(**enc).logits[:, -1].argmax(-1)
-    return float((pred == torch.tensor(tok.convert_tokens_to_ids(list(answers)))).float().mean())
 
 
 def base_report(model, tok, world: FactWorld, seed: int) -> dict[str, float]:
@@ -490,10 +484,6 @@ def edit_batches(tok, edits: Sequence[Edit]):
     y = torch.tensor(tok.convert_tokens_to_ids([e.new for e in edits for _ in TRAIN_TEMPLATES]))
     while True:
         yield {"enc": enc, "y": y}
-
-
-def _last_token_loss(m, b):
-    return nn.functional.cross_entropy(m(**b["enc"]).logits[:, -1], b["y"])
 
 
 def finetune_window(model, tok, edits: Sequence[Edit], steps: int, lr: float) -> None:
