@@ -31,7 +31,6 @@ Editors:
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -40,6 +39,7 @@ import torch
 from torch import nn
 
 from .core import flops, sentence, tinylm, zoo
+from .core.adapters import lora_model
 from .core.claims import Claim
 from .core.config import make_config
 from .core.facts import sample_facts
@@ -498,14 +498,10 @@ def lora_merge_window(model, tok, edits: Sequence[Edit], rank: int, steps: int, 
     """The paper's LoRA-merge baseline: a PEFT LoRA adapter (rank `rank`, on every attention and MLP
     projection) trained on this window's edits, folded into a copy of the weights (W_ft), then merged into
     the running model by Eq. (2), in place."""
-    from peft import LoraConfig, get_peft_model
-
     prev = {k: v.clone() for k, v in model.state_dict().items()}
     targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-    with seeded(seed, "lora-init"), warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing", category=FutureWarning)
-        peft_model = get_peft_model(copy.deepcopy(model), LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
-                                                                     target_modules=targets))
+    with seeded(seed, "lora-init"):
+        peft_model = lora_model(copy.deepcopy(model), targets, rank, 2 * rank)
     train(peft_model, edit_batches(tok, edits), steps, lr=lr, loss_fn=_last_token_loss, desc="lora", warmup=1)
     model.load_state_dict(merge(prev, peft_model.merge_and_unload().state_dict(), alpha))
 

@@ -18,9 +18,9 @@ so under Init[A] the gradient of A is exactly zero at step 0 and the function fi
 B₀·ΔA path opens only as B grows. With B₀ ≠ 0 both paths are first order from the first step, which is the
 paper's explanation of why non-zero initialisation is more robust to small learning rates.
 
-LoRA itself is PEFT's: `lora_model` applies a `LoraConfig` with `get_peft_model` (to the tiny Llama's
-`q_proj`/`v_proj`, and to both `nn.Linear` layers of the MLP toy, so one LoRA implementation serves both experiments),
-and `init_lora` re-initialises every PEFT `LoraLayer`'s `lora_A`/`lora_B` in place.
+LoRA itself is PEFT's: `lora_model` (from `icml25.core.adapters`) applies a `LoraConfig` with `get_peft_model`
+(to the tiny Llama's `q_proj`/`v_proj`, and to both `nn.Linear` layers of the MLP toy, so one LoRA implementation
+serves both experiments), and `init_lora` re-initialises every PEFT `LoraLayer`'s `lora_A`/`lora_B` in place.
 
 Saving: for Init[A] and Init[AB] the adapter is all that changed, so `save_pretrained` /
 `PeftModel.from_pretrained` round-trip it. Init[AB+] also changed the frozen weight, which an adapter file does not
@@ -34,17 +34,17 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model
+from peft import PeftModel
 from peft.tuners.lora import LoraLayer
 from torch import nn
 
 from .core import arithmetic, zoo
+from .core.adapters import lora_model  # noqa: F401  (the chapter's LoRA; tests and notebooks call it from here)
 from .core.claims import Claim
 from .core.config import make_config
 from .core.generation import encode_completions
@@ -127,20 +127,7 @@ def format_mean_sd(values: Sequence[float]) -> str:
 
 # ------------------------------------------------------------------------------------ LoRA through PEFT
 
-ADAPTER = "default"  # the name PEFT gives the adapter `get_peft_model` creates
-
-
-def lora_model(model: nn.Module, targets: Sequence[str], rank: int, alpha: float,
-               task_type: str | None = None) -> PeftModel:
-    """Eq. (1) on every `nn.Linear` of `model` named in `targets`, by PEFT (`LoraConfig` + `get_peft_model`): the
-    model is frozen and wrapped in place, and each target becomes a PEFT `LoraLayer` with factors
-    `lora_A[ADAPTER]`, `lora_B[ADAPTER]` and `scaling[ADAPTER]` = α/r. PEFT rejects a rank ≤ 0 and a target that
-    names no module with a `ValueError`."""
-    config = LoraConfig(r=rank, lora_alpha=alpha, target_modules=list(targets), lora_dropout=0.0,
-                        task_type=task_type)
-    with warnings.catch_warnings():  # PEFT 0.21 reads a transformers-5 attribute that now warns it is renamed
-        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
-        return get_peft_model(model, config)
+ADAPTER = "default"  # the name PEFT gives the adapter `lora_model` (core.adapters) creates
 
 
 def lora_layers(model: PeftModel) -> dict[str, LoraLayer]:
