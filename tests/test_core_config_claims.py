@@ -89,3 +89,9 @@ def test_forget_notebook_drops_only_that_notebooks_records(monkeypatch):
     check(Claim("demo", "other", "s", "v", "c", lambda m: True), measured={}, seeds=[0], scale="ci")
     forget_notebook("demo", "01_a", "ci")
     assert [r["claim_id"] for r in load_results("demo")["records"]] == ["other"]
+
+
+def test_mean_sd_is_population_sd_over_the_finite_values():
+    assert claims.mean_sd([1.0, 3.0, float("nan"), None]) == "2.00 ± 1.00"
+    assert claims.mean_sd([0.5, 0.5], sep="±") == "0.50±0.00"
+    assert claims.mean_sd([]) == "n/a" and claims.mean_sd([float("nan")]) == "n/a"

@@ -247,6 +247,3 @@ def test_summarise_and_probe_maps_use_only_the_runs_that_learned():
     assert not st.TWO_MECHANISMS.test(m)  # an intermediate run among those that learned
 
 
-def test_mean_sd_ignores_missing_values():
-    assert st.mean_sd([1.0, 3.0, float("nan")]) == "2.00 ± 1.00"
-    assert st.mean_sd([]) == "n/a" and st.mean_sd([float("nan")]) == "n/a"

@@ -49,6 +49,7 @@ import numpy as np
 
 from icml25 import knowledge_editing as ke
 from icml25.core import check, plot
+from icml25.core.claims import mean_sd
 
 plot.use_style()
 cfg = ke.config(scale, seeds=seeds)
@@ -72,7 +73,7 @@ fig.tight_layout()
 # %%
 rows = []
 for m in results:
-    rows.append(f"{ke.LABELS[m]:22s} " + " ".join(f"{ke.mean_sd(ke.final(results, m, k)):>9s}" for k in ke.METRICS)
+    rows.append(f"{ke.LABELS[m]:22s} " + " ".join(f"{mean_sd(ke.final(results, m, k), '±'):>9s}" for k in ke.METRICS)
                 + f"   {np.mean([r['flops'] for r in results[m]]):.2e}")
 print(f"{'':22s} " + " ".join(f"{k:>9s}" for k in ke.METRICS) + "   FLOPs/question")
 print("\n".join(rows))
@@ -113,10 +114,10 @@ ax.invert_yaxis()
 
 # %%
 measured = ke.claim_measurements(results)
-fmt = lambda m, k: ke.mean_sd(ke.final(results, m, k), " ± ")  # noqa: E731
+fmt = lambda m, k: mean_sd(ke.final(results, m, k))  # noqa: E731
 check(ke.EDITORS_DEGRADE, measured=measured, seeds=cfg.seeds, scale=scale,
-      our_value=f"ROME locality drop {ke.mean_sd(measured['locality_drop'], ' ± ')}, "
-                f"retention drop {ke.mean_sd(measured['retention_drop'], ' ± ')}")
+      our_value=f"ROME locality drop {mean_sd(measured['locality_drop'])}, "
+                f"retention drop {mean_sd(measured['retention_drop'])}")
 
 # %%
 check(ke.RETRIEVAL_BEST, measured=measured, seeds=cfg.seeds, scale=scale,

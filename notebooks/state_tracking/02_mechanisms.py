@@ -56,6 +56,7 @@ import numpy as np
 
 from icml25 import state_tracking as st
 from icml25.core import check, plot
+from icml25.core.claims import mean_sd
 
 plot.use_style()
 cfg = st.config(scale, seeds=seeds, steps=steps, train_length=train_length, n_layers=n_layers,
@@ -200,7 +201,7 @@ ax.legend(fontsize=8);
 
 # %%
 m = st.summarise(reports)
-ms = st.mean_sd
+ms = mean_sd
 print(f"{m['n_not_learned']} of {len(reports)} runs did not learn the task and are excluded")
 check(st.STEERABLE, measured={k: m[k] for k in ("parity_consistency_plain", "parity_consistency_curriculum",
                                                 "early_parity_plain", "early_parity_curriculum")},

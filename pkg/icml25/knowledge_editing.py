@@ -621,12 +621,6 @@ def final(results: dict, method: str, metric: str) -> np.ndarray:
     return np.array([run[metric][-1] for run in results[method]])
 
 
-def mean_sd(values, sep: str = "±") -> str:
-    """"mean±sd" over seeds (population sd, as the figure's bands)."""
-    v = np.asarray(values, dtype=float)
-    return f"{v.mean():.2f}{sep}{v.std():.2f}"
-
-
 def claim_measurements(results: dict) -> dict:
     """What the four claims test, from :func:`lifelong`'s results. Retention is first defined after window 1
     (it scores the edits of earlier windows), so ROME's retention drop is from window 1 to the last, its

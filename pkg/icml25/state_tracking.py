@@ -542,12 +542,6 @@ def _mean(xs) -> float:
     return float(np.mean(xs)) if xs else float("nan")
 
 
-def mean_sd(xs) -> str:
-    """'mean ± sd' over the finite values of `xs` (the runs a claim is measured on), 'n/a' if there are none."""
-    xs = _finite(xs)
-    return f"{np.mean(xs):.2f} ± {np.std(xs):.2f}" if xs else "n/a"
-
-
 # --------------------------------------------------------------------------------------------------------------
 # Claims (declared before any experiment ran; the training precondition, LEARNED_ACCURACY, was added when the
 # ci runs were redesigned to learn the task, before any redesigned run was measured)

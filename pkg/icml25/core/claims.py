@@ -20,6 +20,7 @@ import datetime as _dt
 import json
 import math
 import os
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,3 +189,10 @@ def forget_notebook(chapter: str, notebook: str, scale: str) -> None:
     """Drop the records a notebook wrote at `scale` (the builder calls this before re-running it)."""
     if results_path(chapter).exists():
         _rewrite(chapter, lambda r: (r["notebook"], r["scale"]) != (notebook, scale))
+
+
+def mean_sd(values, sep: str = " ± ") -> str:
+    """"mean ± sd" over seeds (population sd, two decimals) of the finite values, "n/a" if there are none: the
+    short form of a measurement on the scorecard."""
+    v = [float(x) for x in values if x is not None and not math.isnan(x)]
+    return f"{statistics.fmean(v):.2f}{sep}{statistics.pstdev(v):.2f}" if v else "n/a"
