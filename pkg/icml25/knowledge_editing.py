@@ -567,20 +567,20 @@ def query_flops(model, tok, prompts: Sequence[str], encoder_params: int = 0) -> 
 def run_lifelong(method: str, z, world: FactWorld, windows: Sequence[Window], cfg, seed: int) -> dict:
     """Apply `method` window after window to a copy of the base model; after each window, every metric of
     :func:`probes`. Returns {metric: [value per window]} and the mean inference FLOPs per question."""
-    model, tok, world = copy.deepcopy(z.model), z.tokenizer, copy.deepcopy(world)
-    memory = {"retrieval": DenseMemory, "retrieval_lexical": LexicalMemory}.get(method, lambda: None)()
     if method not in METHODS + BASELINES:
         raise ValueError(f"unknown method {method!r}; methods: {', '.join(METHODS + BASELINES)}")
-    keys = {l: fact_keys(model, tok, world, l, cfg.edit_token) for l in {cfg.rome_layer, *cfg.memit_layers}}
-    C = key_covariance(keys[cfg.rome_layer])
-    sums = {l: len(K) * key_covariance(K) for l, K in keys.items()}
+    model, tok, world = copy.deepcopy(z.model), z.tokenizer, copy.deepcopy(world)
+    memory = {"retrieval": DenseMemory, "retrieval_lexical": LexicalMemory}.get(method, lambda: None)()
+    edited_layers = {"rome": [cfg.rome_layer], "memit": list(cfg.memit_layers)}.get(method, [])
+    keys = {l: fact_keys(model, tok, world, l, cfg.edit_token) for l in edited_layers}  # of the unedited model
     out = {m: [] for m in METRICS}
     for w, win in enumerate(windows):
         if method == "rome":
+            C = key_covariance(keys[cfg.rome_layer])
             for e in win.edits:
-                rome_edit(model, tok, world, e, C, cfg.rome_layer, cfg.v_steps, cfg.v_lr,
-                          cfg.edit_token)
+                rome_edit(model, tok, world, e, C, cfg.rome_layer, cfg.v_steps, cfg.v_lr, cfg.edit_token)
         elif method == "memit":
+            sums = {l: len(K) * key_covariance(K) for l, K in keys.items()}
             memit_edit(model, tok, world, win.edits, sums, cfg.memit_layers, cfg.v_steps, cfg.v_lr, cfg.memit_lambda,
                        cfg.edit_token)
         else:
