@@ -43,3 +43,51 @@ def seed_errorbar(ax, values, x, color, label: str, ls: str = "-") -> None:
     mean, sd = values.mean(0), values.std(0)
     ax.errorbar(x, mean, yerr=sd if len(values) > 1 else None, color=color, ls=ls, marker="o", ms=4, capsize=3,
                 label=f"{label} (n={len(values)})")
+
+
+VERDICT_COLOURS = {"reproduced": "#2e8b57", "refuted": "#d1495b", "inconclusive": "#7f7f7f"}
+
+
+def use_seaborn_style() -> None:
+    """seaborn's whitegrid theme with the book's palette and sizes: the style of every interval figure."""
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", palette=PALETTE, rc={"axes.spines.top": False, "axes.spines.right": False,
+                                                          "axes.titleweight": "bold", "legend.frameon": False})
+
+
+def effect_plot(verdict, ax=None, samples=None):
+    """A claim's decision as a figure: for each effect, the paired per-unit values (seeds) as points, the
+    estimate with its interval as a bar, and the null (dashed), the paper's smallest effect (dotted) or the
+    equivalence margin (shaded); coloured by the effect's verdict. `verdict` is what `claims.check` returns;
+    `samples` maps effect names to their per-unit values (default: read from the record's measurements)."""
+    import seaborn as sns
+
+    use_seaborn_style()
+    record = verdict.record
+    effects = record["effects"]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.0, 0.9 + 0.7 * len(effects)), constrained_layout=True)
+    spec = {e.name: e for e in verdict.claim.effects}
+    for row, e in enumerate(effects):
+        colour = VERDICT_COLOURS[e["verdict"]]
+        values = (samples or {}).get(e["name"])
+        if values is None:
+            src = spec[e["name"]].samples
+            values = record["measured"][src] if isinstance(src, str) else src(record["measured"])
+        values = np.atleast_1d(np.asarray(values, dtype=float))
+        sns.stripplot(x=values, y=np.full(len(values), row), orient="h", native_scale=True, ax=ax, color=colour,
+                      alpha=0.6, size=6, jitter=0.12, legend=False)
+        ax.errorbar(e["estimate"], row, xerr=[[e["estimate"] - e["ci_low"]], [e["ci_high"] - e["estimate"]]],
+                    fmt="D", color="black", ms=6, capsize=5, lw=1.5, zorder=5)
+        if "margin" in e:
+            ax.axvspan(-e["margin"], e["margin"], ymin=0, ymax=1, color=colour, alpha=0.08)
+        if "null" in e:
+            ax.plot([e["null"]] * 2, [row - 0.4, row + 0.4], ls="--", color="black", lw=1)
+        if "min_effect" in e:
+            ax.plot([e["min_effect"]] * 2, [row - 0.4, row + 0.4], ls=":", color=colour, lw=1.5)
+    ax.set_yticks(range(len(effects)), [f"{e['name']}\n({e['verdict']})" for e in effects])
+    ax.set_ylim(len(effects) - 0.5, -0.5)
+    ax.set_xlabel("per-unit value (points), estimate and interval (black)")
+    ax.set_title(f"{verdict.claim.id}: {record['verdict']}")
+    return ax
