@@ -65,7 +65,7 @@ def test_toc_lists_built_pages_and_scorecard_lists_all_nineteen_papers(project):
     text = toc.render()
     assert "workbench/01_good" in text and "file: scorecard" in text and "rsd" not in text
     rows = scorecard.rows()
-    assert len(rows) == 19 and all(r["verdict"] == "not yet reproduced" for r in rows)
+    assert len(rows) == 19 and all(r["verdict"] == "not yet checked" for r in rows)
     assert [r["chapter"] for r in rows] == [c.title for c in catalog.CHAPTERS]
 
 
@@ -117,3 +117,27 @@ class _InlinePool:
 
     def map(self, fn, *iterables):
         return map(fn, *iterables)
+
+
+def test_scorecard_shows_three_verdicts_with_reasons_and_never_mixes_scales(project, monkeypatch):
+    from icml25.core import claims
+    from icml25.core.claims import Claim, Effect, at_least, check
+
+    claim = Claim("rsd", "demo_effect", "RSD is cheaper", "4.4x", "ratio below 1",
+                  [Effect("ratio", "r", direction="less", null=1.0, min_effect=0.9)], [at_least("learns", "acc", 0.8)],
+                  ({"r": [0.5, 0.6, 0.55], "acc": 1}, {"r": [1.0, 1.1, 1.05], "acc": 1}))
+    claims.REGISTRY.pop(("rsd", "demo_effect"))  # a test claim, not one of the rsd chapter's
+    monkeypatch.setenv("ICML25_NOTEBOOK", "01_x")
+    check(claim, {"r": [0.95, 0.97, 0.99], "acc": 0.9}, seeds=[0, 1, 2], scale="ci")
+    check(claim, {"r": [0.5, 0.52, 0.55], "acc": 0.9}, seeds=[0], scale="smoke")
+    build._record("rsd/01_x", {"status": "ok", "duration_s": 3.0, "scale": "ci", "error": None})
+    table = [r for r in scorecard.rows() if r["slug"] == "rsd"]
+    assert [(r["verdict"], r["seeds"]) for r in table] == [("refuted", "0, 1, 2 (ci)")]  # the smoke record is not shown
+    assert "excludes the paper's effect" in table[0]["reason"] and "ratio = 0.97" in table[0]["effect"]
+    text = scorecard.render(with_figure=False)
+    assert "0 reproduced, 1 refuted, 0 inconclusive** of 1 claims" in text
+    assert "| Reproduced | Refuted | Inconclusive |" in text
+    est, lo, hi = scorecard.standardised(table[0]["effects"][0])
+    assert lo < est < hi < 1  # wholly short of the paper's smallest effect (1 on this axis)
+    scorecard.write()
+    assert (project / "book" / scorecard.FIGURE).stat().st_size > 1000

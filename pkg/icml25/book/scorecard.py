@@ -1,12 +1,14 @@
-"""The scorecard page: every claim of every paper, its verdict and runtime, from book/_results/."""
+"""The scorecard page: every claim of every paper, its verdict (reproduced / refuted / inconclusive) with the reason,
+its effect and interval, and each chapter's runtime, from book/_results/; and one figure of every claim's effect."""
 
 from __future__ import annotations
 
 from .. import catalog
-from ..core.claims import load_results
+from ..core.claims import INCONCLUSIVE, REFUTED, REPRODUCED, VERDICTS, load_results
 from .build import BOOK, load_manifest
 
-VERDICT_TEXT = {"reproduced": "**reproduced**", "not reproduced": "not reproduced"}
+VERDICT_TEXT = {REPRODUCED: "**reproduced**", REFUTED: "refuted", INCONCLUSIVE: "*inconclusive*"}
+FIGURE = "scorecard_effects.png"
 
 
 def _cell(text: str) -> str:
@@ -22,37 +24,47 @@ def chapter_runtime(manifest: dict, slug: str) -> tuple[float, str | None, list[
     return seconds, (scales.pop() if len(scales) == 1 else None), failed
 
 
-def rows() -> list[dict]:
-    """One row per claim (or one per chapter without claims), for all 19 papers; `verdict` is "reproduced",
-    "not reproduced", "failed" or "not yet reproduced"."""
-    manifest, out = load_manifest(), []
+def _effect_text(e: dict | None) -> str:
+    if not e:
+        return ""
+    return f"{e['name']} = {e['estimate']:.3g} [{e['ci_low']:.3g}, {e['ci_high']:.3g}], n={e['n']}"
+
+
+def rows(manifest: dict | None = None) -> list[dict]:
+    """One row per claim (or one per chapter without claims), for all 19 papers; `verdict` is one of the three
+    verdicts, "failed" or "not yet checked". Only records at the scale the chapter's pages were built at count,
+    so the scorecard never mixes scales."""
+    manifest, out = manifest or load_manifest(), []
     for ch in catalog.CHAPTERS:
         seconds, scale, failed = chapter_runtime(manifest, ch.slug)
-        records = [r for r in load_results(ch.slug)["records"] if scale is None or r["scale"] == scale]
+        records = [r for r in load_results(ch.slug)["records"] if scale is not None and r["scale"] == scale]
         link = f"[{ch.title}]({ch.slug}/index.md)" if (BOOK / ch.slug / "index.md").exists() else ch.title
         base = {"slug": ch.slug, "chapter": link, "runtime": f"{seconds:.0f} s" if seconds else "",
-                "failed": failed}
+                "failed": failed, "scale": scale or ""}
         if failed:
             base["runtime"] += " (failed: " + ", ".join(f.split("/")[1] for f in failed) + ")"
         if not records:
-            out.append(dict(base, claim="", paper="", ours="", verdict="failed" if failed else "not yet reproduced",
-                            seeds=""))
+            out.append(dict(base, claim="", paper="", ours="", verdict="failed" if failed else "not yet checked",
+                            reason="", effect="", effects=[], seeds=""))
         for r in records:
-            out.append(dict(base, claim=f"`{r['claim_id']}`: {r['paper_statement']}", paper=r["paper_value"],
-                            ours=r["our_value"], verdict=r["verdict"],
+            out.append(dict(base, claim=f"`{r['claim_id']}`: {r['paper_statement']}", claim_id=r["claim_id"],
+                            paper=r["paper_value"], ours=r["our_value"], verdict=r["verdict"],
+                            reason=r["reason"] if r["verdict"] != REPRODUCED else "",
+                            effect=_effect_text(r.get("effect")), effects=r.get("effects", []),
                             seeds=", ".join(map(str, r["seeds"])) + f" ({r['scale']})"))
     return out
 
 
 def _summary(table: list[dict]) -> list[str]:
-    """One line per paper: claims reproduced out of claims checked, and the chapter's runtime."""
-    lines = ["| Paper | Reproduced | Runtime |", "|---|---|---|"]
+    """One line per paper: claims by verdict, and the chapter's runtime and scale."""
+    lines = ["| Paper | Reproduced | Refuted | Inconclusive | Runtime (scale) |", "|---|---|---|---|---|"]
     for slug in dict.fromkeys(r["slug"] for r in table):
         mine = [r for r in table if r["slug"] == slug]
-        checked = [r for r in mine if r["verdict"] in VERDICT_TEXT]
-        score = f"{sum(r['verdict'] == 'reproduced' for r in checked)} of {len(checked)}" if checked \
-            else mine[0]["verdict"]
-        lines.append(f"| {_cell(mine[0]['chapter'])} | {score} | {_cell(mine[0]['runtime'])} |")
+        counts = [sum(r["verdict"] == v for r in mine) for v in VERDICTS]
+        if not any(counts):
+            counts = [mine[0]["verdict"], "", ""]
+        lines.append(f"| {_cell(mine[0]['chapter'])} | " + " | ".join(map(str, counts))
+                     + f" | {_cell(mine[0]['runtime'])} ({mine[0]['scale']}) |")
     return lines
 
 
@@ -66,31 +78,91 @@ def _warmup(manifest: dict) -> list[str]:
             "runtime above.", ""]
 
 
-def render() -> str:
-    table = rows()
-    checked = [r for r in table if r["verdict"] in VERDICT_TEXT]
-    n_ok = sum(r["verdict"] == "reproduced" for r in checked)
+def standardised(e: dict) -> tuple[float, float, float]:
+    """An effect's estimate and interval on one axis for every claim: 0 is no effect and 1 the paper's smallest
+    effect (or, for an equivalence, the margin; or, with neither declared, the interval's half-width), signed so
+    that the paper's direction is positive."""
+    if e.get("direction") == "equivalent":
+        scale, centre, sign = e["margin"], 0.0, 1.0
+    else:
+        centre, sign = e.get("null", 0.0), (1.0 if e.get("direction", "greater") == "greater" else -1.0)
+        if "min_effect" in e:
+            scale = abs(e["min_effect"] - centre)
+        else:
+            scale = max(abs(e["ci_high"] - e["ci_low"]) / 2, 1e-12)
+    pts = sorted(sign * (v - centre) / scale for v in (e["ci_low"], e["ci_high"]))
+    return sign * (e["estimate"] - centre) / scale, pts[0], pts[1]
+
+
+def figure(table: list[dict]):
+    """Every claim's first effect, standardised (see `standardised`), with its interval, coloured by verdict."""
+    import matplotlib.pyplot as plt
+
+    from ..core.plot import VERDICT_COLOURS, use_seaborn_style
+
+    use_seaborn_style()
+    shown = [r for r in table if r["effects"]]
+    fig, ax = plt.subplots(figsize=(8.0, 1.2 + 0.24 * max(len(shown), 1)), constrained_layout=True)
+    for i, r in enumerate(shown):
+        est, lo, hi = standardised(r["effects"][0])
+        clip = lambda v: max(-5.0, min(5.0, v))  # noqa: E731  (very wide intervals are cut at the frame)
+        ax.plot([clip(lo), clip(hi)], [i, i], color=VERDICT_COLOURS[r["verdict"]], lw=2.5)
+        ax.plot(clip(est), i, "o", color=VERDICT_COLOURS[r["verdict"]], ms=5)
+    ax.axvline(0, color="black", ls="--", lw=1)
+    ax.axvline(1, color="black", ls=":", lw=1)
+    ax.set_yticks(range(len(shown)), [f"{r['slug']}.{r['claim_id']}" for r in shown], fontsize=7)
+    ax.set_ylim(len(shown) - 0.5, -0.5)
+    ax.set_xlim(-5.2, 5.2)
+    ax.set_xlabel("effect in the paper's direction (0 = none; 1 = the paper's smallest effect, or the margin)")
+    ax.set_title("Every claim's effect and interval")
+    for verdict, colour in VERDICT_COLOURS.items():
+        ax.plot([], [], color=colour, lw=2.5, label=verdict)
+    ax.legend(loc="lower right", fontsize=8)
+    return fig
+
+
+HOW = ("How a verdict is made: each claim declares, before its experiment runs, the effects that decide it (a "
+       "statistic over paired units, usually seeds, with its 95% interval), the preconditions that show the "
+       "experiment could have seen the effect, and, where chance could pass the criterion, a null control. "
+       "**Reproduced**: every precondition holds and every interval excludes no effect on the paper's side. "
+       "**Refuted**: the preconditions hold and an interval lies wholly short of the paper's smallest effect (or "
+       "outside an equivalence margin). **Inconclusive**: anything else, with the reason given. See "
+       "[How this book decides](decides.md).")
+
+
+def render(manifest: dict | None = None, with_figure: bool = True) -> str:
+    manifest = manifest or load_manifest()
+    table = rows(manifest)
+    checked = [r for r in table if r["verdict"] in VERDICTS]
+    counts = {v: sum(r["verdict"] == v for r in checked) for v in VERDICTS}
+    scales = sorted({r["scale"] for r in checked})
     lines = [
         "# Scorecard", "",
-        f"Every claim the book checks, from every chapter's executed notebooks: **{n_ok} of {len(checked)} claims "
-        f"reproduced**, across {len({r['slug'] for r in checked})} of {len(catalog.CHAPTERS)} papers. A verdict is "
-        "computed by the claim's test from the measured values (the criterion is stated in each chapter's claim "
-        "check); it is never written by hand. *Not yet reproduced* means no claim of that paper has been checked "
-        "yet.", "",
-        "## By paper", "", *_summary(table), "", *_warmup(load_manifest()),
-        "## Every claim", "",
-        "| Paper | Verdict | Claim | Paper's value | Our value | Seeds (scale) |",
-        "|---|---|---|---|---|---|",
+        f"Every claim the book checks, from every chapter's executed notebooks at scale "
+        f"{', '.join(f'`{s}`' for s in scales) or '(none)'}: **{counts[REPRODUCED]} reproduced, "
+        f"{counts[REFUTED]} refuted, {counts[INCONCLUSIVE]} inconclusive** of {len(checked)} claims, across "
+        f"{len({r['slug'] for r in checked})} of {len(catalog.CHAPTERS)} papers.", "", HOW, "",
+        "## By paper", "", *_summary(table), "", *_warmup(manifest),
     ]
+    if with_figure and any(r["effects"] for r in table):
+        lines += ["## Every effect at a glance", "", f"![Every claim's effect and interval]({FIGURE})", ""]
+    lines += ["## Every claim", "",
+              "| Paper | Verdict | Claim | Paper's value | Effect [95% interval] | Why (if not reproduced) | "
+              "Our value | Seeds (scale) |", "|---|---|---|---|---|---|---|---|"]
     previous = None
     for r in table:
         paper = r["chapter"] if r["slug"] != previous else ""
         previous = r["slug"]
         verdict = VERDICT_TEXT.get(r["verdict"], f"*{r['verdict']}*")
-        lines.append("| " + " | ".join(_cell(x) for x in (paper, verdict, r["claim"], r["paper"], r["ours"],
-                                                           r["seeds"])) + " |")
+        lines.append("| " + " | ".join(_cell(x) for x in (paper, verdict, r["claim"], r["paper"], r["effect"],
+                                                           r["reason"], r["ours"], r["seeds"])) + " |")
     return "\n".join(lines) + "\n"
 
 
 def write() -> None:
-    (BOOK / "scorecard.md").write_text(render())
+    manifest = load_manifest()
+    table = rows(manifest)
+    if any(r["effects"] for r in table):
+        fig = figure(table)
+        fig.savefig(BOOK / FIGURE)
+    (BOOK / "scorecard.md").write_text(render(manifest))

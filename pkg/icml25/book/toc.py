@@ -25,6 +25,8 @@ def render() -> str:
     for part in parts:
         entries = [chapter_entry(c.slug) for c in catalog.ALL if c.part == part]
         entries = [e for e in entries if e]
+        if part == catalog.FRONT:
+            entries.insert(0, ["      - file: decides"])
         if part == catalog.BACK:
             entries.insert(0, ["      - file: scorecard"])
             entries.append(["      - file: references"])
