@@ -31,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--keep-going", action="store_true", help="run every notebook even after one fails")
     b.add_argument("--no-render", action="store_true", help="execute the notebooks but do not render the HTML")
     sub.add_parser("list", help="list the chapters and their notebooks")
-    sub.add_parser("bench", help="benchmark the compiled kernels against their references")
+    bn = sub.add_parser("bench", help="benchmark the compiled kernels against their references")
+    bn.add_argument("--scale", type=_scale, default="full", help="the shapes of this scale (default full)")
+    bn.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     c = sub.add_parser("check-html", help="open the built pages in headless Chromium and check them")
     c.add_argument("--chromium", default="chromium")
     args = parser.parse_args(argv)
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         from ..ops import bench
 
-        return bench.main()
+        return bench.main(args.scale, args.json)
     if args.command == "check-html":
         from .htmlcheck import main as check
 
