@@ -225,7 +225,8 @@ def test_precondition_gates_the_mechanism_label():
 def _report(condition, seed, learned, label, parity_consistency, fill):
     probes = {"state": np.full((2, 3), fill), "parity": np.full((2, 3), fill)}
     return st.RunReport(condition, seed, np.ones(6), 1.0 if learned else 0.5, learned, parity_consistency, 100,
-                        probes, early_parity=fill, long_accuracy=fill, label=label, losses=[])
+                        probes, early_parity=fill, long_accuracy=fill, label=label, losses=[],
+                        informative_errors=0.8)
 
 
 def test_summarise_and_probe_maps_use_only_the_runs_that_learned():
@@ -243,7 +244,21 @@ def test_summarise_and_probe_maps_use_only_the_runs_that_learned():
     assert k == 2 and np.allclose(curriculum_map, 0.6)
     none_map, k = st.mean_probe_map([reports[1]], "plain", "state")
     assert k == 0 and none_map.shape == (2, 3) and np.isnan(none_map).all()
-    assert not st.STEERABLE.test(m)  # fewer than 4 runs that learned per condition
-    assert not st.TWO_MECHANISMS.test(m)  # an intermediate run among those that learned
+    # paired by seed: only seed 0 has both runs learned, and its runs are AA-like (plain) and PAA-like
+    assert m["n_pairs"] == 1 and m["steer_consistency_diff"] == [pytest.approx(0.6)]
+    assert m["n_mixed_seeds"] == 1 and m["aa_minus_paa_long_accuracy"] == [pytest.approx(0.2 - 0.8)]
+    assert m["is_aa"] == [1.0, 0.0, 0.0] and m["is_paa"] == [0.0, 1.0, 0.0]
+    for claim in st.CLAIMS:  # a run did not learn: every claim is inconclusive, naming the precondition
+        got = claim.decide(m)
+        assert got["verdict"] == "inconclusive" and "all_learned" in got["reason"]
+
+
+def test_informative_error_share_counts_errors_where_the_model_still_tracks():
+    states = torch.zeros(4, 3, dtype=torch.long)
+    pred = torch.tensor([[0, 0, 1], [0, 1, 1], [0, 0, 1], [0, 0, 0]])
+    acc = st.accuracy_by_position(pred, states)  # 1.0, 0.75, 0.25 by position
+    # 4 errors: one at position 2 (accuracy 0.75, tracking) and three at position 3 (0.25, at chance)
+    assert st.informative_error_share(pred, states, acc) == pytest.approx(0.25)
+    assert np.isnan(st.informative_error_share(states, states, np.ones(3)))
 
 

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from .core import tinylm, train, zoo
-from .core.claims import Claim
+from .core.claims import Claim, Effect, Precondition, at_least, at_most
 from .core.config import make_config
 from .core.seeding import numpy_rng, torch_generator
 
@@ -435,6 +435,11 @@ LEARNED_ACCURACY = 0.9
 """The declared precondition: a run has learned the task if its held-out accuracy of s_T at the training length
 t = T is at least this. Mechanism labels and every claim are about such runs only; the others are reported, with
 their count, and excluded (a model that has learned only the parity is "PAA-like" whatever it would become)."""
+ABOVE_CHANCE = 0.5
+"""A position where the model is right at least this often (chance is 1/6 in S3) is one where it still tracks."""
+INFORMATIVE_ERRORS = 0.5
+"""The declared precondition of the mechanism claims: at least this share of each run's errors is made at
+positions where the model still tracks the state (:func:`informative_error_share`)."""
 
 
 @dataclass
@@ -451,6 +456,7 @@ class RunReport:
     long_accuracy: float  # mean state accuracy over positions t > train_length // 2
     label: str  # the rule's label, or "not learned" (excluded)
     losses: list
+    informative_errors: float  # share of errors made where the model still tracks (informative_error_share)
 
 
 def classify(parity_consistency: float, n_errors: int, n: int, min_errors: int) -> str:
@@ -472,6 +478,18 @@ def label_run(trained_accuracy: float, parity_consistency: float, n_errors: int,
     return classify(parity_consistency, n_errors, n, min_errors)
 
 
+def informative_error_share(pred: torch.Tensor, states: torch.Tensor, accuracy: np.ndarray) -> float:
+    """The share of wrong predictions made at positions where the model is right at least
+    :data:`ABOVE_CHANCE` of the time. Errors made where the model is at chance keep the parity at the chance rate
+    whatever the mechanism, so the parity signature is only read from errors of a model that is still tracking."""
+    wrong = pred != states
+    n_err = int(wrong.sum())
+    if n_err == 0:
+        return float("nan")
+    tracking = torch.as_tensor(accuracy >= ABOVE_CHANCE)
+    return float(wrong[:, tracking].sum() / n_err)
+
+
 def measure_run(cfg, seed: int, condition: str) -> RunReport:
     z = get_tracker(cfg, seed, condition)
     n, length = cfg.group_n, eval_length(cfg)
@@ -485,7 +503,8 @@ def measure_run(cfg, seed: int, condition: str) -> RunReport:
     return RunReport(condition, seed, acc, trained, trained >= LEARNED_ACCURACY, pc, n_err, probes,
                      early_parity=float(probes["parity"][cfg.early_layer].mean()),
                      long_accuracy=float(acc[cfg.train_length // 2:].mean()),
-                     label=label_run(trained, pc, n_err, n, cfg.min_errors), losses=list(z.info["losses"]))
+                     label=label_run(trained, pc, n_err, n, cfg.min_errors), losses=list(z.info["losses"]),
+                     informative_errors=informative_error_share(pred, states, acc))
 
 
 def measure_all(cfg) -> list[RunReport]:
@@ -519,6 +538,14 @@ def summarise(reports: Sequence[RunReport]) -> dict:
     learned = [r for r in reports if r.learned]
     by_cond = {c: [r for r in learned if r.condition == c] for c in CONDITIONS}
     by_label = {lab: [r for r in learned if r.label == lab] for lab in ("AA-like", "PAA-like")}
+    by_seed = {(r.seed, r.condition): r for r in learned}
+    seeds = sorted({r.seed for r in learned})
+    # paired by seed: the same seed's plain and curriculum runs (same data order and initialisation)
+    pairs = [(by_seed[s, "plain"], by_seed[s, "parity_curriculum"]) for s in seeds
+             if (s, "plain") in by_seed and (s, "parity_curriculum") in by_seed]
+    # seeds whose two runs got different labels: (the AA-like run, the PAA-like run)
+    mixed = [tuple(sorted(p, key=lambda r: r.label)) for p in pairs if {p[0].label, p[1].label} == {"AA-like",
+                                                                                                   "PAA-like"}]
     return {
         "parity_consistency_plain": [r.parity_consistency for r in by_cond["plain"]],
         "parity_consistency_curriculum": [r.parity_consistency for r in by_cond["parity_curriculum"]],
@@ -530,6 +557,14 @@ def summarise(reports: Sequence[RunReport]) -> dict:
         "n_aa": len(by_label["AA-like"]), "n_paa": len(by_label["PAA-like"]),
         "long_accuracy_aa": [r.long_accuracy for r in by_label["AA-like"]],
         "long_accuracy_paa": [r.long_accuracy for r in by_label["PAA-like"]],
+        "informative_errors": [r.informative_errors for r in learned],
+        "steer_consistency_diff": [cur.parity_consistency - pl.parity_consistency for pl, cur in pairs],
+        "steer_early_parity_diff": [cur.early_parity - pl.early_parity for pl, cur in pairs],
+        "n_pairs": len(pairs),
+        "is_aa": [float(r.label == "AA-like") for r in learned],
+        "is_paa": [float(r.label == "PAA-like") for r in learned],
+        "aa_minus_paa_long_accuracy": [a.long_accuracy - b.long_accuracy for a, b in mixed],
+        "n_mixed_seeds": len(mixed),
     }
 
 
@@ -547,37 +582,62 @@ def _mean(xs) -> float:
 # ci runs were redesigned to learn the task, before any redesigned run was measured)
 # --------------------------------------------------------------------------------------------------------------
 
+def _tracking_errors(rule_runs: str) -> Precondition:
+    return at_least("errors_informative", "informative_errors", INFORMATIVE_ERRORS,
+                    f"in every {rule_runs}, at least {INFORMATIVE_ERRORS:.0%} of errors are made at positions where the "
+                    f"model is right >= {ABOVE_CHANCE:.0%} of the time (errors at chance keep the parity at the "
+                    "chance rate whatever the mechanism)")
+
+
+_ALL_LEARNED = at_most("all_learned", "n_not_learned", 0,
+                       f"every run learned the task (accuracy >= {LEARNED_ACCURACY} at the training length)")
+
 STEERABLE = Claim(
     chapter="state_tracking", id="steerable",
     paper_statement="Intermediate training steers the mechanism: training on parity first yields the PAA "
                     "signature (parity decodable early, errors that keep the parity)",
     paper_value="qualitative (parity-first models become PAA)",
-    criterion="Over >= 4 seeds per condition that learned the task, the parity curriculum raises the mean "
-              "parity-consistency of errors by at least 0.10 AND the mean parity-probe accuracy at layer 1 by at "
-              "least 0.05, compared with plain training",
-    test=lambda m: (min(len(m["parity_consistency_plain"]), len(m["parity_consistency_curriculum"])) >= 4
-                    and _mean(m["parity_consistency_curriculum"]) - _mean(m["parity_consistency_plain"]) >= 0.10
-                    and _mean(m["early_parity_curriculum"]) - _mean(m["early_parity_plain"]) >= 0.05),
+    criterion="Paired by seed (curriculum minus plain run of the same seed), the parity-consistency of errors "
+              "rises (95% t interval above 0; refuted below +0.10) AND the layer-1 parity-probe accuracy rises "
+              "(above 0; refuted below +0.05)",
+    effects=[Effect("parity_consistency_rise", "steer_consistency_diff", min_effect=0.10),
+             Effect("early_parity_probe_rise", "steer_early_parity_diff", min_effect=0.05)],
+    preconditions=[_ALL_LEARNED, at_least("paired_seeds", "n_pairs", 3, "at least 3 seeds with both runs learned"),
+                   _tracking_errors("run")],
+    examples=({"steer_consistency_diff": [0.3, 0.25, 0.35, 0.3], "steer_early_parity_diff": [0.1, 0.12, 0.09, 0.11],
+               "n_not_learned": 0, "n_pairs": 4, "informative_errors": [0.8] * 8},
+              {"steer_consistency_diff": [0.02, -0.01, 0.03, 0.0], "steer_early_parity_diff": [0.1, 0.12, 0.09, 0.11],
+               "n_not_learned": 0, "n_pairs": 4, "informative_errors": [0.8] * 8}),
 )
 
 TWO_MECHANISMS = Claim(
     chapter="state_tracking", id="two_mechanisms",
     paper_statement="Models learn one of two mechanisms, AA or PAA, rather than a continuum",
     paper_value="two discrete signatures across runs",
-    criterion="Every run that learned the task (both conditions, all seeds) is classified AA-like or PAA-like by "
-              "the declared rule (normalised parity-consistency of errors <= 1/3 or >= 2/3, with >= min_errors "
-              "errors), and both classes occur",
-    test=lambda m: m["n_intermediate"] == 0 and m["n_aa"] >= 1 and m["n_paa"] >= 1,
+    criterion="Over the runs that learned the task, the share labelled AA-like and the share labelled PAA-like by "
+              "the declared rule are both above 0 (95% t interval over runs; refuted when either lies wholly below "
+              "0.10)",
+    effects=[Effect("aa_share", "is_aa", min_effect=0.10), Effect("paa_share", "is_paa", min_effect=0.10)],
+    preconditions=[_ALL_LEARNED, _tracking_errors("run")],
+    examples=({"is_aa": [1, 0, 1, 0, 1, 0, 1, 0], "is_paa": [0, 1, 0, 1, 0, 1, 0, 1], "n_not_learned": 0,
+               "informative_errors": [0.8] * 8},
+              {"is_aa": [1] * 8, "is_paa": [0] * 8, "n_not_learned": 0, "informative_errors": [0.8] * 8}),
 )
 
 AA_GENERALISES = Claim(
     chapter="state_tracking", id="aa_generalises",
     paper_statement="AA models generalise to longer sequences better than PAA models",
     paper_value="AA keeps accuracy to longer lengths than PAA",
-    criterion="Both classes occur, and the mean state accuracy over positions beyond half the training length "
-              "(up to twice it) of AA-like runs exceeds that of PAA-like runs by at least 0.05",
-    test=lambda m: (m["n_aa"] >= 1 and m["n_paa"] >= 1
-                    and _mean(m["long_accuracy_aa"]) - _mean(m["long_accuracy_paa"]) >= 0.05),
+    criterion="Over the seeds whose two runs got different labels, the AA-like run's mean state accuracy beyond "
+              "half the training length minus the PAA-like run's is above 0 (95% t interval; refuted below +0.05)",
+    effects=[Effect("aa_minus_paa_long_accuracy", "aa_minus_paa_long_accuracy", min_effect=0.05)],
+    preconditions=[_ALL_LEARNED, at_least("mixed_seeds", "n_mixed_seeds", 3,
+                                          "at least 3 seeds with one AA-like and one PAA-like run"),
+                   _tracking_errors("run")],
+    examples=({"aa_minus_paa_long_accuracy": [0.2, 0.15, 0.25], "n_not_learned": 0, "n_mixed_seeds": 3,
+               "informative_errors": [0.8] * 6},
+              {"aa_minus_paa_long_accuracy": [-0.01, 0.0, 0.01], "n_not_learned": 0, "n_mixed_seeds": 3,
+               "informative_errors": [0.8] * 6}),
 )
 
 CLAIMS = (STEERABLE, TWO_MECHANISMS, AA_GENERALISES)
