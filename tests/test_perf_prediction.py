@@ -104,7 +104,45 @@ def test_baselines_on_a_hand_made_matrix():
     b = pp.baselines(scores, train)
     np.testing.assert_allclose(b["global mean"], 0.4)
     np.testing.assert_allclose(b["column mean"][1], [0.4, 0.4])
-    np.testing.assert_allclose(b["mean of means"][1, 1], (0.6 + 0.4) / 2)
+    # the official mean of means on column z-scores (fewer than 5 training cells: the global mean 0.4 and sd)
+    sd = np.std([0.2, 0.4, 0.6])
+    z = (np.array([[0.2, 0.4], [0.6, np.nan]]) - 0.4) / sd
+    g, row1, col1 = np.nanmean(z), np.nanmean(z[1]), np.nanmean(z[:, 1])
+    np.testing.assert_allclose(b["mean of means"][1, 1], 0.4 + sd * (g + row1 + col1) / 3)
+
+
+def test_mean_of_means_leaves_out_a_missing_row_mean():
+    scores = numpy_rng(0, "mom").random((6, 8))
+    train = np.ones(scores.shape, bool)
+    train[0] = False  # a model with no training cell: the average of the global and the column mean
+    b = pp.baselines(scores, train)
+    norm = pp.ColumnNormaliser.fit(scores, train)
+    z = np.where(train, norm.transform(scores), np.nan)
+    expected = norm.inverse((np.nanmean(z) + np.nanmean(z, 0)) / 2)
+    np.testing.assert_allclose(b["mean of means"][0], expected, atol=1e-12)
+
+
+def test_active_evaluation_follows_the_official_schedule():
+    matrix, _, _ = pp.synthetic_low_rank(20, 30, seed=1)
+    cfg = pp.config("smoke", n_burn=4, n_samples=4, active_rounds=3)
+    curves = pp.active_evaluation(matrix, cfg, 0)
+    np.testing.assert_allclose(curves["observed share"], [0.2, 0.25, 0.3, 0.4])
+    assert curves["active"][0] == curves["random"][0]  # one common start
+    assert len(curves["active"]) == len(curves["random"]) == 4
+    # revealed cells count as known, so revealing every test cell leaves no error
+    everything = pp.config("smoke", n_burn=2, n_samples=2, active_rounds=len(pp.ACTIVE_SCHEDULE))
+    assert pp.active_evaluation(matrix, everything, 0)["random"][-1] == 0
+    assert sum(pp.ACTIVE_SCHEDULE) == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="active_rounds"):
+        pp.active_evaluation(matrix, pp.config("smoke", active_rounds=0), 0)
+
+
+def test_shuffled_sd_is_a_null_for_the_spearman_statistic():
+    rng = numpy_rng(0, "calib")
+    sd = rng.random(4000)
+    calibration = [(sd, sd + 0.1 * rng.random(4000))]
+    assert pp.sd_error_spearman(calibration)[0] > 0.9
+    assert abs(pp.sd_error_spearman(calibration, shuffle_seed=0)[0]) < 0.05
 
 
 def test_loader_reads_the_official_schema(tmp_path):
