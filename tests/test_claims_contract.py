@@ -185,3 +185,10 @@ def test_every_claim_of_every_chapter_is_falsifiable(slug):
     assert mine, f"chapter {slug} declares no claim"
     for claim in mine:
         claims.examples_behave(claim)
+
+
+def test_a_precondition_without_data_does_not_hold_and_no_units_is_inconclusive():
+    got = decide(BETTER, diff=[], b_acc=[])
+    assert got["verdict"] == INCONCLUSIVE and got["preconditions"][0]["holds"] is False
+    assert got["effects"][0]["n"] == 0
+    assert decide(BETTER, diff=[3.0, 2.5, 3.5], b_acc=[0.9, float("nan")])["verdict"] == INCONCLUSIVE

@@ -27,6 +27,8 @@ def chapter_runtime(manifest: dict, slug: str) -> tuple[float, str | None, list[
 def _effect_text(e: dict | None) -> str:
     if not e:
         return ""
+    if e["ci_low"] is None:
+        return f"{e['name']}: n={e['n']}, no interval"
     return f"{e['name']} = {e['estimate']:.3g} [{e['ci_low']:.3g}, {e['ci_high']:.3g}], n={e['n']}"
 
 
@@ -101,7 +103,7 @@ def figure(table: list[dict]):
     from ..core.plot import VERDICT_COLOURS, use_seaborn_style
 
     use_seaborn_style()
-    shown = [r for r in table if r["effects"]]
+    shown = [r for r in table if r["effects"] and r["effects"][0]["ci_low"] is not None]
     fig, ax = plt.subplots(figsize=(8.0, 1.2 + 0.24 * max(len(shown), 1)), constrained_layout=True)
     for i, r in enumerate(shown):
         est, lo, hi = standardised(r["effects"][0])

@@ -60,8 +60,8 @@ _EFFECT_SCHEMA = {
     "type": "object",
     "required": ["name", "estimate", "ci_low", "ci_high", "n", "method", "verdict"],
     "properties": {
-        "name": {"type": "string"}, "estimate": {"type": "number"}, "ci_low": {"type": "number"},
-        "ci_high": {"type": "number"}, "n": {"type": "integer"}, "method": {"type": "string"},
+        "name": {"type": "string"}, "estimate": {"type": ["number", "null"]}, "ci_low": {"type": ["number", "null"]},
+        "ci_high": {"type": ["number", "null"]}, "n": {"type": "integer"}, "method": {"type": "string"},
         "verdict": {"enum": list(VERDICTS)}, "null": {"type": "number"}, "min_effect": {"type": "number"},
         "direction": {"enum": ["greater", "less", "equivalent"]}, "margin": {"type": "number"},
     },
@@ -138,9 +138,9 @@ def _finite(claim_id: str, name: str, values: Any) -> np.ndarray:
 
 def t_interval(x: np.ndarray, confidence: float) -> tuple[float, float, float]:
     """Mean of the paired values `x` and its two-sided Student t interval (scipy); a zero spread gives a point."""
-    mean = float(np.mean(x))
     if len(x) < 2:
-        return mean, math.nan, math.nan
+        return (float(x[0]) if len(x) else math.nan), math.nan, math.nan
+    mean = float(np.mean(x))
     if np.ptp(x) == 0:
         return mean, mean, mean
     lo, hi = stats.ttest_1samp(x, 0.0).confidence_interval(confidence)
@@ -150,9 +150,9 @@ def t_interval(x: np.ndarray, confidence: float) -> tuple[float, float, float]:
 def bootstrap_interval(x: np.ndarray, confidence: float, statistic: Callable = np.mean
                        ) -> tuple[float, float, float]:
     """`statistic` of `x` and its percentile bootstrap interval (scipy.stats.bootstrap, fixed generator)."""
-    est = float(statistic(x))
     if len(x) < 2:
-        return est, math.nan, math.nan
+        return (float(statistic(x)) if len(x) else math.nan), math.nan, math.nan
+    est = float(statistic(x))
     if np.ptp(x) == 0:
         return est, est, est
     res = stats.bootstrap((x,), statistic, confidence_level=confidence, method="percentile", n_resamples=2000,
@@ -269,8 +269,8 @@ def _bound(id: str, key: str | Callable, bound: float, rule: str | None, low: bo
     name = key if isinstance(key, str) else id
 
     def value(m):
-        v = m[key] if isinstance(key, str) else key(m)
-        return agg(np.atleast_1d(np.asarray(v, dtype=float)).tolist())
+        v = np.atleast_1d(np.asarray(m[key] if isinstance(key, str) else key(m), dtype=float))
+        return agg(v.tolist()) if v.size and np.all(np.isfinite(v)) else math.nan  # no data never holds
 
     return Precondition(id, rule or f"{name} {sign} {bound:g}", value,
                         (lambda v: v >= bound) if low else (lambda v: v <= bound))
@@ -345,14 +345,14 @@ class Claim:
         else:
             verdict = INCONCLUSIVE
             reason = "; ".join(
-                f"{e['name']}: " + (f"only {e['n']} paired unit" if e["n"] < 2 else f"{_interval(e)} decides "
+                f"{e['name']}: " + (f"only {e['n']} paired unit{'s' * (e['n'] != 1)}" if e["n"] < 2 else f"{_interval(e)} decides "
                                     "nothing") for e in effects if e["verdict"] == INCONCLUSIVE)
         out.update(verdict=verdict, reason=reason)
         return out
 
 
 def _interval(e: Mapping[str, Any]) -> str:
-    return f"{e['estimate']:.4g} [{e['ci_low']:.4g}, {e['ci_high']:.4g}] ({e['method']}, n={e['n']})"
+    return f"{_fmt(e['estimate'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}] ({e['method']}, n={e['n']})"
 
 
 @dataclass(frozen=True)
@@ -376,7 +376,7 @@ class Verdict:
                  f"*Criterion:* {self.claim.criterion}", "", f"*Why:* {r['reason']}.", "",
                  "| | estimate | interval | n | method | verdict |", "|---|---|---|---|---|---|"]
         for e in r["effects"]:
-            lines.append(f"| {e['name']} | {e['estimate']:.4g} | [{e['ci_low']:.4g}, {e['ci_high']:.4g}] | "
+            lines.append(f"| {e['name']} | {_fmt(e['estimate'])} | [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}] | "
                          f"{e['n']} | {e['method']} | {e['verdict']} |")
         lines += ["", "*Preconditions:* " + "; ".join(
             f"{'✓' if p['holds'] else '✗'} `{p['id']}`: {p['detail']}" for p in r["preconditions"])]
@@ -391,6 +391,8 @@ class Verdict:
 
 
 def _fmt(v: Any) -> str:
+    if v is None:
+        return "n/a"
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, (list, tuple)):

@@ -76,6 +76,9 @@ def effect_plot(verdict, ax=None, samples=None):
             src = spec[e["name"]].samples
             values = record["measured"][src] if isinstance(src, str) else src(record["measured"])
         values = np.atleast_1d(np.asarray(values, dtype=float))
+        if e["ci_low"] is None:  # fewer than two units: the points only
+            ax.plot(values, np.full(len(values), row), "o", color=colour)
+            continue
         sns.stripplot(x=values, y=np.full(len(values), row), orient="h", native_scale=True, ax=ax, color=colour,
                       alpha=0.6, size=6, jitter=0.12, legend=False)
         ax.errorbar(e["estimate"], row, xerr=[[e["estimate"] - e["ci_low"]], [e["ci_high"] - e["estimate"]]],
