@@ -100,12 +100,65 @@ def test_memory_model_runs_and_counts_fewer_flops_than_dense():
     assert abs(ml.flops_per_token(wide_model, 3) / ml.flops_per_token(memory, 3) - 2) < 0.05
 
 
-def test_training_lowers_the_loss():
+def test_training_lowers_the_loss_and_probes_usage():
     cfg = ml.config("smoke", steps=40)
     task = ml.fact_task(ml.fact_world(16, 0, 8, 8))
-    result = ml.run(ml.Arch("memory", 32, (1,)), task, cfg, 0)
+    result = ml.run(ml.Arch("memory", 32, (1,)), task, cfg, 0, lr=1e-2, probe_every=10)
     assert result["losses"][-1] < result["losses"][0]
     assert 0 < result["usage"] <= 1
+    assert [s for s, _ in result["usage_curve"]] == [0, 10, 20, 30, 40]
+    assert result["usage_curve"][-1][1] == result["usage"]
+
+
+def test_query_batchnorm_centres_and_scales_each_query_feature():
+    layer = ml.MemoryPlus(8, ml.new_values(16, 8, 0), 2, 3, 4, query_batchnorm=True).train()
+    x = torch.randn(500, 8, generator=torch.Generator().manual_seed(0)) * 3 + 5  # off-centre inputs
+    q = layer.queries(x).flatten(1)
+    torch.testing.assert_close(q.mean(0), torch.zeros(8), atol=1e-5, rtol=0)
+    torch.testing.assert_close(q.var(0, unbiased=False), torch.ones(8), atol=1e-3, rtol=0)
+    plain = ml.MemoryPlus(8, ml.new_values(16, 8, 0), 2, 3, 4, query_batchnorm=False)
+    assert plain.query_bn is None and sum(p.numel() for p in layer.parameters()) - sum(
+        p.numel() for p in plain.parameters()) == 2 * 2 * 4  # the BatchNorm's scale and shift
+
+
+def test_values_get_their_learning_rate_and_the_common_weight_decay():
+    model, values = ml.build(ml.Arch("memory", 32, (1,)), 20, ml.config("smoke"), 0, 3)
+    groups = ml.param_groups(model, 1e-3, values, 10.0, 0.1)
+    assert groups[1]["params"] == [values] and groups[1]["base_lr"] == pytest.approx(1e-2)
+    assert all(g["weight_decay"] == 0.1 for g in groups)
+    assert not any(p is values for p in groups[0]["params"])
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+
+
+def test_learning_rate_choice_and_grid_edge():
+    tuning = [{"arch": "a", "lr": 1.0, "loss": 3.0}, {"arch": "a", "lr": 2.0, "loss": 1.0},
+              {"arch": "a", "lr": 4.0, "loss": 2.0}, {"arch": "b", "lr": 1.0, "loss": 0.5},
+              {"arch": "b", "lr": 3.0, "loss": 0.7}, {"arch": "b", "lr": 9.0, "loss": 0.9}]
+    assert ml.chosen_learning_rates(tuning) == {"a": 2.0, "b": 1.0}
+    assert ml.lrs_at_grid_edge(tuning) == ["b"]
+    assert ml.lr_grid(ml.config("ci"), "memory") == pytest.approx([1e-2 / 3, 1e-2, 3e-2])
+
+
+def test_usage_is_the_union_over_memory_layers():
+    model = ml.tiny_llama(20, 8, 16, seed=0, n_layers=2, n_heads=2)
+    values = ml.add_memory(model, [0, 1], n_keys=4, heads=2, knn=2, k_dim=4)
+    task = ml.fact_task(ml.fact_world(16, 0, 4, 4))
+    task = ml.Task(task.name, task.inputs.clamp(max=19), task.targets, 20)
+    picked = []
+    hooks = [model.model.layers[i].mlp.register_forward_hook(
+        lambda mod, inp, out: picked.append(mod.lookup(inp[0].reshape(-1, 8))[0])) for i in (0, 1)]
+    model.eval()
+    model(input_ids=task.inputs)
+    for h in hooks:
+        h.remove()
+    expected = len(set(torch.cat([p.flatten() for p in picked]).tolist())) / values.shape[0]
+    assert ml.value_usage(model, task) == pytest.approx(expected)
+
+
+def test_paired_differences_need_equal_lengths():
+    assert ml.paired([3.0, 2.0], [1.0, 2.5]) == [2.0, -0.5]
+    with pytest.raises(ValueError, match="differ in length"):
+        ml.paired([1.0], [1.0, 2.0])
 
 
 def test_control_task_scores_digits_after_equals():

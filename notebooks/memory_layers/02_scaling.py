@@ -20,39 +20,49 @@
 # `o` — where capacity is the bottleneck, and on a control task (the core's modular arithmetic, scored on every
 # digit after `=`) where a small rule suffices.
 #
-# Four two-layer Llamas with $d$ = `d_model`, all trained with the same steps, batch and learning rate:
+# The FLOP ladder, two-layer Llamas with $d$ = `d_model`, all trained for the same steps and batch:
 #
 # - **dense**: SwiGLU FFN of width $4d$ in both layers;
-# - **memory**: the second FFN replaced by Memory+ ($N$ = `n_keys`² values, `heads` heads, `knn` values per head,
-#   values trained at `value_lr_mult` × the learning rate) — slightly *fewer* FLOPs per token than dense;
-# - **dense 2x / 4x**: FFNs widened until the model costs 2× and 4× the memory model's FLOPs per token.
+# - **memory**: the second FFN replaced by Memory+ ($N$ = `n_keys`² values, `heads` heads, `knn` values per head)
+#   with the official code's query BatchNorm — slightly *fewer* FLOPs per token than dense;
+# - **memory, no query BN**: the same without the BatchNorm (the component's ablation);
+# - **dense 2x**: FFNs widened until the model costs 2× the memory model's FLOPs per token.
 #
-# The control task uses the same models and steps with a smaller batch (its sequences are longer).
+# As in the official code, the shared values train at their own learning rate (`value_lr_mult` × the base, the
+# released configs' 1e-3 against 1e-4) and the same weight decay as everything else (`weight_decay`). Each
+# architecture's base learning rate is chosen on a *held-out* fact world (seed `tune_seed`, used by no claim)
+# before any claim run; the ablation keeps the memory model's, so only the BatchNorm differs.
 #
-# At `full` scale: d = 128, N = 256² values, worlds of 4k and 16k facts, 5000 steps (hours on a CPU).
+# At `full` scale: d = 128, N = 256² values, 16k facts, 5000 steps, a 4x dense model (hours on a CPU).
 
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0
 seeds = None  # training seeds (each draws its own fact world)
-n_facts = None  # sizes of the fact worlds
+n_facts = None  # size of the fact world
 steps = None  # optimizer steps per model
 batch_size = None
-lr = None  # base learning rate (AdamW, warmup then cosine)
-value_lr_mult = None  # the memory values' learning rate multiple (the paper: 10x)
+lr_centres = None  # per architecture, the centre of its learning-rate grid
+lr_factors = None  # the grid: these multiples of the centre
+tune_seed = None  # the held-out fact world on which learning rates are chosen
+value_lr_mult = None  # the memory values' learning rate multiple (the official configs: 10x)
+weight_decay = None  # AdamW weight decay, values included (the official code: 0.1)
 n_keys = None  # sqrt(N): sub-keys per half
 knn = None  # values read per head
 dense_flop_multiples = None  # FLOPs of the wider dense models, in multiples of the memory model's
 
 # %%
 import numpy as np
+from IPython.display import Markdown, display
 
 from icml25 import memory_layers as ml
 from icml25.core import check, plot
+from icml25.core.claims import mean_sd
 
 plot.use_style()
-cfg = ml.config(scale, seeds=seeds, n_facts=n_facts, steps=steps, batch_size=batch_size, lr=lr,
-                value_lr_mult=value_lr_mult, n_keys=n_keys, knn=knn, dense_flop_multiples=dense_flop_multiples)
+cfg = ml.config(scale, seeds=seeds, n_facts=n_facts, steps=steps, batch_size=batch_size, lr_centres=lr_centres,
+                lr_factors=lr_factors, tune_seed=tune_seed, value_lr_mult=value_lr_mult, weight_decay=weight_decay,
+                n_keys=n_keys, knn=knn, dense_flop_multiples=dense_flop_multiples)
 cfg
 
 # %% [markdown]
@@ -63,125 +73,173 @@ cfg
 # in place of the FFN it replaces. The memory model has by far the most parameters but not the most FLOPs.
 
 # %%
-world = ml.fact_world(max(cfg.n_facts), seed, cfg.n_relations, cfg.n_objects)
-task = ml.fact_task(world)
+task = ml.fact_task(ml.fact_world(cfg.n_facts, seed, cfg.n_relations, cfg.n_objects))
 for arch in ml.architectures(cfg, task.vocab_size, task.inputs.shape[1]):
     model, _ = ml.build(arch, task.vocab_size, cfg, seed, task.inputs.shape[1])
-    print(f"{arch.name:8s} FFN width {arch.d_ff:5d}  {ml.flops_per_token(model, 3) / 1e3:7.1f} kFLOPs/token  "
+    print(f"{arch.name:20s} FFN width {arch.d_ff:5d}  {ml.flops_per_token(model, 3) / 1e3:7.1f} kFLOPs/token  "
           f"{sum(p.numel() for p in model.parameters()):>9,d} parameters")
+
+# %% [markdown]
+# ## Learning rates, chosen on a held-out world
+#
+# Each architecture trains at each learning rate of its grid on a fact world no claim uses; the one with the
+# lowest final loss there is kept. The grid must bracket it (the precondition `lr_grid_brackets`): a choice at
+# the grid's edge means the grid missed the optimum.
+
+# %%
+tuning = ml.tune_learning_rates(cfg)
+lrs = ml.chosen_learning_rates(tuning)
+edge = ml.lrs_at_grid_edge(tuning)
+fig, ax = plot.subplots()
+for name, color in zip(lrs, plot.PALETTE):
+    rs = sorted((r for r in tuning if r["arch"] == name), key=lambda r: r["lr"])
+    ax.plot([r["lr"] for r in rs], [r["loss"] for r in rs], "o-", color=color, label=name)
+    ax.plot([lrs[name]], [min(r["loss"] for r in rs)], "*", ms=14, color=color)
+ax.set(xscale="log", title=f"Held-out fact world (seed {cfg.tune_seed}): final loss against learning rate",
+       xlabel="base learning rate", ylabel="fact loss after training (nats)")
+ax.legend()
+display(Markdown("Chosen: " + ", ".join(f"{k} **{v:.3g}**" for k, v in lrs.items())
+                 + (f"; at the grid's edge: {', '.join(edge)}." if edge else "; every choice is inside its grid.")))
 
 # %% [markdown]
 # ## Training every model
 #
-# For each seed: every architecture on each fact world, the memory model with query normalisation on the larger
-# world, and dense and memory on the control task. The loss is the cross-entropy of the scored tokens only.
+# For each seed: every architecture on the fact world drawn from that seed (the runs of a seed are paired: same
+# facts, same batches), and dense and memory on the control task. The loss is the cross-entropy of the scored
+# tokens only.
 
 # %%
-runs = ml.scaling_experiment(cfg)
+runs = ml.scaling_experiment(cfg, lrs)
 print(f"{len(runs)} runs, {sum(r['seconds'] for r in runs):.0f} s of training")
+names = [a.name for a in ml.architectures(cfg, task.vocab_size, 3)]
+facts = {a: ml.select(runs, arch=a, task=task.name) for a in names}
+fact_loss = {a: ml.select(runs, "loss", arch=a, task=task.name) for a in names}
+usage = {a: ml.select(runs, "usage", arch=a, task=task.name) for a in ("memory", "memory, no query BN")}
+control = {a: ml.select(runs, arch=a, task=ml.control_task(1, 0).name) for a in ("dense", "memory")}
 
 # %%
 fig, ax = plot.subplots()
-for (name, style), color in zip((("dense", "-"), ("memory", "-"), ("dense 2x", "--")), plot.PALETTE):
-    for i, r in enumerate([r for r in runs if r["arch"] == name and r["n_facts"] == max(cfg.n_facts)]):
-        ax.plot(np.convolve(r["losses"], np.ones(10) / 10, mode="valid"), style, color=color,
+for name, color in zip(names, plot.PALETTE):
+    for i, r in enumerate([r for r in runs if r["arch"] == name and r["task"] == task.name]):
+        ax.plot(np.convolve(r["losses"], np.ones(10) / 10, mode="valid"), color=color,
                 alpha=1 if i == 0 else 0.35, label=name if i == 0 else None)
-ax.set(title=f"Training loss on {max(cfg.n_facts)} facts", xlabel="optimizer step",
+ax.set(title=f"Training loss on {cfg.n_facts} facts", xlabel="optimizer step",
        ylabel="cross-entropy on the object (nats)")
 ax.legend();
 
 # %% [markdown]
 # ## Fact accuracy against FLOPs and against parameters
 #
-# Each point is the mean over seeds with one standard deviation; the x-axes are log-scaled. The wider dense
-# models are trained on the larger world only (the smaller one is learnt completely by the smallest models).
+# Each point is the mean over seeds with one standard deviation; the x-axes are log-scaled.
 
 # %%
-all_names = [a.name for a in ml.architectures(cfg, task.vocab_size, 3)]
 fig, axes = plot.subplots(1, 2)
 for ax, key, xlabel in ((axes[0], "flops_per_token", "forward FLOPs per token"),
                         (axes[1], "params", "parameters (memory values included)")):
-    for n, color in zip(cfg.n_facts, plot.PALETTE):
-        names = [a for a in all_names if ml.select(runs, arch=a, n_facts=n)]
-        xs = [np.mean(ml.select(runs, key, arch=a, n_facts=n)) for a in names]
-        acc = [ml.select(runs, arch=a, n_facts=n) for a in names]
-        ax.errorbar(xs, [np.mean(a) for a in acc], yerr=[np.std(a) for a in acc], fmt="o-", color=color,
-                    capsize=3, label=f"{n} facts")
-        for x, a, name in zip(xs, acc, names):
-            ax.annotate(name, (x, np.mean(a)), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    for name, color in zip(names, plot.PALETTE):
+        x = np.mean(ml.select(runs, key, arch=name, task=task.name))
+        ax.errorbar([x], [np.mean(facts[name])], yerr=[np.std(facts[name])], fmt="o", color=color, capsize=3,
+                    label=name)
     ax.set(xscale="log", xlabel=xlabel, ylabel=f"fact accuracy (mean ± sd, {len(cfg.seeds)} seeds)", ylim=(0, 1.05))
-    ax.legend()
+    ax.legend(fontsize=8)
 axes[0].set_title("Fact recall against compute")
 axes[1].set_title("Fact recall against parameters");
 
 # %% [markdown]
-# ## Facts against the control, and how much of the memory is used
+# ## The query BatchNorm, as a component
 #
-# Left: each model's accuracy on the larger fact world and on the control task. Right: the fraction of the $N$
-# values that at least one training fact selects, without and with normalising the query halves (a collapsed
-# memory reads few values; the paper adds normalisation where training is unstable, Lample et al. used a query
-# BatchNorm to raise usage).
+# Value usage is the fraction of the $N$ values that at least one fact selects (in any head). Without the
+# BatchNorm the queries sit in a narrow, off-centre cone, so each half reaches few of its sub-keys and most
+# values are never read; the BatchNorm centres and scales every query feature over the batch. Left: usage during
+# training, right: final usage and fact accuracy with and without it (same learning rate, data and seeds).
 
 # %%
-big = max(cfg.n_facts)
-control = {a: ml.select(runs, arch=a, n_facts=None) for a in ("dense", "memory")}
-facts = {a: ml.select(runs, arch=a, n_facts=big) for a in ("dense", "memory")}
-usage = {a: ml.select(runs, "usage", arch=a, n_facts=big) for a in ("memory", "memory + query norm")}
 fig, axes = plot.subplots(1, 2)
-pos = np.arange(2)
-for j, (name, color) in enumerate(zip(("dense", "memory"), plot.PALETTE)):
-    means = [np.mean(facts[name]), np.mean(control[name])]
-    sds = [np.std(facts[name]), np.std(control[name])]
-    axes[0].bar(pos + 0.38 * j, means, 0.38, yerr=sds, capsize=3, color=color, label=name)
-axes[0].set_xticks(pos + 0.19, [f"{big} facts", "control (arithmetic)"])
-axes[0].set(title="Where memory helps", ylabel="accuracy (mean ± sd over seeds)", ylim=(0, 1.05))
+for name, color in zip(("memory", "memory, no query BN"), plot.PALETTE[1:3]):
+    curves = [r["usage_curve"] for r in runs if r["arch"] == name and r["task"] == task.name]
+    for i, c in enumerate(curves):
+        axes[0].plot([s for s, _ in c], [u for _, u in c], "o-", ms=3, color=color, alpha=1 if i == 0 else 0.35,
+                     label=name if i == 0 else None)
+axes[0].set(title="Value usage during training", xlabel="optimizer step", ylabel="fraction of values selected",
+            ylim=(0, 1.05))
 axes[0].legend()
-axes[1].bar(list(usage), [np.mean(u) for u in usage.values()], yerr=[np.std(u) for u in usage.values()],
-            capsize=3, color=plot.PALETTE[1:3])
-axes[1].set(title="Memory usage", ylabel="fraction of values ever selected", ylim=(0, 1.05))
-print({k: f"{np.mean(v):.3f} ± {np.std(v):.3f}" for k, v in usage.items()},
-      "accuracy with query norm:", f"{np.mean(ml.select(runs, arch='memory + query norm')):.3f}")
+pos = np.arange(2)
+for j, (name, color) in enumerate(zip(("memory", "memory, no query BN"), plot.PALETTE[1:3])):
+    means = [np.mean(usage[name]), np.mean(facts[name])]
+    sds = [np.std(usage[name]), np.std(facts[name])]
+    axes[1].bar(pos + 0.38 * j, means, 0.38, yerr=sds, capsize=3, color=color, label=name)
+axes[1].set_xticks(pos + 0.19, ["value usage", "fact accuracy"])
+axes[1].set(title="With and without the query BatchNorm", ylabel="fraction (mean ± sd over seeds)", ylim=(0, 1.05))
+axes[1].legend(fontsize=8);
+
+# %%
+v = check(ml.QUERY_BN, seeds=cfg.seeds, scale=scale,
+          measured={"usage_bn": usage["memory"], "usage_no_bn": usage["memory, no query BN"],
+                    "acc_bn": facts["memory"], "acc_no_bn": facts["memory, no query BN"]},
+          our_value=f"usage {mean_sd(usage['memory'])} with vs {mean_sd(usage['memory, no query BN'])} without; "
+                    f"accuracy {mean_sd(facts['memory'])} vs {mean_sd(facts['memory, no query BN'])}")
+plot.effect_plot(v)
+v
 
 # %% [markdown]
 # ## The claim checks
 #
-# The criteria were fixed in `icml25.memory_layers` before these runs. All three compare means over the seeds on
-# the larger fact world.
+# The criteria were fixed in `icml25.memory_layers` before these runs; every effect is a per-seed paired
+# difference (the models of one seed share the fact world and the batches).
 
 # %%
 def flops_of(name):
-    return np.mean(ml.select(runs, "flops_per_token", arch=name, n_facts=big))
+    return np.mean(ml.select(runs, "flops_per_token", arch=name, task=task.name))
 
 
-mem, dense, dense2 = facts["memory"], facts["dense"], ml.select(runs, arch="dense 2x", n_facts=big)
-fmt = lambda v: f"{np.mean(v):.3f} ± {np.std(v):.3f}"
-check(ml.ISO_FLOP, seeds=cfg.seeds, scale=scale,
-      measured={"memory_acc": mem, "dense_acc": dense, "flop_ratio": flops_of("memory") / flops_of("dense")},
-      our_value=f"memory {fmt(mem)} vs dense {fmt(dense)} at {flops_of('memory') / flops_of('dense'):.2f}x FLOPs")
-
-# %%
-check(ml.BEATS_2X, seeds=cfg.seeds, scale=scale,
-      measured={"memory_acc": mem, "dense2x_acc": dense2,
-                "dense_flop_ratio": flops_of("dense 2x") / flops_of("memory")},
-      our_value=f"memory {fmt(mem)} vs dense 2x {fmt(dense2)}")
+common = {"lrs_at_grid_edge": len(edge)}
+iso = check(ml.ISO_FLOP, seeds=cfg.seeds, scale=scale,
+            measured={"memory_acc": facts["memory"], "dense_acc": facts["dense"],
+                      "flop_ratio": flops_of("memory") / flops_of("dense"), **common},
+            our_value=f"memory {mean_sd(facts['memory'])} vs dense {mean_sd(facts['dense'])} at "
+                      f"{flops_of('memory') / flops_of('dense'):.2f}x FLOPs")
+plot.effect_plot(iso)
+iso
 
 # %%
-gap = lambda d: np.mean(d["memory"]) - np.mean(d["dense"])
-check(ml.FACTUAL, seeds=cfg.seeds, scale=scale,
-      measured={"fact_memory": facts["memory"], "fact_dense": facts["dense"],
-                "control_memory": control["memory"], "control_dense": control["dense"]},
-      our_value=f"advantage on facts {gap(facts):+.3f}, on the control {gap(control):+.3f}")
+wide = f"dense {cfg.dense_flop_multiples[0]:g}x"
+b2 = check(ml.BEATS_2X, seeds=cfg.seeds, scale=scale,
+           measured={"memory_acc": facts["memory"], "dense2x_acc": facts[wide],
+                     "dense_flop_ratio": flops_of(wide) / flops_of("memory"), "dense2x_loss": fact_loss[wide],
+                     "dense_loss": fact_loss["dense"], **common},
+           our_value=f"memory {mean_sd(facts['memory'])} vs {wide} {mean_sd(facts[wide])}")
+plot.effect_plot(b2)
+b2
+
+# %%
+fig, ax = plot.subplots()
+pos = np.arange(2)
+for j, (name, color) in enumerate(zip(("dense", "memory"), plot.PALETTE)):
+    means = [np.mean(facts[name]), np.mean(control[name])]
+    sds = [np.std(facts[name]), np.std(control[name])]
+    ax.bar(pos + 0.38 * j, means, 0.38, yerr=sds, capsize=3, color=color, label=name)
+ax.set_xticks(pos + 0.19, [f"{cfg.n_facts} facts", "control (arithmetic)"])
+ax.set(title="Where memory helps", ylabel="accuracy (mean ± sd over seeds)", ylim=(0, 1.05))
+ax.legend()
+fa = check(ml.FACTUAL, seeds=cfg.seeds, scale=scale,
+           measured={"fact_memory": facts["memory"], "fact_dense": facts["dense"],
+                     "control_memory": control["memory"], "control_dense": control["dense"], **common},
+           our_value=f"advantage on facts {np.mean(ml.paired(facts['memory'], facts['dense'])):+.3f}, on the "
+                     f"control {np.mean(ml.paired(control['memory'], control['dense'])):+.3f}")
+plot.effect_plot(fa)
+fa
 
 # %% [markdown]
-# **What we see.** The verdicts above are computed from this run's numbers. In the book's `ci` run the memory
-# model did not beat the dense model at this size: it recalled *fewer* of the larger world's facts than the dense
-# FFN-4d model at about 0.85× its FLOPs, and fewer than the 2× dense model, while the two were
-# close on the control. Two things stand out. First, the memory is barely used: only a small fraction of its
-# values is ever selected (the right panel), so most of the added capacity is idle — the collapse that query
-# normalisation (and, in Lample et al., query BatchNorm) is meant to fight, and which our simple RMS-normalisation
-# does not fix here. Second, our dense models are not short of capacity: a 40k-parameter FFN network can hold a
-# thousand facts, and after 200 steps recall is limited by learning speed, not storage. The paper's regime — a
-# trillion tokens, dense models saturated, memories of a million values per layer — is the one where extra
-# capacity at no extra FLOPs pays; this chapter shows the mechanism and its cost exactly, and reports that the
-# benefit does not appear in a few hundred steps at d = 32. Scaling the experiment (`scale="full"`) is the way to
-# probe where it starts.
+# **What we see.**
+
+# %%
+gain = ml.paired(facts["memory"], facts["dense"])
+display(Markdown(
+    f"With the query BatchNorm the memory model reads {mean_sd(usage['memory'])} of its values and recalls "
+    f"{mean_sd(facts['memory'])} of the facts; without it, {mean_sd(usage['memory, no query BN'])} and "
+    f"{mean_sd(facts['memory, no query BN'])} (verdict on the component: **{v.label}**). Against the dense "
+    f"model ({mean_sd(facts['dense'])}) the paired gain is {mean_sd(gain)} (**{iso.label}**); against the "
+    f"{wide} model ({mean_sd(facts[wide])}) **{b2.label}**; larger on facts than on the control: "
+    f"**{fa.label}**. Each verdict's reason and preconditions are in its cell above. The dense models are "
+    f"limited by learning speed as much as by storage at {cfg.steps} steps, which is why their learning rates "
+    f"were tuned per width and the ladder is checked to improve with width before a claim is judged."))

@@ -35,53 +35,124 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from . import ops
 from .core import arithmetic, flops, tinylm
 from .core.facts import Facts, sample_facts
-from .core.claims import Claim
+from .core.claims import Claim, Effect, Precondition, at_least, at_most
 from .core.config import make_config
 from .core.seeding import seeded, torch_generator
 from .core.train import lr_at
 
 config = make_config({
-    "smoke": {"seeds": [0], "n_facts": [64, 128], "n_relations": 8, "n_objects": 64, "steps": 15,
-              "batch_size": 64, "lr": 1e-2, "value_lr_mult": 10.0, "d_model": 32, "n_keys": 16, "heads": 2,
-              "knn": 4, "k_dim": 16, "dense_flop_multiples": [2.0], "control_problems": 100,
-              "control_batch_size": 16, "lookup_sizes": [8, 16, 32], "lookup_tokens": 256},
-    "ci": {"seeds": [0, 1, 2], "n_facts": [256, 1024], "n_relations": 8, "n_objects": 64, "steps": 200,
-           "batch_size": 256, "lr": 1e-2, "value_lr_mult": 10.0, "d_model": 32, "n_keys": 64, "heads": 2,
-           "knn": 8, "k_dim": 16, "dense_flop_multiples": [2.0, 4.0], "control_problems": 1000,
-           "control_batch_size": 64, "lookup_sizes": [16, 32, 64, 128, 256], "lookup_tokens": 1024},
-    "full": {"seeds": [0, 1, 2, 3, 4], "n_facts": [4096, 16384], "n_relations": 16, "n_objects": 256,
-             "steps": 5000, "batch_size": 512, "lr": 2e-3, "value_lr_mult": 10.0, "d_model": 128, "n_keys": 256,
-             "heads": 4, "knn": 16, "k_dim": 64, "dense_flop_multiples": [2.0, 4.0], "control_problems": 10000,
+    "smoke": {"seeds": [0], "n_facts": 128, "n_relations": 8, "n_objects": 64, "steps": 15, "batch_size": 64,
+              "lr_centres": {"dense": 3e-2, "memory": 1e-2, "dense 2x": 1e-2}, "lr_factors": [1 / 3, 1, 3],
+              "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
+              "d_model": 32, "n_keys": 16, "heads": 2, "knn": 4, "k_dim": 16, "dense_flop_multiples": [2.0],
+              "usage_every": 5, "control_problems": 100, "control_batch_size": 16, "lookup_sizes": [8, 16, 32],
+              "lookup_tokens": 256},
+    "ci": {"seeds": [0, 1, 2], "n_facts": 1024, "n_relations": 8, "n_objects": 64, "steps": 200, "batch_size": 256,
+           "lr_centres": {"dense": 3e-2, "memory": 1e-2, "dense 2x": 1e-2}, "lr_factors": [1 / 3, 1, 3],
+           "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
+           "d_model": 32, "n_keys": 64, "heads": 2, "knn": 8, "k_dim": 16, "dense_flop_multiples": [2.0],
+           "usage_every": 25, "control_problems": 500, "control_batch_size": 32,
+           "lookup_sizes": [16, 32, 64, 128, 256], "lookup_tokens": 1024},
+    "full": {"seeds": [0, 1, 2, 3, 4], "n_facts": 16384, "n_relations": 16, "n_objects": 256, "steps": 5000,
+             "batch_size": 512,
+             "lr_centres": {"dense": 4e-3, "memory": 2e-3, "dense 2x": 2e-3, "dense 4x": 2e-3},
+             "lr_factors": [1 / 2, 1, 2], "tune_seed": 100, "value_lr_mult": 10.0,
+             "weight_decay": 0.1, "d_model": 128, "n_keys": 256, "heads": 4, "knn": 16, "k_dim": 64,
+             "dense_flop_multiples": [2.0, 4.0], "usage_every": 250, "control_problems": 10000,
              "control_batch_size": 128, "lookup_sizes": [16, 32, 64, 128, 256, 512, 1024], "lookup_tokens": 4096},
 })
+
+
+def paired(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """Per-seed differences a - b of two lists in seed order (the runs of one seed share a fact world)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired lists differ in length: {len(a)} vs {len(b)}")
+    return [float(x) - float(y) for x, y in zip(a, b)]
+
+
+_GRID = at_most("lr_grid_brackets", "lrs_at_grid_edge", 0,
+                rule="no architecture's learning rate, chosen on the held-out world, sits at the edge of its grid "
+                     "(count of those that do)")
+_DENSE_LEARNS = at_least("dense_learns", "dense_acc", 0.2,
+                         rule="the dense model recalls >= 20% of the facts on every seed (chance: 1/64)")
 
 ISO_FLOP = Claim(
     chapter="memory_layers", id="iso_flop",
     paper_statement="At matched compute, memory-augmented models clearly outperform dense models, most of all on "
                     "factual tasks",
-    paper_value="e.g. NQ 27.06 vs 25.24, MMLU 63.04 vs 59.68 (8B base + ~64B memory vs dense 8B, 1T tokens)",
-    criterion="On the larger fact world, the memory model (FLOPs per token at most the dense model's) recalls at "
-              "least 10 points more facts than the dense FFN-4d model, mean over >= 3 seeds",
-    test=lambda m: m["flop_ratio"] <= 1.0 and np.mean(m["memory_acc"]) - np.mean(m["dense_acc"]) >= 0.10,
+    paper_value="e.g. NQ 27.06 vs 25.24 (8B base + ~64B memory vs dense 8B, 1T tokens; unverified)",
+    criterion="The per-seed paired difference of fact accuracy memory - dense FFN-4d (memory FLOPs per token at "
+              "most the dense model's) is above 0 (95% t interval); refuted if it lies wholly below +0.05",
+    effects=[Effect("memory_minus_dense", lambda m: paired(m["memory_acc"], m["dense_acc"]), min_effect=0.05)],
+    preconditions=[at_most("iso_flop", "flop_ratio", 1.0, rule="memory FLOPs per token / dense <= 1"),
+                   _DENSE_LEARNS, _GRID],
+    examples=({"memory_acc": [0.9, 0.8, 0.85], "dense_acc": [0.4, 0.35, 0.45], "flop_ratio": 0.9,
+               "lrs_at_grid_edge": 0},
+              {"memory_acc": [0.4, 0.3, 0.42], "dense_acc": [0.4, 0.35, 0.45], "flop_ratio": 0.9,
+               "lrs_at_grid_edge": 0}),
 )
 
 BEATS_2X = Claim(
     chapter="memory_layers", id="beats_2x",
     paper_statement="Memory-augmented models outperform dense models with more than twice the compute budget",
     paper_value="8B+memory close to Llama2-7B trained on 2x the tokens with 10x the FLOPs (unverified summary)",
-    criterion="On the larger fact world, the memory model's mean fact accuracy is at least that of the dense "
-              "model with >= 2x its FLOPs per token (means over >= 3 seeds)",
-    test=lambda m: m["dense_flop_ratio"] >= 2.0 and np.mean(m["memory_acc"]) >= np.mean(m["dense2x_acc"]),
+    criterion="The per-seed paired difference of fact accuracy memory - dense with 2x its FLOPs per token is "
+              "above 0 (95% t interval)",
+    effects=[Effect("memory_minus_dense2x", lambda m: paired(m["memory_acc"], m["dense2x_acc"]))],
+    preconditions=[at_least("twice_the_flops", "dense_flop_ratio", 2.0 - 0.05,
+                            rule="dense 2x FLOPs per token / memory >= 1.95"),
+                   Precondition("loss_falls_with_width",
+                                "the 2x dense model's fact loss is below the dense model's (mean paired "
+                                "difference, nats, at equal steps)",
+                                lambda m: float(np.mean(paired(m["dense2x_loss"], m["dense_loss"]))),
+                                lambda v: v < 0),
+                   _GRID],
+    examples=({"memory_acc": [0.9, 0.8, 0.85], "dense2x_acc": [0.5, 0.45, 0.5], "dense_flop_ratio": 2.0,
+               "dense2x_loss": [2.0, 2.1, 2.0], "dense_loss": [2.5, 2.4, 2.6], "lrs_at_grid_edge": 0},
+              {"memory_acc": [0.4, 0.3, 0.42], "dense2x_acc": [0.5, 0.45, 0.5], "dense_flop_ratio": 2.0,
+               "dense2x_loss": [2.0, 2.1, 2.0], "dense_loss": [2.5, 2.4, 2.6], "lrs_at_grid_edge": 0}),
 )
+
+
+def _factual_gap(m) -> list[float]:
+    return paired(paired(m["fact_memory"], m["fact_dense"]), paired(m["control_memory"], m["control_dense"]))
+
 
 FACTUAL = Claim(
     chapter="memory_layers", id="factual",
     paper_statement="The gains of memory layers are largest on factual tasks",
     paper_value="largest gains on factual QA (NQ, TriviaQA) vs smaller on reasoning/coding",
-    criterion="The memory model's accuracy advantage over the dense model on the control task (modular "
-              "arithmetic) is smaller than its advantage on the larger fact world (means over >= 3 seeds)",
-    test=lambda m: (np.mean(m["control_memory"]) - np.mean(m["control_dense"])
-                    < np.mean(m["fact_memory"]) - np.mean(m["fact_dense"])),
+    criterion="Per seed, the memory model's accuracy advantage over dense on the fact world minus its advantage "
+              "on the control task (modular arithmetic) is above 0 (95% t interval)",
+    effects=[Effect("fact_gain_minus_control_gain", _factual_gap)],
+    preconditions=[at_least("control_learns", "control_dense", 0.3,
+                            rule="the dense model gets >= 30% of the control's digits right on every seed "
+                                 "(guessing: 10%)"),
+                   at_least("dense_learns", "fact_dense", 0.2,
+                            rule="the dense model recalls >= 20% of the facts on every seed (chance: 1/64)"),
+                   _GRID],
+    examples=({"fact_memory": [0.9, 0.8, 0.85], "fact_dense": [0.4, 0.35, 0.45], "control_memory": [0.5, 0.5, 0.6],
+               "control_dense": [0.5, 0.52, 0.58], "lrs_at_grid_edge": 0},
+              {"fact_memory": [0.4, 0.35, 0.45], "fact_dense": [0.4, 0.35, 0.45],
+               "control_memory": [0.6, 0.62, 0.7], "control_dense": [0.5, 0.52, 0.58], "lrs_at_grid_edge": 0}),
+)
+
+QUERY_BN = Claim(
+    chapter="memory_layers", id="query_batchnorm",
+    paper_statement="A BatchNorm on the query (the official code's mem_query_batchnorm, from Lample et al. 2019) "
+                    "spreads the lookups over more of the memory",
+    paper_value="Lample et al. (2019): keys used 25.8% without, 80.3% with query BatchNorm (unverified)",
+    criterion="The per-seed paired difference of value usage (fraction of values any fact selects) memory with "
+              "- without the query BatchNorm, same learning rate and data, is above 0 (95% t interval); refuted "
+              "if it lies wholly below +0.05",
+    effects=[Effect("usage_with_minus_without_bn", lambda m: paired(m["usage_bn"], m["usage_no_bn"]),
+                    min_effect=0.05)],
+    preconditions=[at_least("memory_learns", lambda m: m["acc_bn"] + m["acc_no_bn"], 0.1,
+                            rule="both memory models recall >= 10% of the facts on every seed (chance: 1/64)")],
+    examples=({"usage_bn": [0.5, 0.6, 0.55], "usage_no_bn": [0.2, 0.18, 0.21], "acc_bn": [0.9, 0.8, 0.9],
+               "acc_no_bn": [0.3, 0.3, 0.4]},
+              {"usage_bn": [0.2, 0.19, 0.2], "usage_no_bn": [0.2, 0.18, 0.21], "acc_bn": [0.9, 0.8, 0.9],
+               "acc_no_bn": [0.3, 0.3, 0.4]}),
 )
 
 
@@ -156,23 +227,26 @@ class MemoryPlus(nn.Module):
     r"""Memory+ (Eq. 3): out = W_2 (y ⊙ SiLU(W_1 x)), with y the product-key lookup of Eqs. (1)-(2).
 
     The query projection is d -> heads·k_dim (with bias); each head has two sub-key tables [n_keys, k_dim/2];
-    `values` is a shared [n_keys^2, d] parameter (pass the same one to every memory layer). `query_norm`
-    RMS-normalises each query half before scoring (the paper's optional normalisation for stability, §3.1.4).
-    The lookup runs through `icml25.ops.embedding_bag` (the compiled kernel when it built).
+    `values` is a shared [n_keys^2, d] parameter (pass the same one to every memory layer). `query_batchnorm`
+    puts a BatchNorm1d over the heads·k_dim query features after the projection, as the official code's
+    ``mem_query_batchnorm`` option (Lample et al., 2019, introduced it to spread queries over the keys: without it
+    a query cone reaches few sub-keys). The lookup runs through `icml25.ops.embedding_bag` (the compiled kernel
+    when it built).
     """
 
     def __init__(self, d_model: int, values: nn.Parameter, heads: int, knn: int, k_dim: int,
-                 query_norm: bool = False, seed: int = 0):
+                 query_batchnorm: bool = False, seed: int = 0):
         super().__init__()
         n_keys = check_memory_shape(values.shape[0], knn, k_dim, heads)
         if values.shape[1] != d_model:
             raise ValueError(f"values have dimension {values.shape[1]}; the model's is d_model={d_model}")
-        self.heads, self.knn, self.k_dim, self.n_keys, self.query_norm = heads, knn, k_dim, n_keys, query_norm
+        self.heads, self.knn, self.k_dim, self.n_keys = heads, knn, k_dim, n_keys
         self.values = values
         with seeded(seed, "memory_plus"):
             self.query = nn.Linear(d_model, heads * k_dim, bias=True)
             nn.init.xavier_uniform_(self.query.weight)
             nn.init.zeros_(self.query.bias)
+            self.query_bn = nn.BatchNorm1d(heads * k_dim) if query_batchnorm else None
             bound = k_dim ** -0.5
             self.subkeys = nn.Parameter(torch.empty(2, heads, n_keys, k_dim // 2).uniform_(-bound, bound))
             self.w1 = nn.Linear(d_model, d_model, bias=False)
@@ -180,13 +254,16 @@ class MemoryPlus(nn.Module):
             for w in (self.w1, self.w2):
                 nn.init.normal_(w.weight, std=d_model ** -0.5)
 
+    def queries(self, x: torch.Tensor) -> torch.Tensor:
+        """The queries [T, H, k_dim] of tokens `x` [T, d] (batch-normalised when the layer has `query_bn`)."""
+        q = self.query(x)
+        if self.query_bn is not None:
+            q = self.query_bn(q)
+        return q.view(-1, self.heads, self.k_dim)
+
     def lookup(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Selected value indices [T, H·knn] and their weights [T, H·knn] (each head's softmax sums to 1)."""
-        q = self.query(x).view(-1, self.heads, self.k_dim)
-        if self.query_norm:
-            half = self.k_dim // 2
-            q = torch.cat([F.rms_norm(q[..., :half], (half,)), F.rms_norm(q[..., half:], (half,))], dim=-1)
-        scores, index = product_key_topk(q, self.subkeys[0], self.subkeys[1], self.knn)
+        scores, index = product_key_topk(self.queries(x), self.subkeys[0], self.subkeys[1], self.knn)
         weights = torch.softmax(scores.float(), dim=-1).to(x.dtype)  # Eq. (2), per head
         return index.flatten(1), weights.flatten(1)
 
@@ -207,7 +284,7 @@ class Arch:
     name: str
     d_ff: int
     memory_layers: tuple[int, ...] = ()
-    query_norm: bool = False
+    query_batchnorm: bool = True
 
 
 def tiny_llama(vocab_size: int, d_model: int, d_ff: int, seed: int, n_layers: int = 2, n_heads: int = 4,
@@ -221,7 +298,7 @@ def tiny_llama(vocab_size: int, d_model: int, d_ff: int, seed: int, n_layers: in
 
 
 def add_memory(model: LlamaForCausalLM, layers: Sequence[int], n_keys: int, heads: int, knn: int, k_dim: int,
-               query_norm: bool = False, seed: int = 0) -> nn.Parameter:
+               query_batchnorm: bool = True, seed: int = 0) -> nn.Parameter:
     """Replace the feed-forward block of `layers` by Memory+ layers sharing one value pool; return the pool."""
     n_layers = model.config.num_hidden_layers
     bad = [i for i in layers if not 0 <= i < n_layers]
@@ -230,7 +307,8 @@ def add_memory(model: LlamaForCausalLM, layers: Sequence[int], n_keys: int, head
     d = model.config.hidden_size
     values = new_values(n_keys * n_keys, d, seed)
     for i in layers:
-        model.model.layers[i].mlp = MemoryPlus(d, values, heads, knn, k_dim, query_norm, seed=seed + 1000 * i)
+        model.model.layers[i].mlp = MemoryPlus(d, values, heads, knn, k_dim, query_batchnorm,
+                                             seed=seed + 1000 * i)
     return values
 
 
@@ -241,9 +319,11 @@ def memory_flops_per_token(d_model: int, n_keys: int, heads: int, knn: int, k_di
     return 2 * macs
 
 
-def memory_params(d_model: int, n_keys: int, heads: int, k_dim: int) -> int:
-    """Parameters of one Memory+ layer without its (shared) values: query, sub-keys, W_1, W_2."""
-    return d_model * heads * k_dim + heads * k_dim + heads * n_keys * k_dim + 2 * d_model * d_model
+def memory_params(d_model: int, n_keys: int, heads: int, k_dim: int, query_batchnorm: bool = True) -> int:
+    """Parameters of one Memory+ layer without its (shared) values: query (and its BatchNorm's scale and shift),
+    sub-keys, W_1, W_2."""
+    query = d_model * heads * k_dim + heads * k_dim + (2 * heads * k_dim if query_batchnorm else 0)
+    return query + heads * n_keys * k_dim + 2 * d_model * d_model
 
 
 def flops_per_token(model: LlamaForCausalLM, seq_len: int) -> float:
@@ -271,7 +351,7 @@ def build(arch: Arch, vocab_size: int, cfg, seed: int, seq_len: int) -> tuple[Ll
     values = None
     if arch.memory_layers:
         values = add_memory(model, arch.memory_layers, cfg.n_keys, cfg.heads, cfg.knn, cfg.k_dim,
-                            arch.query_norm, seed)
+                            arch.query_batchnorm, seed)
     return model, values
 
 
@@ -349,17 +429,20 @@ def task_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> 
 
 
 @torch.no_grad()
-def accuracy(model: nn.Module, task: Task, batch_size: int = 1024) -> float:
-    """Fraction of scored positions where the greedy next token is the target (teacher forcing)."""
+def evaluate(model: nn.Module, task: Task, batch_size: int = 1024) -> tuple[float, float]:
+    """(accuracy, loss) over the scored positions: the fraction where the greedy next token is the target
+    (teacher forcing) and the mean cross-entropy (nats). Leaves the model in eval mode."""
     model.eval()
     hits = total = 0
+    loss = 0.0
     for start in range(0, len(task.inputs), batch_size):
         x, t = task.inputs[start:start + batch_size], task.targets[start:start + batch_size]
-        pred = model(input_ids=x).logits.argmax(-1)
+        logits = model(input_ids=x).logits
         mask = t != -100
-        hits += int((pred[mask] == t[mask]).sum())
+        hits += int((logits.argmax(-1)[mask] == t[mask]).sum())
+        loss += float(F.cross_entropy(logits[mask], t[mask], reduction="sum"))
         total += int(mask.sum())
-    return hits / total
+    return hits / total, loss / total
 
 
 def batches(task: Task, batch_size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -369,20 +452,32 @@ def batches(task: Task, batch_size: int, seed: int) -> Iterator[tuple[torch.Tens
         yield task.inputs[idx], task.targets[idx]
 
 
-def train(model: nn.Module, task: Task, steps: int, batch_size: int, lr: float, seed: int,
-          values: nn.Parameter | None = None, value_lr_mult: float = 1.0) -> list[float]:
-    """AdamW (0.9, 0.95) with the core's warmup-cosine schedule; the shared memory values (if any) get their
-    own parameter group at `value_lr_mult` × the learning rate and no weight decay. Returns the loss curve."""
+def param_groups(model: nn.Module, lr: float, values: nn.Parameter | None, value_lr_mult: float,
+                 weight_decay: float) -> list[dict]:
+    """AdamW groups as in the official code: the shared values train at their own fixed learning rate
+    (``value_fixed_lr``: 1e-3 against a base 1e-4 in the released configs, so `value_lr_mult` = 10), and one
+    weight decay applies to every group, values included."""
     others = [p for p in model.parameters() if values is None or p is not values]
-    groups = [{"params": others, "mult": 1.0, "weight_decay": 0.1}]
+    groups = [{"params": others, "base_lr": lr, "weight_decay": weight_decay}]
     if values is not None:
-        groups.append({"params": [values], "mult": value_lr_mult, "weight_decay": 0.0})
-    opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95))
-    data, losses = batches(task, batch_size, seed), []
-    model.train()
+        groups.append({"params": [values], "base_lr": lr * value_lr_mult, "weight_decay": weight_decay})
+    return groups
+
+
+def train(model: nn.Module, task: Task, steps: int, batch_size: int, lr: float, seed: int,
+          values: nn.Parameter | None = None, value_lr_mult: float = 1.0, weight_decay: float = 0.1,
+          probe_every: int = 0) -> tuple[list[float], list[tuple[int, float]]]:
+    """AdamW (0.9, 0.95), gradient clipping at 1, the core's warmup-cosine schedule on every group (see
+    `param_groups`). Returns the loss curve and, every `probe_every` steps (and at the end) for a memory model,
+    (step, value usage on the task)."""
+    opt = torch.optim.AdamW(param_groups(model, lr, values, value_lr_mult, weight_decay), lr=lr, betas=(0.9, 0.95))
+    data, losses, usage = batches(task, batch_size, seed), [], []
     for step in range(steps):
+        if values is not None and probe_every and step % probe_every == 0:
+            usage.append((step, value_usage(model, task)))
+        model.train()
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, steps, lr, max(1, steps // 20)) * group["mult"]
+            group["lr"] = lr_at(step, steps, group["base_lr"], max(1, steps // 20))
         loss = task_loss(model, *next(data))
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -390,52 +485,115 @@ def train(model: nn.Module, task: Task, steps: int, batch_size: int, lr: float, 
         opt.step()
         losses.append(float(loss.detach()))
     model.eval()
-    return losses
+    if values is not None and probe_every:
+        usage.append((steps, value_usage(model, task)))
+    return losses, usage
 
 
 @torch.no_grad()
 def value_usage(model: nn.Module, task: Task) -> float:
-    """Fraction of the shared values selected by at least one token of `task` in any memory layer."""
-    used, n_values = None, None
-    for layer in model.model.layers:
-        if isinstance(layer.mlp, MemoryPlus):
-            captured = []
-            handle = layer.mlp.register_forward_hook(lambda mod, inp, out: captured.append(mod.lookup(
-                inp[0].reshape(-1, inp[0].shape[-1]))[0]))
-            model(input_ids=task.inputs)
-            handle.remove()
-            n_values = layer.mlp.values.shape[0]
-            hit = torch.zeros(n_values, dtype=torch.bool)
-            hit[captured[0].flatten()] = True
-            used = hit if used is None else used | hit
-    if used is None:
+    """Fraction of the shared values selected by at least one token of `task` in any memory layer (eval mode:
+    a query BatchNorm uses its running statistics). Leaves the model in eval mode."""
+    model.eval()
+    layers = [layer.mlp for layer in model.model.layers if isinstance(layer.mlp, MemoryPlus)]
+    if not layers:
         raise ValueError("the model has no memory layer")
+    captured = []
+    hooks = [m.register_forward_hook(lambda mod, inp, out: captured.append(
+        mod.lookup(inp[0].reshape(-1, inp[0].shape[-1]))[0])) for m in layers]
+    model(input_ids=task.inputs)
+    for h in hooks:
+        h.remove()
+    used = torch.zeros(layers[0].values.shape[0], dtype=torch.bool)
+    for index in captured:
+        used[index.flatten()] = True
     return float(used.float().mean())
 
 
 def architectures(cfg, vocab_size: int, seq_len: int) -> list[Arch]:
-    """Dense FFN-4d, the same with its second FFN replaced by memory (≈ iso-FLOP), and dense models whose FFN
-    is widened to `dense_flop_multiples` × the memory model's FLOPs per token."""
+    """The FLOP ladder: dense FFN-4d; the same with its second FFN replaced by Memory+ with the query BatchNorm
+    (≈ iso-FLOP); the memory model without the BatchNorm (the component's ablation); dense models whose FFN is
+    widened to `dense_flop_multiples` × the memory model's FLOPs per token."""
     d = cfg.d_model
     memory = Arch("memory", 4 * d, (1,))
     mem_model, _ = build(memory, vocab_size, cfg, 0, seq_len)
     mem_flops = flops_per_token(mem_model, seq_len)
     wider = [Arch(f"dense {m:g}x", dense_ff_for_flops(m * mem_flops, vocab_size, d, seq_len))
              for m in cfg.dense_flop_multiples]
-    return [Arch("dense", 4 * d), memory, *wider]
+    return [Arch("dense", 4 * d), memory, Arch("memory, no query BN", 4 * d, (1,), False), *wider]
 
 
-def run(arch: Arch, task: Task, cfg, seed: int, batch_size: int | None = None) -> dict:
-    """Train `arch` on `task` from `seed` (batch `batch_size`, default `cfg.batch_size`); its accuracy, FLOPs
-    per token, parameters, value usage and training time."""
+#: the ablation trains at the memory model's learning rate: only the BatchNorm differs
+LR_OF = {"memory, no query BN": "memory"}
+
+
+def run(arch: Arch, task: Task, cfg, seed: int, lr: float, batch_size: int | None = None,
+        probe_every: int = 0) -> dict:
+    """Train `arch` on `task` from `seed` at base learning rate `lr` (batch `batch_size`, default
+    `cfg.batch_size`); its final accuracy and loss, FLOPs per token, parameters, value usage (and usage over
+    training every `probe_every` steps), loss curve and training time."""
     seq_len = task.inputs.shape[1]
     model, values = build(arch, task.vocab_size, cfg, seed, seq_len)
     start = time.perf_counter()
-    losses = train(model, task, cfg.steps, batch_size or cfg.batch_size, cfg.lr, seed, values, cfg.value_lr_mult)
-    return {"arch": arch.name, "task": task.name, "seed": seed, "accuracy": accuracy(model, task),
+    losses, usage_curve = train(model, task, cfg.steps, batch_size or cfg.batch_size, lr, seed, values,
+                                cfg.value_lr_mult, cfg.weight_decay, probe_every)
+    acc, loss = evaluate(model, task)
+    return {"arch": arch.name, "task": task.name, "seed": seed, "lr": lr, "accuracy": acc, "loss": loss,
             "flops_per_token": flops_per_token(model, seq_len), "params": tinylm.n_params(model),
-            "usage": value_usage(model, task) if values is not None else None, "losses": losses,
-            "seconds": time.perf_counter() - start}
+            "usage": value_usage(model, task) if values is not None else None, "usage_curve": usage_curve,
+            "losses": losses, "seconds": time.perf_counter() - start}
+
+
+def lr_grid(cfg, name: str) -> list[float]:
+    """The learning rates tried for architecture `name`: `cfg.lr_factors` × its centre in `cfg.lr_centres`."""
+    return [cfg.lr_centres[name] * f for f in cfg.lr_factors]
+
+
+def tune_learning_rates(cfg) -> list[dict]:
+    """Every architecture of the ladder but the ablation, trained at every learning rate of its grid
+    (`lr_grid`) on a held-out fact world (drawn from `cfg.tune_seed`, which no claim uses), one run dict each
+    (see `run`)."""
+    task = fact_task(fact_world(cfg.n_facts, cfg.tune_seed, cfg.n_relations, cfg.n_objects))
+    archs = [a for a in architectures(cfg, task.vocab_size, task.inputs.shape[1]) if a.name not in LR_OF]
+    return [run(arch, task, cfg, cfg.tune_seed, lr) for arch in archs for lr in lr_grid(cfg, arch.name)]
+
+
+def chosen_learning_rates(tuning: Sequence[dict]) -> dict[str, float]:
+    """Per architecture, the learning rate with the lowest final loss on the held-out world."""
+    best: dict[str, dict] = {}
+    for r in tuning:
+        if r["arch"] not in best or r["loss"] < best[r["arch"]]["loss"]:
+            best[r["arch"]] = r
+    return {name: r["lr"] for name, r in best.items()}
+
+
+def lrs_at_grid_edge(tuning: Sequence[dict]) -> list[str]:
+    """The architectures whose chosen learning rate is the smallest or largest of their grid (the grid does not
+    bracket their optimum)."""
+    chosen = chosen_learning_rates(tuning)
+    grids = {name: sorted(r["lr"] for r in tuning if r["arch"] == name) for name in chosen}
+    return [name for name, lr in chosen.items() if lr in (grids[name][0], grids[name][-1])]
+
+
+def scaling_experiment(cfg, lrs: dict[str, float]) -> list[dict]:
+    """Every training run of the comparison, one dict each (see `run`), for each seed: every architecture on the
+    fact world drawn from the seed (memory models probed for value usage during training), and dense and memory
+    on the control task (batch `control_batch_size`); each at its learning rate from `lrs`."""
+    runs = []
+    for seed in cfg.seeds:
+        task = fact_task(fact_world(cfg.n_facts, seed, cfg.n_relations, cfg.n_objects))
+        for arch in architectures(cfg, task.vocab_size, task.inputs.shape[1]):
+            runs.append(run(arch, task, cfg, seed, lrs[LR_OF.get(arch.name, arch.name)],
+                            probe_every=cfg.usage_every if arch.memory_layers else 0))
+        control = control_task(cfg.control_problems, seed)
+        for arch in architectures(cfg, control.vocab_size, control.inputs.shape[1])[:2]:
+            runs.append(run(arch, control, cfg, seed, lrs[arch.name], cfg.control_batch_size))
+    return runs
+
+
+def select(runs: Sequence[dict], key: str = "accuracy", **where) -> list:
+    """`key` of the runs matching every `where` condition, in seed order."""
+    return [r[key] for r in runs if all(r[k] == v for k, v in where.items())]
 
 
 def lookup_cost(n_keys_list: Sequence[int], d_model: int, heads: int, knn: int, k_dim: int,
@@ -452,28 +610,3 @@ def lookup_cost(n_keys_list: Sequence[int], d_model: int, heads: int, knn: int, 
             fn(q, k1, k2, min(knn, n))
             out[name].append((time.perf_counter() - start) / n_tokens)
     return out
-
-
-def scaling_experiment(cfg) -> list[dict]:
-    """Every training run of the scaling notebook, one dict each (see `run`), for each seed: on the largest
-    fact world (drawn from the seed) every architecture and the memory model with query normalisation; on the
-    smaller worlds dense and memory; on the control task dense and memory (batch `control_batch_size`)."""
-    runs = []
-    for seed in cfg.seeds:
-        for n_facts in cfg.n_facts:
-            task = fact_task(fact_world(n_facts, seed, cfg.n_relations, cfg.n_objects))
-            archs = architectures(cfg, task.vocab_size, task.inputs.shape[1])
-            if n_facts == max(cfg.n_facts):
-                archs.append(Arch("memory + query norm", 4 * cfg.d_model, (1,), True))
-            else:
-                archs = archs[:2]
-            runs += [dict(run(arch, task, cfg, seed), n_facts=n_facts) for arch in archs]
-        control = control_task(cfg.control_problems, seed)
-        for arch in architectures(cfg, task.vocab_size, task.inputs.shape[1])[:2]:
-            runs.append(dict(run(arch, control, cfg, seed, cfg.control_batch_size), n_facts=None))
-    return runs
-
-
-def select(runs: Sequence[dict], key: str = "accuracy", **where) -> list:
-    """`key` of the runs matching every `where` condition, in seed order."""
-    return [r[key] for r in runs if all(r[k] == v for k, v in where.items())]
