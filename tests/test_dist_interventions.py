@@ -120,3 +120,57 @@ def test_task_rules_and_positions_by_enumeration():
     assert di.edge_positions(5, 2) == [0, 1, 3, 4]
     assert di.edge_positions(3, 2) == [0, 1, 2]
     assert (di.corrupt(d, 0.0, 0) == d).all()
+
+
+def test_noisy_loreft_has_fixed_sigma_and_its_mean_is_loreft_with_the_same_weights():
+    noisy, plain = di.NoisyLoReFT(D, RANK, seed=6), di.LoReFT(D, RANK, seed=6)
+    h = torch.randn(7, D)
+    _, sigma = noisy.mu_sigma(h)
+    assert torch.equal(sigma, torch.full((7, RANK), di.SIGMA_CLAMP[1]))
+    noisy.mode = "mean"
+    assert torch.allclose(noisy(h), plain(h), atol=1e-6)  # same seed: the same R, W, b
+    noisy.mode = "sample"
+    spread = torch.stack([(noisy(h) - plain(h)) @ noisy.R.T.detach() for _ in range(2000)]).std(0)
+    assert torch.allclose(spread, torch.full_like(spread, di.SIGMA_CLAMP[1]), rtol=0.1)
+
+
+def _run(where, method, seed, clean, perturbed):
+    cond = {"noise 0": clean, "noise 0.5": perturbed[0], "corrupt 0.1": perturbed[1]}
+    return di.Run(where, method, seed, [], cond, cond, float("nan"))
+
+
+def test_drop_slope_and_claim_measurements_by_hand():
+    cfg = di.config("smoke", layers=[0, 1], seeds=[0, 1])
+    # LoReFT loses 0.2 at layer 0 and 0.1 at layer 1; D-ReFT 0.1 and 0.1; the control 0.15 at layer 0
+    runs = [_run("layer 0", "loreft", s, 1.0, (0.8, 0.8)) for s in (0, 1)]
+    runs += [_run("layer 0", "dreft", s, 0.98, (0.88, 0.88)) for s in (0, 1)]
+    runs += [_run("layer 0", "noisy_loreft", s, 0.96, (0.81, 0.81)) for s in (0, 1)]
+    runs += [_run("layer 1", m, s, 0.95, (0.85, 0.85)) for m in ("loreft", "dreft") for s in (0, 1)]
+    assert np.allclose(di.drop(runs, "layer 0", "loreft", cfg), [0.2, 0.2])
+    m = di.measure_claims(runs, cfg)
+    assert np.allclose(m["drop_advantage"], [0.1, 0.1])
+    assert np.allclose(m["drop_advantage_over_noise"], [0.05, 0.05])
+    assert np.allclose(m["clean_gain"], [-0.02, -0.02])
+    assert np.allclose(m["advantage_slope"], [-0.1, -0.1])  # advantage 0.1 at layer 0, 0 at layer 1
+    assert m["min_clean_accuracy"] == 0.95 and np.allclose(m["loreft_drop_first_layer"], [0.2, 0.2])
+    assert di.ols_slope([0, 1, 2, 3], [3.0, 1.0, -1.0, -3.0]) == pytest.approx(-2.0)
+
+
+def test_placements_put_the_noise_control_at_the_first_layer_only():
+    p = di.placements(di.config("ci"))
+    assert list(p) == ["layer 0", "layer 1", "layer 2", "layer 3"]
+    assert set(p["layer 0"]) == set(di.METHODS) and set(p["layer 2"]) == {"loreft", "dreft"}
+    assert p["layer 2"]["dreft"] == {2: "dreft"}
+
+
+def test_fit_trains_in_rounds_until_the_training_set_is_learned():
+    model, tok = _tiny_base()
+    x = di.sample_digits(32, 4, 0, "t")
+    phi = di.make_intervention("loreft", 32, 4, seed=0)
+    steered = di.Steered(model, tok, {1: phi}, di.edge_positions(5, 2))
+    never = di.fit(steered, x, di.rule_answer(x, "B"), di.config("smoke", steps=4, max_rounds=3,
+                                                                   converge_at=1.01), seed=0)
+    assert len(never) == 12  # an unreachable target: every round runs
+    done = di.fit(steered, x, di.rule_answer(x, "B"), di.config("smoke", steps=4, max_rounds=3,
+                                                                  converge_at=0.0), seed=0)
+    assert len(done) == 4  # reached after the first round

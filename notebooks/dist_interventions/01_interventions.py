@@ -65,7 +65,7 @@ positions = di.edge_positions(n_digits + 1, cfg.n_edge)
 train_x = di.sample_digits(cfg.n_train, n_digits, seed, "reft-train")
 test_x = di.sample_digits(cfg.n_test, n_digits, seed, "reft-test")
 fitted = {}
-for method in di.METHODS:
+for method in ("loreft", "dreft"):
     phi = di.make_intervention(method, z.model.config.hidden_size, cfg.rank, seed)
     steered = di.Steered(z.model, z.tokenizer, {0: phi}, positions)
     losses = di.fit(steered, train_x, di.rule_answer(train_x, "B"), cfg, seed)
@@ -84,7 +84,7 @@ for method in di.METHODS:
 digits = np.repeat(np.arange(10)[:, None], n_digits, axis=1)
 h = di.layer_states(z.model, z.tokenizer, digits, 0, [0])
 fig, axes = plt.subplots(1, 2, figsize=(10, 4.5))
-for ax, method in zip(axes, di.METHODS):
+for ax, method in zip(axes, fitted):
     view = di.subspace_view(fitted[method][0], h, n_samples)
     for k in range(10):
         c = plot.PALETTE[k % len(plot.PALETTE)]

@@ -19,7 +19,8 @@ An optional information-bottleneck term adds
 
     (5)  β · KL(N(μ, σ²) ‖ N(0, I)) = β · ½ Σ_i (σ_i² + μ_i² − 1 − log σ_i²)
 
-to the task loss (off by default: the paper reports it does better without).
+to the task loss (off by default: the paper reports it does better without). The control `NoisyLoReFT` is
+LoReFT with fixed noise, z = W h + b + σ₀ ε: it trains through noise like D-ReFT but learns no σ(h).
 
 Interventions are attached with forward hooks to the outputs (the residual stream) of chosen decoder layers at the
 first and last `n_edge` prompt positions (the paper's "f7+l7" with shared weights), and only their parameters are
@@ -38,27 +39,27 @@ import torch
 from torch import nn
 
 from .core import tinylm, zoo
-from .core.claims import Claim
+from .core.claims import Claim, Effect, at_least
 from .core.config import make_config
 from .core.seeding import numpy_rng, seeded, torch_generator
 from .core.train import train
 
 DIGITS = "0123456789"
 RULES = ("A", "B")
-METHODS = ("loreft", "dreft")
+METHODS = ("loreft", "dreft", "noisy_loreft")
 LOGVAR_CLAMP = (-14.0, -3.2)
 SIGMA_CLAMP = (0.001, 0.2)
 
 config = make_config({
-    "smoke": {"seeds": [0], "n_train": 64, "n_test": 200, "rank": 4, "n_edge": 2, "steps": 15, "lr": 1e-2,
-              "batch_size": 16, "beta_kl": 0.0, "noise_levels": [0.0, 0.5], "corrupt_rates": [0.1],
-              "layers": [0, 3], "hybrid": True},
-    "ci": {"seeds": [0, 1, 2], "n_train": 256, "n_test": 500, "rank": 4, "n_edge": 2, "steps": 60, "lr": 1e-2,
-           "batch_size": 32, "beta_kl": 0.0, "noise_levels": [0.0, 0.5, 1.0], "corrupt_rates": [0.1, 0.2],
-           "layers": [0, 1, 2, 3], "hybrid": True},
-    "full": {"seeds": [0, 1, 2, 3, 4], "n_train": 256, "n_test": 5000, "rank": 4, "n_edge": 2, "steps": 600,
-             "lr": 3e-3, "batch_size": 64, "beta_kl": 0.0, "noise_levels": [0.0, 0.25, 0.5, 1.0, 1.5],
-             "corrupt_rates": [0.05, 0.1, 0.2], "layers": [0, 1, 2, 3], "hybrid": True},
+    "smoke": {"seeds": [0], "n_train": 64, "n_test": 200, "rank": 8, "n_edge": 2, "steps": 15, "lr": 3e-2,
+              "max_rounds": 1, "converge_at": 0.98, "batch_size": 16, "beta_kl": 0.0, "noise_levels": [0.0, 0.5], "corrupt_rates": [0.1],
+              "layers": [0, 3]},
+    "ci": {"seeds": [0, 1, 2, 3], "n_train": 256, "n_test": 500, "rank": 8, "n_edge": 2, "steps": 40, "lr": 3e-2,
+           "max_rounds": 6, "converge_at": 0.99, "batch_size": 32, "beta_kl": 0.0, "noise_levels": [0.0, 0.5, 1.0], "corrupt_rates": [0.1, 0.2],
+           "layers": [0, 1, 2, 3]},
+    "full": {"seeds": [0, 1, 2, 3, 4, 5, 6, 7], "n_train": 256, "n_test": 5000, "rank": 8, "n_edge": 2, "steps": 600,
+             "lr": 3e-3, "max_rounds": 4, "converge_at": 0.99, "batch_size": 64, "beta_kl": 0.0, "noise_levels": [0.0, 0.25, 0.5, 1.0, 1.5],
+             "corrupt_rates": [0.05, 0.1, 0.2], "layers": [0, 1, 2, 3]},
 })
 
 # The base model: a 4-layer tiny Llama (d = 32) trained on rule A; the zoo trains it once per scale and seed.
@@ -69,36 +70,73 @@ BASE_PRESETS = {
 }
 
 # --------------------------------------------------------------------------------------------------- claims
-# Declared before any experiment ran and not changed afterwards. "Perturbed" means every hidden-noise level > 0
-# and every token-corruption rate of the config; D-ReFT is evaluated as the paper does, sampling z at inference.
+# Declared before any ci run of the claims (the schedule was chosen on the convergence precondition alone, from
+# clean accuracies per layer). "Perturbed" means every hidden-noise level > 0 and every token-corruption rate of the
+# config; a method's *drop* is its clean accuracy minus its mean perturbed accuracy, per seed; stochastic
+# interventions are evaluated as the paper does, sampling z at inference. Accuracies are fractions (0.01 = 1 point).
+
+_CONVERGED = at_least("every_intervention_converges", "min_clean_accuracy", 0.9,
+                      "clean rule-B accuracy >= 0.9 for every method at every layer and seed")
+_BITES = at_least("perturbation_bites", "loreft_drop_first_layer", 0.03,
+                  "the perturbations cost LoReFT >= 3 points at the first layer on every seed")
 
 ROBUST = Claim(
     chapter="dist_interventions", id="robust",
-    paper_statement="Distribution-wise interventions are more robust than pointwise ones: under perturbation "
-                    "D-ReFT beats LoReFT",
+    paper_statement="Distribution-wise interventions are more robust than pointwise ones: perturbing the input "
+                    "costs D-ReFT less accuracy than LoReFT",
     paper_value="better than pointwise ReFT on 8 commonsense and 7 arithmetic benchmarks, robustness included",
-    criterion="At layer 0, accuracy averaged over the perturbed conditions: D-ReFT minus LoReFT is > 0 in the "
-              "mean over seeds and on a majority of seeds",
-    test=lambda m: np.mean(m["robust_gain"]) > 0 and sum(g > 0 for g in m["robust_gain"]) > len(m["robust_gain"]) / 2,
+    criterion="At the first layer, LoReFT's drop minus D-ReFT's drop (clean minus mean perturbed accuracy), paired "
+              "by seed, is > 0 (95% t interval); refuted if wholly below +1 point",
+    effects=[Effect("loreft_drop_minus_dreft_drop", "drop_advantage", min_effect=0.01)],
+    preconditions=[_CONVERGED, _BITES],
+    examples=({"drop_advantage": [0.03, 0.04, 0.05, 0.035], "min_clean_accuracy": 0.97,
+               "loreft_drop_first_layer": [0.1, 0.12, 0.09, 0.1]},
+              {"drop_advantage": [0.002, -0.003, 0.0, 0.001], "min_clean_accuracy": 0.97,
+               "loreft_drop_first_layer": [0.1, 0.12, 0.09, 0.1]}),
 )
 
 CLEAN = Claim(
     chapter="dist_interventions", id="clean",
     paper_statement="On clean inputs distribution-wise interventions match or beat pointwise ones",
     paper_value="higher average accuracy than LoReFT on the paper's benchmarks",
-    criterion="At layer 0 on clean inputs, D-ReFT's accuracy minus LoReFT's, mean over seeds, is ≥ −1 point",
-    test=lambda m: np.mean(m["clean_gain"]) >= -0.01,
+    criterion="At the first layer, clean D-ReFT minus LoReFT accuracy, paired by seed, is > -1 point "
+              "(non-inferiority: the 95% t interval lies above -0.01); refuted if wholly below it",
+    effects=[Effect("dreft_minus_loreft_clean", "clean_gain", null=-0.01)],
+    preconditions=[_CONVERGED],
+    examples=({"clean_gain": [0.0, 0.002, -0.002, 0.004], "min_clean_accuracy": 0.97},
+              {"clean_gain": [-0.05, -0.04, -0.06, -0.045], "min_clean_accuracy": 0.97}),
+)
+
+DISTRIBUTION = Claim(
+    chapter="dist_interventions", id="distribution",
+    paper_statement="The gain comes from learning a distribution of edits, not from training through noise: "
+                    "D-ReFT is more robust than LoReFT trained with fixed noise of the same scale",
+    paper_value="larger learned sigma goes with larger gains (the paper's analysis)",
+    criterion="At the first layer, the drop of LoReFT trained and run with fixed noise sigma0 = 0.2 in its "
+              "subspace minus D-ReFT's drop, paired by seed, is > 0 (95% t interval); refuted if wholly below "
+              "+1 point",
+    effects=[Effect("noisy_loreft_drop_minus_dreft_drop", "drop_advantage_over_noise", min_effect=0.01)],
+    preconditions=[_CONVERGED, _BITES],
+    examples=({"drop_advantage_over_noise": [0.03, 0.04, 0.05, 0.035], "min_clean_accuracy": 0.97,
+               "loreft_drop_first_layer": [0.1, 0.12, 0.09, 0.1]},
+              {"drop_advantage_over_noise": [0.002, -0.003, 0.0, 0.001], "min_clean_accuracy": 0.97,
+               "loreft_drop_first_layer": [0.1, 0.12, 0.09, 0.1]}),
 )
 
 EARLY = Claim(
     chapter="dist_interventions", id="early",
     paper_statement="Distribution-wise interventions are most effective in early layers",
     paper_value="largest gains when the stochastic intervention sits in the earliest layers",
-    criterion="D-ReFT's advantage (mean of its clean and perturbed gain over LoReFT, mean over seeds) is largest "
-              "at the earliest layer of all layers tested",
-    test=lambda m: int(np.argmax(m["advantage_by_layer"])) == 0,
+    criterion="D-ReFT's robustness advantage (LoReFT's drop minus D-ReFT's) falls with depth: its least-squares "
+              "slope against the layer index over all layers, one slope per seed, is < 0 (95% t interval); "
+              "refuted if wholly above -0.5 point per layer",
+    effects=[Effect("advantage_slope_per_layer", "advantage_slope", direction="less", min_effect=-0.005)],
+    preconditions=[_CONVERGED, _BITES],
+    examples=({"advantage_slope": [-0.02, -0.015, -0.025, -0.018], "min_clean_accuracy": 0.97,
+               "loreft_drop_first_layer": [0.1, 0.12, 0.09, 0.1]},
+              {"advantage_slope": [0.001, -0.002, 0.003, 0.0], "min_clean_accuracy": 0.97,
+               "loreft_drop_first_layer": [0.1, 0.12, 0.09, 0.1]}),
 )
-
 
 # ------------------------------------------------------------------------------------------- interventions
 def _check_rank(d: int, rank: int) -> None:
@@ -129,24 +167,19 @@ class LoReFT(nn.Module):
         return h + (self.target(h) - h @ R.T) @ R
 
 
-class DReFT(LoReFT):
-    """Eqs. (2)–(4): the target of the subspace is a sample z = μ(h) + σ(h) ⊙ ε. `mode` is "sample" (the
-    paper's training and inference) or "mean" (z = μ(h), deterministic). The last μ and σ are kept for the KL
-    term (5)."""
+class StochasticReFT(LoReFT):
+    """Eqs. (3)–(4): the target of the subspace is a sample z = μ(h) + σ(h) ⊙ ε. `mode` is "sample" (the paper's
+    training and inference) or "mean" (z = μ(h), deterministic). The last μ and σ are kept for the KL term (5).
+    Subclasses say where σ(h) comes from."""
 
-    def __init__(self, d: int, rank: int, seed: int = 0, logvar_clamp=LOGVAR_CLAMP, sigma_clamp=SIGMA_CLAMP):
+    def __init__(self, d: int, rank: int, seed: int = 0):
         super().__init__(d, rank, seed)
-        with seeded(seed, "dreft", d, rank):
-            self.logvar = nn.Linear(d, rank)  # self.source is W_μ, b_μ
-        self.logvar_clamp, self.sigma_clamp = logvar_clamp, sigma_clamp
         self.mode = "sample"
         self.generator = torch_generator(seed, "dreft-noise")
         self.last_mu = self.last_sigma = None
 
     def mu_sigma(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Eq. (2) with the clamps: μ(h) and σ(h) = exp(½ clamp(log σ²)) clamped again to `sigma_clamp`."""
-        logvar = self.logvar(h).clamp(*self.logvar_clamp)
-        return self.source(h), torch.exp(0.5 * logvar).clamp(*self.sigma_clamp)
+        raise NotImplementedError
 
     def target(self, h: torch.Tensor) -> torch.Tensor:
         mu, sigma = self.mu_sigma(h)
@@ -159,6 +192,36 @@ class DReFT(LoReFT):
         return mu + sigma * eps
 
 
+class DReFT(StochasticReFT):
+    """Eqs. (2)–(4): μ(h) = W_μ h + b_μ and a *learned* log σ²(h) = W_σ h + b_σ, clamped as the official code
+    does."""
+
+    def __init__(self, d: int, rank: int, seed: int = 0, logvar_clamp=LOGVAR_CLAMP, sigma_clamp=SIGMA_CLAMP):
+        super().__init__(d, rank, seed)
+        with seeded(seed, "dreft", d, rank):
+            self.logvar = nn.Linear(d, rank)  # self.source is W_μ, b_μ
+        self.logvar_clamp, self.sigma_clamp = logvar_clamp, sigma_clamp
+
+    def mu_sigma(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eq. (2) with the clamps: μ(h) and σ(h) = exp(½ clamp(log σ²)) clamped again to `sigma_clamp`."""
+        logvar = self.logvar(h).clamp(*self.logvar_clamp)
+        return self.source(h), torch.exp(0.5 * logvar).clamp(*self.sigma_clamp)
+
+
+class NoisyLoReFT(StochasticReFT):
+    """The control for D-ReFT: LoReFT whose target W h + b gets *fixed* Gaussian noise, z = W h + b + σ₀ ε, in
+    training and at inference (σ₀ defaults to D-ReFT's largest σ, the upper clamp). Same parameters as LoReFT;
+    what it lacks against D-ReFT is only a learned, input-dependent σ(h)."""
+
+    def __init__(self, d: int, rank: int, seed: int = 0, sigma0: float = SIGMA_CLAMP[1]):
+        super().__init__(d, rank, seed)
+        self.sigma0 = sigma0
+
+    def mu_sigma(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mu = self.source(h)
+        return mu, torch.full_like(mu, self.sigma0)
+
+
 def kl_standard_normal(mu: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
     """Eq. (5) without β: KL(N(μ, diag σ²) ‖ N(0, I)) summed over the subspace, averaged over the rest."""
     return 0.5 * (sigma ** 2 + mu ** 2 - 1 - torch.log(sigma ** 2)).sum(-1).mean()
@@ -167,7 +230,7 @@ def kl_standard_normal(mu: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
 def make_intervention(method: str, d: int, rank: int, seed: int) -> LoReFT:
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; valid methods: {', '.join(METHODS)}")
-    return (LoReFT if method == "loreft" else DReFT)(d, rank, seed)
+    return {"loreft": LoReFT, "dreft": DReFT, "noisy_loreft": NoisyLoReFT}[method](d, rank, seed)
 
 
 def edge_positions(length: int, n_edge: int) -> list[int]:
@@ -285,17 +348,20 @@ class Steered(nn.Module):
 
     def kl(self) -> torch.Tensor:
         terms = [kl_standard_normal(v.last_mu, v.last_sigma) for v in self.interventions.values()
-                 if isinstance(v, DReFT) and v.last_mu is not None]
+                 if isinstance(v, StochasticReFT) and v.last_mu is not None]
         return sum(terms) if terms else torch.zeros(())
 
     def set_mode(self, mode: str) -> None:
         for v in self.interventions.values():
-            if isinstance(v, DReFT):
+            if isinstance(v, StochasticReFT):
                 v.mode = mode
 
 
 def fit(steered: Steered, digits: np.ndarray, labels: np.ndarray, cfg, seed: int) -> list[float]:
-    """Train the interventions only (Adam-style, the base frozen) on the few-shot set; loss = CE + β·KL."""
+    """Train the interventions only (AdamW, the base frozen) on the few-shot set; loss = CE + β·KL. Training runs
+    in rounds of `cfg.steps` steps (each a warmup + cosine cycle) until the accuracy on the training set, scored
+    as at test time, reaches `cfg.converge_at`, for at most `cfg.max_rounds` rounds: every method at every layer
+    is trained to the same convergence target. Returns the loss of every step."""
     x, y = encode(steered.tok, digits), torch.as_tensor(labels)
     g = torch_generator(seed, "batches")
 
@@ -310,8 +376,14 @@ def fit(steered: Steered, digits: np.ndarray, labels: np.ndarray, cfg, seed: int
 
     steered.set_mode("sample")
     params = list(steered.interventions.parameters())
-    return train(steered, batches(), cfg.steps, lr=cfg.lr, weight_decay=0.0, loss_fn=loss_fn, params=params,
-                 desc="reft").losses
+    losses: list[float] = []
+    for _ in range(cfg.max_rounds):
+        losses += train(steered, batches(), cfg.steps, lr=cfg.lr, weight_decay=0.0, loss_fn=loss_fn, params=params,
+                        desc="reft").losses
+        with torch.no_grad():
+            if float((steered.logits(x).argmax(-1) == y).float().mean()) >= cfg.converge_at:
+                break
+    return losses
 
 
 @torch.no_grad()
@@ -345,7 +417,7 @@ def mean_sigma(steered: Steered, digits: np.ndarray) -> float:
 
 @dataclass
 class Run:
-    placement: str  # e.g. "layer 0", "hybrid"
+    placement: str  # e.g. "layer 0"
     method: str
     seed: int
     losses: list[float]
@@ -354,14 +426,11 @@ class Run:
     sigma: float
 
 
-def placements(cfg, n_layers: int) -> dict[str, dict[str, dict[int, str]]]:
-    """What is trained: each method at each single layer of `cfg.layers`, and (if `cfg.hybrid`) the paper's
-    hybrid — D-ReFT at layer 0 and LoReFT at every later layer — against LoReFT at every layer."""
-    out = {f"layer {l}": {m: {l: m} for m in METHODS} for l in cfg.layers}
-    if cfg.hybrid:
-        out["all layers"] = {"loreft": {l: "loreft" for l in range(n_layers)},
-                             "hybrid": {0: "dreft"} | {l: "loreft" for l in range(1, n_layers)}}
-    return out
+def placements(cfg) -> dict[str, dict[str, dict[int, str]]]:
+    """What is trained: LoReFT and D-ReFT alone at each single layer of `cfg.layers`, and the noise control
+    beside them at the first layer (where the claims that use it are tested)."""
+    return {f"layer {l}": {m: {l: m} for m in METHODS if m != "noisy_loreft" or l == cfg.layers[0]}
+            for l in cfg.layers}
 
 
 def run_experiment(cfg) -> list[Run]:
@@ -374,7 +443,7 @@ def run_experiment(cfg) -> list[Run]:
         test_x = sample_digits(cfg.n_test, n_digits, seed, "reft-test")
         train_y, test_y = rule_answer(train_x, "B"), rule_answer(test_x, "B")
         positions = edge_positions(n_digits + 1, cfg.n_edge)
-        for where, methods in placements(cfg, z.model.config.num_hidden_layers).items():
+        for where, methods in placements(cfg).items():
             for label, layer_methods in methods.items():
                 phis = {l: make_intervention(m, d, cfg.rank, seed + 1000 * l) for l, m in layer_methods.items()}
                 steered = Steered(z.model, z.tokenizer, phis, positions)
@@ -391,21 +460,39 @@ def table(runs: Sequence[Run], where: str, method: str, key: str, mode: str = "s
                      if r.placement == where and r.method == method])
 
 
-def gains(runs: Sequence[Run], where: str, cfg, mode: str = "sampled") -> dict[str, np.ndarray]:
-    """Per-seed D-ReFT − LoReFT accuracy at `where`: clean, perturbed (mean over perturbed conditions), and
-    the advantage (mean of the two)."""
-    perturbed = [f"noise {v:g}" for v in cfg.noise_levels if v > 0] + [f"corrupt {r:g}" for r in cfg.corrupt_rates]
-    diff = {k: table(runs, where, "dreft", k, mode) - table(runs, where, "loreft", k, mode)
-            for k in ["noise 0"] + perturbed}
-    clean, robust = diff["noise 0"], np.mean([diff[k] for k in perturbed], axis=0)
-    return {"clean": clean, "robust": robust, "advantage": (clean + robust) / 2}
+def perturbed_conditions(cfg) -> list[str]:
+    return [f"noise {v:g}" for v in cfg.noise_levels if v > 0] + [f"corrupt {r:g}" for r in cfg.corrupt_rates]
 
 
-def measure_claims(runs: Sequence[Run], cfg) -> dict[str, list[float]]:
+def drop(runs: Sequence[Run], where: str, method: str, cfg, mode: str = "sampled") -> np.ndarray:
+    """Per-seed robustness cost of `method` at `where`: clean accuracy minus the mean accuracy over the perturbed
+    conditions (a fraction; smaller is more robust)."""
+    perturbed = np.mean([table(runs, where, method, k, mode) for k in perturbed_conditions(cfg)], axis=0)
+    return table(runs, where, method, "noise 0", mode) - perturbed
+
+
+def ols_slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """Least-squares slope of y on x."""
+    return float(np.polyfit(np.asarray(x, float), np.asarray(y, float), 1)[0])
+
+
+def measure_claims(runs: Sequence[Run], cfg) -> dict[str, list[float] | float]:
+    """What the four claims test, per seed: at the first layer, LoReFT's (and noisy LoReFT's) drop minus D-ReFT's
+    and the clean D-ReFT − LoReFT gap; over all layers, the slope of D-ReFT's drop advantage against the layer;
+    and the preconditions (the lowest clean accuracy of any run, LoReFT's drop at the first layer)."""
     first = f"layer {cfg.layers[0]}"
-    g = gains(runs, first, cfg)
-    return {"robust_gain": g["robust"].tolist(), "clean_gain": g["clean"].tolist(),
-            "advantage_by_layer": [float(gains(runs, f"layer {l}", cfg)["advantage"].mean()) for l in cfg.layers]}
+    advantage = np.array([drop(runs, f"layer {l}", "loreft", cfg) - drop(runs, f"layer {l}", "dreft", cfg)
+                          for l in cfg.layers])  # (layers, seeds)
+    return {
+        "drop_advantage": advantage[0].tolist(),
+        "drop_advantage_over_noise": (drop(runs, first, "noisy_loreft", cfg) - drop(runs, first, "dreft", cfg)).tolist(),
+        "clean_gain": (table(runs, first, "dreft", "noise 0") - table(runs, first, "loreft", "noise 0")).tolist(),
+        "advantage_slope": [ols_slope(cfg.layers, advantage[:, i]) for i in range(advantage.shape[1])]
+        if len(cfg.layers) > 1 else [],
+        "advantage_by_layer": advantage.mean(1).tolist(),
+        "min_clean_accuracy": float(min(r.sampled["noise 0"] for r in runs)),
+        "loreft_drop_first_layer": drop(runs, first, "loreft", cfg).tolist(),
+    }
 
 
 # ------------------------------------------------------------------------------------ looking inside (nb 01)
@@ -422,12 +509,12 @@ def subspace_view(phi: LoReFT, h: torch.Tensor, n_samples: int = 0) -> dict[str,
     (n_samples × n × r, from its own generator) and the size of the change outside the subspace, ‖(I − RᵀR)(Φ(h) − h)‖."""
     R = phi.R
     mode = getattr(phi, "mode", None)
-    if isinstance(phi, DReFT):
+    if isinstance(phi, StochasticReFT):
         phi.mode = "mean"
     after = phi(h)
     out = {"before": (h @ R.T).numpy(), "after": (after @ R.T).numpy(),
            "off_subspace": float(((after - h) - (after - h) @ R.T @ R).norm(dim=-1).max())}
-    if isinstance(phi, DReFT):
+    if isinstance(phi, StochasticReFT):
         phi.mode = "sample"
         if n_samples:
             out["samples"] = np.stack([(phi(h) @ R.T).numpy() for _ in range(n_samples)])
