@@ -187,52 +187,78 @@ def test_bad_inputs():
         cr.config("ci", n_queries_typo=3)
 
 
-def test_claim_rules_on_known_measurements():
-    assert cr.BEATS_BOTH.test({"gain_low_medium": [0.1, 0.0]})
-    assert not cr.BEATS_BOTH.test({"gain_low_medium": [0.1, -0.2]})
-    assert cr.ESTIMATORS_MATTER.test({"gain_low": [2.0, 1.0], "gain_high": [1.0, 0.5]})
-    assert not cr.ESTIMATORS_MATTER.test({"gain_low": [2.0, 1.0], "gain_high": [1.0, 1.5]})
-    assert cr.REAL_POOL_BEATS_BOTH.test({"real_gain": 0.0, "n_seeds": 3})
-    assert not cr.REAL_POOL_BEATS_BOTH.test({"real_gain": -0.1, "n_seeds": 5})
-    assert not cr.REAL_POOL_BEATS_BOTH.test({"real_gain": 1.0, "n_seeds": 2})
+def _cell(n_models, noise, seed, auc):
+    return {"n_models": n_models, "noise": noise, "seed": seed, "auc": auc, "interpolation_auc": 50.0,
+            "model_quality": np.array([0.5, 0.8]),
+            "curves": {s: (np.array([0.1, 1.0]), np.array([0.5, 0.8])) for s in cr.STRATEGIES}}
+
+
+def test_claim_measurements_pair_every_cell_by_seed():
+    auc = lambda cr_, r, o, t: {"cascade routing": cr_, "routing": r, "optimal cascade": o, "threshold cascade": t}
+    cells = [_cell(k, n, s, auc(60 + s / 4 + (k == 5), 58, 59, 57 - s)) for k in (3, 5)
+             for n in ("low", "medium", "high") for s in (0, 1, 2)]
+    m = cr.claim_measurements(cells)
+    assert m["gain_3_low"] == [1.0, 1.25, 1.5] and m["gain_5_high"] == [2.0, 2.25, 2.5]  # minus the better (59)
+    assert m["opt_minus_thr_3_medium"] == [2.0, 3.0, 4.0]
+    assert m["low_minus_high"] == [0.0, 0.0, 0.0]
+    assert m["top_quality_gap"] == [0.0, 0.0, 0.0]
+    assert m["routing_over_interpolation"] == [8.0, 8.0, 8.0]
+    assert cr.BEATS_BOTH.decide(m)["verdict"] == "reproduced"
+    assert cr.ESTIMATORS_MATTER.decide(m)["verdict"] == "refuted"  # no difference between the noise levels
 
 
 # ---- the real pool ------------------------------------------------------------------------------------------
 
 
+def test_real_pool_refits_distinct_members_per_seed_in_cost_order():
+    a, b = cr.run_real_pool(0, 5, 200), cr.run_real_pool(1, 5, 200)
+    for r in (a, b):
+        assert r.correct.shape == r.flops.shape == r.confidence.shape == (1797 - 200, 5)
+        assert np.all(np.diff(r.flops[0]) >= 0)  # cheapest first
+        assert set(r.labels) == set(cr.REAL_MEMBERS[5])
+        assert r.correct.mean(0).max() > 0.8  # the members learned to read digits
+    assert not np.array_equal(a.correct, b.correct)  # a seed refits the members on other images
+    again = cr.run_real_pool(0, 5, 200)
+    np.testing.assert_array_equal(a.correct, again.correct)
+    with pytest.raises(ValueError, match="n_members"):
+        cr.run_real_pool(0, 7)
+
+
+def test_member_flops_follow_the_model_size():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neural_network import MLPClassifier
+
+    x, y = np.random.default_rng(0).normal(size=(60, 64)), np.arange(60) % 10
+    lr = LogisticRegression(max_iter=50).fit(x, y)
+    assert cr.member_flops("logistic 8×8", lr, 64) == 2 * 64 * 10
+    assert cr.member_flops("logistic 4×4", lr, 16) == 64 + 2 * 16 * 10
+    mlp = MLPClassifier((32,), max_iter=500).fit(x, y)
+    assert cr.member_flops("MLP-32 8×8", mlp, 64) == 2 * (64 * 32 + 32 * 10)
+    np.testing.assert_allclose(cr.pool_pixels(np.arange(64.0)[None])[0, 0], np.mean([0, 1, 8, 9]))
+
+
 def fake_runs(n=400, seed=0):
-    """Runs shaped like the zoo pool: a draft right exactly on short problems, a noisier sampled draft, a target
-    almost always right; a correct answer has a higher log-probability."""
+    """Three members: the cheap one right where the first context feature is positive, a middle one right at
+    random, an expensive one almost always right; a correct answer comes with a higher confidence."""
     rng = np.random.default_rng(seed)
-    n_ops = rng.integers(1, 6, n).astype(float)
-    short = n_ops <= 3
-    correct = np.stack([short & (rng.random(n) < 0.8), short, rng.random(n) > 0.02], axis=1).astype(float)
-    flops = np.array([1.0, 1.0, 4.0]) * 1e6 * (1 + 0.1 * n_ops[:, None])
-    logprob = np.where(correct == 1, -0.1, -1.0) + 0.05 * rng.normal(size=correct.shape)
-    return cr.RealRuns(correct, flops, logprob, n_ops, np.array([27e3, 27e3, 108e3]), np.array([1.0, 0.0, 0.0]))
+    context = rng.normal(size=(n, 2))
+    correct = np.stack([context[:, 0] > 0, rng.random(n) < 0.7, rng.random(n) > 0.02], axis=1).astype(float)
+    flops = np.broadcast_to(np.array([1.0, 4.0, 16.0]) * 1e3, (n, 3)).copy()
+    conf = np.where(correct == 1, 0.8, 0.2) + 0.05 * rng.normal(size=correct.shape)
+    return cr.RealRuns(correct, flops, conf, context, ("a", "b", "c"))
 
 
-def test_quality_features_ex_ante_and_post_hoc():
-    runs = fake_runs(50)
-    pre, post = cr.quality_features(runs, post_hoc=False), cr.quality_features(runs, post_hoc=True)
-    assert pre.shape == (150, 4) and post.shape == (150, 6)
-    np.testing.assert_array_equal(post[:, :4], pre)
-    np.testing.assert_array_equal(post[:, 4], runs.logprob.ravel())  # row-major (problem, member)
-    np.testing.assert_array_equal(pre[:3, 0], [runs.n_ops[0]] * 3)
-
-
-def test_learned_estimator_reads_the_prompt_and_the_answer():
+def test_learned_estimator_reads_the_context_and_the_confidence():
     runs = fake_runs()
     train = np.random.default_rng(1).random(len(runs.correct)) < 0.5
     pre = cr.fit_quality_estimator(runs, train, post_hoc=False)
     post = cr.fit_quality_estimator(runs, train, post_hoc=True)
-    short = runs.n_ops <= 3
-    assert pre[short, 1].mean() > pre[~short, 1].mean() + 0.3  # ex ante: the draft fails long problems
+    pos = runs.context[:, 0] > 0
+    assert pre[pos, 0].mean() > pre[~pos, 0].mean() + 0.3  # ex ante: the context predicts the cheap member
     assert np.all((pre > 0) & (pre < 1))
-    # post hoc the log-probability separates right from wrong answers almost perfectly
     err_pre = np.abs(pre - runs.correct)[~train].mean()
     err_post = np.abs(post - runs.correct)[~train].mean()
-    assert err_post < err_pre
+    assert err_post < err_pre  # post hoc the confidence separates right from wrong answers
 
 
 def test_real_estimates_split_costs_and_bad_input():
@@ -242,41 +268,24 @@ def test_real_estimates_split_costs_and_bad_input():
     assert 0.5 * 400 < n_test < 0.9 * 400
     assert est.pre.shape == est.post.shape == est.cost.shape == pool.cost.shape == (n_test, 3)
     assert est.cov.shape == (3, 3)
-    assert np.all(est.cost == est.cost[0])  # ex-ante cost: the member's mean training cost
     assert est.cost[0].max() == pytest.approx(1.0)  # in units of the most expensive member
-    assert np.all(pool.cost != est.cost)  # the realised cost varies with the problem
     again = cr.real_estimates(runs, seed=0, train_fraction=0.3)[1]
     np.testing.assert_array_equal(again.pre, est.pre)
     with pytest.raises(ValueError, match="train_fraction"):
         cr.real_estimates(runs, 0, 1.0)
-    bad = cr.RealRuns(np.where(runs.correct == 1, np.nan, 0.0), runs.flops, runs.logprob, runs.n_ops,
-                      runs.n_params, runs.temperature)
+    bad = cr.RealRuns(np.where(runs.correct == 1, np.nan, 0.0), runs.flops, runs.confidence, runs.context,
+                      runs.labels)
     with pytest.raises(ValueError, match="NaN"):
         cr.real_estimates(bad, 0)
 
 
-def test_real_pool_cells_compare_every_strategy():
-    cfg = cr.config("smoke", seeds=[0, 1])
-    cells = cr.real_pool_cells(fake_runs(), cfg)
-    assert [c["seed"] for c in cells] == [0, 1]
-    for c in cells:
-        assert set(c["auc"]) == set(cr.STRATEGIES)
-        cheapest = 100 * c["model_quality"][np.argmin(c["model_cost"])]  # every curve starts at the cheapest member
-        assert all(cheapest - 1e-9 <= a <= 100 for a in c["auc"].values())
-        assert len(np.unique(c["curves"]["routing"][0].round(9))) > 2  # the λ sweep spans the trade-off
-    row = cr.mean_auc(cells)
-    assert row["routing"][0] == pytest.approx(np.mean([c["auc"]["routing"] for c in cells]))
-
-
-def test_run_member_checks_answers_and_counts_flops():
-    from icml25.core import arithmetic, flops, reasoners, tinylm
-
-    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
-    model = tinylm.make_model("nano", tok, seed=0)
-    problems = arithmetic.sample_problems(6, seed=0, max_ops=2)
-    correct, cost, logp = cr.run_member(model, tok, problems, temperature=0.0, seed=0)
-    texts = reasoners.solve(model, tok, problems)
-    np.testing.assert_array_equal(correct, [arithmetic.is_correct(p, t) for p, t in zip(problems, texts)])
-    n_tokens = [len(p.prompt) + max(len(t), 1) for p, t in zip(problems, texts)]
-    np.testing.assert_array_equal(cost, [flops.forward_flops(model.config, n) for n in n_tokens])
-    assert np.all(logp <= 0) and np.all(np.isfinite(logp))
+def test_real_pool_cell_compares_every_strategy():
+    cfg = cr.config("smoke", real_n_fit=200)
+    runs, c = cr.real_pool_cell(0, cfg)
+    assert set(c["auc"]) == set(cr.STRATEGIES)
+    cheapest = 100 * c["model_quality"][np.argmin(c["model_cost"])]  # every curve starts at the cheapest member
+    assert all(cheapest - 1e-9 <= a <= 100 for a in c["auc"].values())
+    assert len(np.unique(c["curves"]["routing"][0].round(9))) > 2  # the λ sweep spans the trade-off
+    m = cr.real_claim_measurements([runs], [c])
+    assert m["real_gain"] == [cr.cell_gain(c)]
+    assert 0 <= m["pool_headroom"][0] <= 1 - m["best_member_accuracy"][0]

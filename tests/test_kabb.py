@@ -118,10 +118,60 @@ def test_success_probability_by_hand_and_drift():
     cov, comp = (0.9 + 0.5) / 2, (0.9 + 0.5) / 2
     np.testing.assert_allclose(kabb.success_probability(cap, team, req, np.array([2.0])),
                                1 / (1 + np.exp(-(4 * cov + 2 * comp - 1.0))))
-    env = kabb.make_environment([0], 10, drift_factor=0.2)
-    b = env.best[0]
-    np.testing.assert_allclose(env.capability_at(5)[0, b], 0.2 * env.capability[0, b])
+    env = kabb.make_environment([0, 1], 10, drift_pairs=2)
+    strength = env.capability.max(2) + env.capability.mean(2)
+    for s in range(2):
+        assert strength[s, env.best[s, 0]] == strength[s].max() and strength[s, env.weakest[s, 0]] == strength[s].min()
+        after = env.capability_at(5)[s]
+        np.testing.assert_array_equal(after[env.best[s]], env.capability[s, env.weakest[s]])  # the best degrade
+        np.testing.assert_array_equal(after[env.weakest[s]], env.capability[s, env.best[s]])  # the weak improve
+        others = np.setdiff1d(np.arange(10), np.concatenate([env.best[s], env.weakest[s]]))
+        np.testing.assert_array_equal(after[others], env.capability[s, others])
     np.testing.assert_array_equal(env.capability_at(4), env.capability)
+    # the swap keeps every skill in the pool: the per-task best team is as good after the drift as before
+    teams_before = kabb.team_table(env.capability, env.required, env.difficulty, 2)[1].max(1)
+    teams_after = kabb.team_table(env.capability_at(5), env.required, env.difficulty, 2)[1].max(1)
+    np.testing.assert_allclose(teams_before, teams_after)
+    with pytest.raises(ValueError, match="drift_pairs"):
+        kabb.make_environment([0], 10, drift_pairs=6)
+
+
+def test_oracle_bounds_and_team_synergy():
+    cfg = kabb.config("smoke", seeds=[0, 1], n_rounds=60)
+    env = kabb.make_environment(cfg.seeds, cfg.n_rounds)
+    oracle_team, oracle_p, fixed = kabb.oracle_table(env, 2)
+    assert oracle_team.shape == (2, 60, 10) and (oracle_team.sum(-1) == 2).all() and (fixed.sum(-1) == 2).all()
+    fixed_run = kabb.simulate(env, "best fixed team", cfg)
+    assert (fixed_run["expected"] <= oracle_p + 1e-12).all()  # the per-task best team bounds every fixed team
+    # Synergy: two experts covering the task's two concepts between them have synergy 1, two covering one 0.5
+    graph = np.array([[[1, 0, 0], [0, 1, 0], [1, 0, 0]]], bool)
+    teams3 = np.array([[1, 1, 0], [1, 0, 1], [0, 1, 1]], bool)
+    np.testing.assert_allclose(kabb.team_synergy(graph, teams3, np.array([[1, 1, 0]], bool)), [[1.0, 0.5, 1.0]])
+    for policy in ("kabb (team synergy)", "contextual thompson"):
+        run = kabb.simulate(env, policy, cfg)
+        assert (run["calls"] == 2).all() and (run["expected"] <= oracle_p + 1e-12).all()
+
+
+def test_contextual_thompson_learns_who_is_good_at_what():
+    """With one expert per task, a sampler with one posterior per (expert, concept) learns to send each task to
+    an expert strong in its concepts, and so beats per-expert Thompson sampling once it has learned."""
+    cfg = kabb.config("smoke", seeds=[0], n_rounds=400, k=1)
+    env = kabb.make_environment([0], 400)
+    run = kabb.simulate(env, "contextual thompson", cfg)
+    ts = kabb.simulate(env, "thompson", cfg)
+    assert run["expected"][:, 200:].mean() > ts["expected"][:, 200:].mean()
+
+
+def test_claim_measurements_are_per_seed():
+    cfg = kabb.config("smoke", seeds=[0, 1, 2], n_rounds=80, recovery_window=10)
+    env, runs = kabb.run_all(cfg, policies=("kabb", "kabb (no decay)", "kabb (misleading graph)", "thompson",
+                                            "random", "call-all", "oracle"))
+    m = kabb.claim_measurements(runs, cfg)
+    for key in ("regret_ratio", "reward_ratio", "recovery_gain"):
+        assert np.shape(m[key]) == (3,)
+    np.testing.assert_allclose(m["reward_ratio"], runs["kabb"]["expected"].mean(1)
+                               / runs["call-all"]["expected"].mean(1))
+    assert m["calls_share"] == pytest.approx(0.2)
 
 
 def test_embeddings_identical_texts_and_related_texts():
