@@ -80,7 +80,7 @@ def test_full_precision_qlinear_is_nn_linear():
 
 def test_quantize_model_replaces_block_linears_only():
     cfg = fq.config("smoke")
-    model = fq.quantize_model(fq.make_lm(cfg, "S", 0), fq.QuantSpec(2, 1, 8))
+    model = fq.quantize_model(fq.make_lm(cfg, 0), fq.QuantSpec(2, 1, 8))
     q = [m for m in model.modules() if isinstance(m, fq.QLinear)]
     assert len(q) == 2 * 7  # q, k, v, o, gate, up, down in each of two layers
     assert not any(isinstance(m, torch.nn.Linear) for m in model.model.layers.modules())
@@ -117,12 +117,89 @@ def test_bad_formats_raise():
         fq.critical_data_size(1e9, 4, 3, -1)
 
 
-def test_block_slope_and_best_split_helpers():
-    runs = [fq.Run("S", "D1", fq.QuantSpec(2, 1, b), s, loss=1.0 + 0.1 * math.log2(b) + 0.01 * s)
-            for s in (0, 1, 2) for b in (8, 64)]
-    assert fq.block_slope(runs, (2, 1)) == pytest.approx([0.1, 0.1, 0.1])
-    runs += [fq.Run("S", "D1", fq.QuantSpec(1, 2, 64), s, loss=2.0) for s in (0, 1, 2)]
-    assert fq.best_split_by_bits(runs) == {4: (2, 1)}
+def _runs_from_law(p, seeds=(0, 1, 2), N=1280, noise=0.0):
+    """Runs whose checkpoint losses are the law itself (plus a per-seed offset), for the paired statistics."""
+    D = tuple(int(1e4 * 2 ** (k / 2)) for k in range(8))
+    runs = []
+    for s in seeds:
+        for spec in (fq.QuantSpec(None), fq.QuantSpec(2, 1, 1024), fq.QuantSpec(2, 1, 16), fq.QuantSpec(1, 2, 1024)):
+            loss = fq.law_loss(N, np.array(D, float), spec.E, spec.M, spec.B, p) + noise * s
+            runs.append(fq.Run(spec, s, N, D, tuple(loss.tolist())))
+    return runs
+
+
+TOY = fq.LawParams(n=1.0, alpha=0.2368, d=40.0, beta=0.5162, eps=3.0, gamma=30.0, delta=3.19, nu=2.95)
+
+
+def test_paired_statistics_on_runs_that_follow_the_law():
+    runs = _runs_from_law(TOY, noise=0.01)
+    seeds = [0, 1, 2]
+    D = np.array(runs[0].D[-1], float)
+    term = lambda B: D**TOY.beta / 1280**TOY.alpha * fq.precision_term(2, 1, B, TOY)
+    assert fq.penalty(runs, seeds, 2, 1, 1024) == pytest.approx([float(term(1024))] * 3)
+    # the law is linear in log2 B, so the two-point slope is the term per unit of log2 B
+    assert fq.block_slope(runs, seeds, 2, 1, 16, 1024) == pytest.approx([float(term(2))] * 3)
+    fp, low = fq.find_run(runs, 0), fq.find_run(runs, 0, 2, 1, 1024)
+    assert fq.late_slope(fp, 0.5) < 0  # full precision keeps improving
+    assert fq.loss_minimum(fp) == fp.D[-1]
+    assert fq.penalty_resolution({"penalty": [1.0, 1.1, 0.9]}) == pytest.approx(10.0)
+
+
+def test_late_slope_turns_positive_past_the_critical_data_size():
+    N = 1280
+    dcrit = float(fq.critical_data_size(N, 2, 1, 1024, TOY))
+    D = tuple(int(dcrit * 2 ** (k / 2)) for k in range(-8, 8))  # half the checkpoints beyond D_crit
+    run = fq.Run(fq.QuantSpec(2, 1, 1024), 0, N, D, tuple(fq.law_loss(N, np.array(D, float), 2, 1, 1024, TOY)))
+    assert fq.late_slope(run, 0.5) > 0
+    assert fq.loss_minimum(run) == pytest.approx(dcrit, rel=0.42)  # the nearest checkpoint, sqrt(2) apart
+
+
+def test_fit_seed_recovers_the_law_and_its_critical_data_size():
+    runs = [r for r in _runs_from_law(TOY) if r.seed == 0]
+    fit = fq.fit_seed(runs, 0.5, (2, 1, 1024))
+    assert fit.r2_late > 0.999
+    assert fit.dcrit == pytest.approx(float(fq.critical_data_size(1280, 2, 1, 1024, TOY)), rel=1e-3)
+    # without a quantisation term there is no critical data size
+    flat = [fq.Run(r.spec, 0, r.N, r.D, fq.find_run(runs, 0).loss) for r in runs]
+    assert fq.fit_seed(flat, 0.5, (2, 1, 1024)).dcrit == math.inf
+
+
+def test_points_table_splits_checkpoints_by_share():
+    runs = _runs_from_law(TOY, seeds=(0,))
+    early, late = fq.points_table(runs, up_to=0.5), fq.points_table(runs, after=0.5)
+    assert len(early["loss"]) + len(late["loss"]) == sum(len(r.D) for r in runs)
+    assert np.isnan(early["E"][: len(runs[0].D[:6])]).all()  # full precision first, E = NaN
+    assert early["D"].max() <= 0.5 * runs[0].D[-1] < late["D"].min()
+
+
+def test_checkpoints_are_log_spaced_and_end_at_the_last_step():
+    at = fq.checkpoints(400, 8)
+    assert at[-1] == 400 and len(at) == 8 and at == sorted(set(at))
+    assert np.allclose(np.diff(np.log2(at)), 0.5, atol=0.05)
+
+
+def test_train_curve_evaluates_at_the_checkpoints_and_learns():
+    cfg = fq.config("smoke")
+    lang = fq.MarkovLanguage.make(cfg.vocab, cfg.zipf, 0)
+    run = fq.train_run(cfg, fq.QuantSpec(2, 1, 64), 0, lang)
+    assert len(run.loss) == len(fq.checkpoints(cfg.steps, cfg.n_checkpoints)) == len(run.D)
+    assert run.D[-1] == cfg.steps * cfg.batch_size * cfg.seq_len
+    assert run.loss[-1] < run.loss[0] < math.log(cfg.vocab + len(fq.tinylm.SPECIALS)) + 0.5
+    again = fq.train_run(cfg, fq.QuantSpec(2, 1, 64), 0, lang)
+    assert again.loss == run.loss  # a seed fixes the weights and the token stream
+
+
+def test_markov_language_unigram_entropy_is_above_its_entropy_rate():
+    lang = fq.MarkovLanguage.make(16, 1.2, 0)
+    assert lang.entropy_rate() < lang.unigram_entropy() <= math.log(16) + 1e-12
+    pi = lang.stationary()
+    np.testing.assert_allclose(pi @ lang.probs, pi, atol=1e-12)
+
+
+def test_e1m2_grid_is_uniform_like_int4():
+    grid = fq.format_grid(1, 2)
+    np.testing.assert_allclose(grid, np.arange(8) * 0.5)
+    assert not np.allclose(np.diff(fq.format_grid(2, 1)), 0.5)
 
 
 def test_grids_and_float8_agreement():

@@ -29,6 +29,7 @@ seed = 0
 formats = [(2, 1), (1, 2), (3, 1), (2, 2), (1, 3), (3, 2), (2, 3), (4, 3), (5, 2)]  # (E, M) to compare
 block_sizes = [1, 4, 16, 64, 256, 1024]  # elements per scaling factor
 n_random = 20000  # random values in the float8 comparison
+weight_steps = None  # training steps of the model whose weights are quantised; None: a quarter of notebook 2's
 
 # %%
 import numpy as np
@@ -72,15 +73,16 @@ mismatch
 # %% [markdown]
 # ## Quantisation noise on real weights
 #
-# The weights of a tiny Llama trained in full precision on the next notebook's Markov language (its larger model
-# and data size), flattened row by row: the relative squared error $\|Q(W) - W\|^2 / \|W\|^2$ for each format
-# and block size, averaged over its fourteen linear layers.
+# The weights of the next notebook's tiny Llama, trained in full precision on its Markov language, flattened
+# row by row: the relative squared error $\|Q(W) - W\|^2 / \|W\|^2$ for each format and block size, averaged
+# over its fourteen linear layers.
 
 # %%
 cfg = fq.config(scale)
+cfg = fq.config(scale, steps=weight_steps or max(1, cfg.steps // 4))
 language = fq.MarkovLanguage.make(cfg.vocab, cfg.zipf, seed)
-model, run = fq.train_model(cfg, fq.Run("L", "D2", fq.QuantSpec(None), seed), language)
-print(f"trained: N = {run.N:,d} linear weights, D = {run.D:,d} tokens, held-out loss {run.loss:.3f}")
+run, model = fq.train_run(cfg, fq.QuantSpec(None), seed, language, return_model=True)
+print(f"trained: N = {run.N:,d} linear weights, D = {run.D[-1]:,d} tokens, held-out loss {run.final:.3f}")
 weights = [m.weight.detach() for m in model.model.layers.modules() if isinstance(m, fq.QLinear)]
 err = np.array([[np.mean([fq.relative_error(w, fq.QuantSpec(E, M, B)) for w in weights]) for B in block_sizes]
                 for E, M in formats])
@@ -91,14 +93,16 @@ ax.set(yscale="log", title="Quantisation error of a trained tiny LM's weights", 
        ylabel="relative squared error")
 ax.legend(ncol=3, fontsize=7);
 
-# %% [markdown]
-# ## What we see
-#
-# At $B = 1$ every element gets its own scale and lands exactly on $\pm\text{FP}_{\max}$, so the error is float32
-# round-off; it grows with $\log_2 B$ as more small elements share one scale. The best split at a fixed bit width
-# depends on the block size: with small blocks mantissa bits win (at $B = 4$, E1M3 < E2M2 < E3M1 in error), with
-# large blocks the ranking moves towards exponent bits (at 4 bits E2M1 beats E1M2 from $B = 64$ up), because one
-# large element in a block pushes the others down into the range that only exponent bits cover. Exponent bits
-# beyond what a block needs buy nothing: E5M2 and E3M2 have the same error. This is noise on weights, not
-# training loss; the paper's exponent-versus-mantissa claim is about loss and is tested in the next notebook. The
-# float8 check has zero mismatches, so the kernel rounds as PyTorch's casts do.
+# %%
+from IPython.display import Markdown, display
+
+i4 = block_sizes.index(4) if 4 in block_sizes else 0
+errs = {f"E{E}M{M}": err[k] for k, (E, M) in enumerate(formats)}
+display(Markdown(
+    "**What we see.** At $B = 1$ every element gets its own scale and lands exactly on $\\pm$FPmax, so the error "
+    f"is float32 round-off ({err[:, 0].max():.1e} at most); it grows with $\\log_2 B$ as more small elements share "
+    f"one scale. Float8 mismatches against PyTorch's casts: {sum(mismatch.values())}. At 4 bits, E1M2 against E2M1 "
+    f"in error: {errs['E1M2'][i4]:.3g} vs {errs['E2M1'][i4]:.3g} at B = {block_sizes[i4]}, "
+    f"{errs['E1M2'][-1]:.3g} vs {errs['E2M1'][-1]:.3g} at B = {block_sizes[-1]}: with one large element in a block "
+    "the others fall into the range only exponent bits cover. This is noise on weights, not training loss; the "
+    "paper's exponent-versus-mantissa claim is about loss and is tested in the next notebook."))

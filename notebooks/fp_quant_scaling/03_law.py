@@ -36,7 +36,7 @@ compute_budgets = [1e21, 1e23, 1e25, 1e27, 1e29]  # FLOPs for the cost-optimal p
 import numpy as np
 
 from icml25 import fp_quant_scaling as fq
-from icml25.core import check, plot
+from icml25.core import plot
 
 plot.use_style()
 fq.PAPER
@@ -85,15 +85,10 @@ print(dict(zip([f"{c:.0e}" for c in compute_budgets], np.round(best_p, 2))))
 # %% [markdown]
 # ## What we see
 #
-# The formula reproduces the paper's 1730T / 27T / 0.4T critical sizes and its E2M1 / E4M3 / E8M7 layouts.
-# The cost-optimal precision climbs slowly with budget inside the paper's 4–8 bit band over the budgets shown
-# (1e21 to 1e29 FLOPs); at 1e31 the same computation gives about 9.6 bits, above the band. This depends on our
-# reading of the cost model ($C = kPND$ and a free choice of $N$), which the paper states only
-# briefly, so it is not a claim check.
-
-# %%
-check(fq.LAW_NUMBERS, seeds=[seed], scale=scale,
-      measured={"dcrit_e4m3": dcrit["E4M3"], "dcrit_bf16_like": dcrit["E8M7"], "dcrit_e2m1": dcrit["E2M1"],
-                "layouts": [f"E{e}M{m}" for e, m in layouts]},
-      our_value=f"D_crit {dcrit['E8M7'] / 1e12:.3g}T / {dcrit['E4M3'] / 1e12:.3g}T / {dcrit['E2M1'] / 1e12:.3g}T; "
-                + ", ".join(f"E{e}M{m}" for e, m in layouts))
+# These numbers are arithmetic on the paper's constants, not measurements, so they are not claims: the unit
+# tests (`tests/test_fp_quant_scaling.py`) check that the formula reproduces the paper's critical sizes (about
+# 1730T, 27T and 0.4T tokens) and layouts (E2M1, E4M3, E8M7), and that the loss is stationary in $D$ at
+# $D_{crit}$. The cost-optimal precision depends on our reading of the cost model ($C = kPND$ and a free
+# choice of $N$), which the paper states only briefly; the printed values above show where it leaves the
+# paper's 4–8 bit band. Whether a trained low-precision model's loss really turns up past a critical data size
+# is measured in the previous notebook.
