@@ -109,3 +109,24 @@ def test_bad_input_raises(setup):
         ib.ablated_logits(model, empty, torch.ones(1, 12), stats)
     with pytest.raises(ValueError, match="unknown task"):
         ib.run_seed("sva", cfg, 0)
+
+
+def test_claim_measurements_are_paired_by_seed_and_signed_so_that_ibcircuit_winning_is_positive():
+    from types import SimpleNamespace
+
+    n = 4
+    opt = np.array([2.0, 1.0, 0.5, 0.2, 0.0])
+    worse = opt + np.array([0, 0.4, 0.4, 0.4, 0])  # regret 0.4 at every size but 0 and n
+    kl = {"IBCircuit": opt, "attribution patching": worse, "activation patching": worse,
+          "greedy pruning": opt + np.array([0, 0.2, 0.2, 0, 0]), "random": opt + 1.0}
+    results = [SimpleNamespace(kl=kl, optimum_kl=opt, task_accuracy=1.0) for _ in range(2)]
+    summary = {m: {"area": np.array([ib.area(kl[m])] * 2), "size90": np.array([3, 3]),
+                   "regret": np.array([kl[m] - opt] * 2)} for m in ib.METHODS}
+    m = ib.claim_measurements(results, summary)
+    assert np.allclose(m["greedy_minus_ib_area"], 0.4 / 5) and np.allclose(m["eap_minus_ib_area"], 1.2 / 5)
+    # the best baseline (greedy) has mean regret 0.08; random's is 1.0: IBCircuit (0) is 0.08 of it better
+    assert np.allclose(m["best_baseline_minus_ib_regret_share"], 0.08)
+    # small half = sizes 1..2, where greedy's regret is 0.2; large half = sizes 3..4, where both are optimal
+    assert np.allclose(m["ib_minus_greedy_small_regret"], -0.2)
+    assert np.allclose(m["ib_minus_greedy_large_regret_share"], 0.0)
+    assert np.allclose(m["random_minus_best_baseline_area"], 1.0 - 0.4 / 5)

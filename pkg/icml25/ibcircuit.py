@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .core.claims import Claim
+from .core.claims import Claim, Effect, Equivalence, at_least
 from .core.config import make_config
 from .core.seeding import numpy_rng, seeded, torch_generator
 
@@ -478,7 +478,7 @@ config = make_config({
     "smoke": {"seeds": [0, 1], "d_model": 24, "n_heads": 6, "n_layers": 2, "lr": 3e-3, "train_steps": 40,
               "batch_size": 32, "n_prompts": 16, "ib_steps": 20, "ib_lr": 0.1, "beta": 1.0,
               "recovery_threshold": 0.9, "beta_sweep": [0.3, 3.0]},
-    "ci": {"seeds": [0, 1, 2], "d_model": 48, "n_heads": 6, "n_layers": 2, "lr": 3e-3, "train_steps": 300,
+    "ci": {"seeds": [0, 1, 2, 3, 4], "d_model": 48, "n_heads": 6, "n_layers": 2, "lr": 3e-3, "train_steps": 300,
            "batch_size": 64, "n_prompts": 32, "ib_steps": 200, "ib_lr": 0.1, "beta": 1.0,
            "recovery_threshold": 0.9, "beta_sweep": [0.1, 1.0, 10.0]},
     "full": {"seeds": [0, 1, 2, 3, 4], "d_model": 96, "n_heads": 6, "n_layers": 2, "lr": 1e-3,
@@ -561,23 +561,74 @@ def summarise(results: Sequence[SeedResult], threshold: float) -> dict[str, dict
 # Claims (fixed before any run)
 # --------------------------------------------------------------------------------------------------------------
 
+LEARNED = 0.9
+"""The declared precondition: on every seed the trained model solves the task (IOI: the right name is the argmax;
+Greater-Than: the metric is positive) on at least this share of the evaluation prompts."""
+NON_INFERIORITY = 0.10
+"""The declared margin of `near_optimal` and of the large-circuit half of `greater_than`: a difference in mean KL
+regret smaller than this share of the random ranking's regret counts as "as good as"."""
+BASELINES = ("attribution patching", "activation patching", "greedy pruning")
+
+
+def claim_measurements(results: Sequence[SeedResult], summary: dict) -> dict:
+    """Per-seed, paired measurements for the claims: areas, sizes and regrets of IBCircuit against each baseline
+    (lower is better, so baseline minus IBCircuit is positive when IBCircuit wins), the same over the small
+    (1 .. n/2 heads) and large (n/2 + 1 .. n) halves of the size axis, and the preconditions' values."""
+    ibs, rnd = summary["IBCircuit"], summary["random"]
+    n = len(results[0].optimum_kl) - 1
+    small, large = slice(1, n // 2 + 1), slice(n // 2 + 1, n + 1)
+
+    def half(method, part):
+        return np.array([float(np.mean(r.kl[method][part] - r.optimum_kl[part])) for r in results])
+
+    regret = {m: summary[m]["regret"].mean(1) for m in METHODS}
+    best_baseline = np.min([regret[m] for m in BASELINES], axis=0)  # per seed: the strongest baseline there
+    return {
+        "task_accuracy": [r.task_accuracy for r in results],
+        "random_minus_best_baseline_area": (rnd["area"] - np.min([summary[m]["area"] for m in BASELINES], 0)),
+        "eap_minus_ib_area": summary["attribution patching"]["area"] - ibs["area"],
+        "greedy_minus_ib_area": summary["greedy pruning"]["area"] - ibs["area"],
+        "eap_minus_ib_size90": summary["attribution patching"]["size90"] - ibs["size90"],
+        "greedy_minus_ib_size90": summary["greedy pruning"]["size90"] - ibs["size90"],
+        "best_baseline_minus_ib_regret_share": (best_baseline - regret["IBCircuit"]) / regret["random"],
+        "ib_minus_greedy_small_regret": half("IBCircuit", small) - half("greedy pruning", small),
+        "ib_minus_greedy_large_regret_share": ((half("IBCircuit", large) - half("greedy pruning", large))
+                                               / half("random", large)),
+    }
+
+
+_LEARNED = at_least("model_learns_task", "task_accuracy", LEARNED,
+                    f"on every seed the model solves the task on >= {LEARNED:.0%} of prompts")
+_INFORMATIVE = at_least("rankings_informative", "random_minus_best_baseline_area", 0.0,
+                        "on every seed the best baseline's KL area is no worse than a random ranking's (the "
+                        "measure can tell a ranking from chance)")
+_GOOD = {"task_accuracy": [1.0, 0.97, 0.99], "random_minus_best_baseline_area": [0.8, 0.7, 0.9]}
+
 FAITHFUL = Claim(
     chapter="ibcircuit", id="faithful",
     paper_statement="On IOI, IBCircuit finds more faithful circuits than prior methods (lower KL and higher logit "
                     "difference at a given number of nodes) without task-specific corrupted prompts",
     paper_value="better than ACDC and EAP on IOI (node and edge level)",
-    criterion="On IOI, the mean over 3 seeds of IBCircuit's area under KL against circuit size is at most that "
-              "of node-level attribution patching",
-    test=lambda m: m["area_ib_mean"] <= m["area_eap_mean"],
+    criterion="On IOI, paired by seed, the area under KL against circuit size of attribution patching (EAP) minus "
+              "IBCircuit's, and of greedy ACDC-style pruning minus IBCircuit's, both above 0 (95% t intervals)",
+    effects=[Effect("eap_minus_ib_area", "eap_minus_ib_area"), Effect("greedy_minus_ib_area", "greedy_minus_ib_area")],
+    preconditions=[_LEARNED, _INFORMATIVE],
+    examples=(dict(_GOOD, eap_minus_ib_area=[0.1, 0.12, 0.09], greedy_minus_ib_area=[0.02, 0.03, 0.025]),
+              dict(_GOOD, eap_minus_ib_area=[0.1, 0.12, 0.09], greedy_minus_ib_area=[-0.05, -0.06, -0.04])),
 )
 
 MINIMAL = Claim(
     chapter="ibcircuit", id="minimal",
     paper_statement="On IOI, IBCircuit's circuits are more minimal (fewer nodes) at equal faithfulness",
     paper_value="fewer nodes and edges than ACDC and EAP on IOI",
-    criterion="On IOI, the mean over seeds of the smallest top-k circuit recovering >= 90% of the logit "
-              "difference is no larger for IBCircuit than for attribution patching",
-    test=lambda m: m["size90_ib_mean"] <= m["size90_eap_mean"],
+    criterion="On IOI, paired by seed, the smallest top-k circuit recovering >= 90% of the logit difference has "
+              "fewer heads for IBCircuit than for attribution patching and than for greedy pruning (95% t "
+              "intervals above 0; refuted below half a head)",
+    effects=[Effect("eap_minus_ib_size90", "eap_minus_ib_size90", min_effect=0.5),
+             Effect("greedy_minus_ib_size90", "greedy_minus_ib_size90", min_effect=0.5)],
+    preconditions=[_LEARNED, _INFORMATIVE],
+    examples=(dict(_GOOD, eap_minus_ib_size90=[2, 1, 2], greedy_minus_ib_size90=[1, 1, 1]),
+              dict(_GOOD, eap_minus_ib_size90=[0, 0, 0], greedy_minus_ib_size90=[-1, -2, -1])),
 )
 
 NEAR_OPTIMAL = Claim(
@@ -585,9 +636,15 @@ NEAR_OPTIMAL = Claim(
     paper_statement="IBCircuit's circuits are close to the most faithful circuit of their size (our ground truth "
                     "by exhaustive search; the paper has no exhaustive optimum)",
     paper_value="not reported (this book's addition)",
-    criterion="On IOI, IBCircuit's KL regret against the exhaustive optimum, averaged over sizes and seeds, is at "
-              "most half the random ranking's",
-    test=lambda m: m["regret_ib_mean"] <= 0.5 * m["regret_random_mean"],
+    criterion=f"On IOI, paired by seed, the strongest baseline's mean KL regret against the exhaustive optimum "
+              f"minus IBCircuit's, as a share of the random ranking's regret, lies above -{NON_INFERIORITY} "
+              f"(IBCircuit is no worse than the best baseline of that seed by more than {NON_INFERIORITY:.0%} of "
+              "random's regret; a non-inferiority test, 95% t interval)",
+    effects=[Effect("best_baseline_minus_ib_regret_share", "best_baseline_minus_ib_regret_share",
+                    null=-NON_INFERIORITY)],
+    preconditions=[_LEARNED, _INFORMATIVE],
+    examples=(dict(_GOOD, best_baseline_minus_ib_regret_share=[0.01, -0.02, 0.0]),
+              dict(_GOOD, best_baseline_minus_ib_regret_share=[-0.3, -0.25, -0.35])),
 )
 
 GREATER_THAN = Claim(
@@ -595,9 +652,16 @@ GREATER_THAN = Claim(
     paper_statement="On Greater-Than, IBCircuit matches the baselines for larger circuits but trails ACDC on small "
                     "ones (reported plainly)",
     paper_value="comparable at large sizes; behind ACDC on small circuits (secondary summaries, unverified)",
-    criterion="On Greater-Than, the mean over 3 seeds of IBCircuit's area under KL against size is at most "
-              "attribution patching's",
-    test=lambda m: m["area_ib_mean"] <= m["area_eap_mean"],
+    criterion=f"On Greater-Than, paired by seed: over the small half of the size axis IBCircuit's mean KL regret "
+              f"exceeds greedy ACDC-style pruning's (95% t interval above 0), AND over the large half their "
+              f"difference, as a share of random's regret, lies within ±{NON_INFERIORITY} (TOST)",
+    effects=[Effect("ib_trails_greedy_small", "ib_minus_greedy_small_regret"),
+             Equivalence("ib_matches_greedy_large", "ib_minus_greedy_large_regret_share", margin=NON_INFERIORITY)],
+    preconditions=[_LEARNED, _INFORMATIVE],
+    examples=(dict(_GOOD, ib_minus_greedy_small_regret=[0.05, 0.06, 0.04],
+                   ib_minus_greedy_large_regret_share=[0.01, -0.01, 0.0]),
+              dict(_GOOD, ib_minus_greedy_small_regret=[-0.01, 0.0, -0.02],
+                   ib_minus_greedy_large_regret_share=[0.01, -0.01, 0.0])),
 )
 
 
