@@ -327,7 +327,8 @@ class ColumnNormaliser:
         x = np.where(train, scores, np.nan)
         g_mean, g_std = np.nanmean(x), np.nanstd(x)
         count = train.sum(0)
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a column without training cells has no mean
             mean = np.where(count >= min_count, np.nanmean(x, 0), g_mean)
             std = np.where(count >= min_count, np.nanstd(x, 0), g_std)
         return cls(mean, np.where(std > 1e-8, std, 1.0))
@@ -453,13 +454,12 @@ def baselines(scores: np.ndarray, train: np.ndarray) -> dict[str, np.ndarray]:
     mean left out, then mapped back to raw units."""
     x = np.where(train, scores, np.nan)
     g = np.nanmean(x)
-    with np.errstate(all="ignore"):
-        col = np.where(train.any(0), np.nanmean(x, 0), g)
     norm = ColumnNormaliser.fit(scores, train)
     z = np.where(train, norm.transform(scores), np.nan)
     shape = scores.shape
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an empty row or column has no mean
+        col = np.where(train.any(0), np.nanmean(x, 0), g)
         parts = np.stack(np.broadcast_arrays(np.nanmean(z), np.nanmean(z, 1)[:, None], np.nanmean(z, 0)[None, :]))
     return {"global mean": np.full(shape, g), "column mean": np.broadcast_to(col, shape).copy(),
             "mean of means": norm.inverse(np.nanmean(parts, 0))}
