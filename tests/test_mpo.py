@@ -100,10 +100,50 @@ def test_linear_mixture_and_pg_are_distributions():
     assert np.allclose(pg.policy.sum(-1), 1) and len(pg.values) == 6
 
 
-def test_compute_to_reach():
-    vals = [(0, -2.0), (10, -1.05), (20, -1.005)]
-    assert mpo.compute_to_reach(vals, -1.0, 0.01, 3) == 60
-    assert mpo.compute_to_reach(vals, -1.0, 0.001, 3) == float("inf")
+def test_inverse_cdf_sampling_matches_the_distribution():
+    pi = softmax(np.random.default_rng(0).normal(size=(3, 7)), -1)
+    u = np.random.default_rng(1).random((3, 40000))
+    y = mpo.sample_responses(np.cumsum(pi, -1), u)
+    freq = np.stack([np.bincount(row, minlength=7) / len(row) for row in y])
+    assert np.abs(freq - pi).max() < 0.01
+    # exact case: the first response whose cdf reaches u
+    cdf = np.array([[0.2, 0.5, 1.0]])
+    assert mpo.sample_responses(cdf, np.array([[0.0, 0.2, 0.21, 0.5, 0.99]])).tolist() == [[0, 0, 1, 1, 2]]
+
+
+def test_exact_mirror_descent_converges_and_dual_gap_is_zero_at_the_optimum():
+    prob, _, logr = small(beta=0.3, n_x=10, n_y=16)
+    lam_star = mpo.exact_weights(logr, prob.pi_ref)
+    assert mpo.relative_dual_gap(lam_star, lam_star, logr, prob.pi_ref) == 0.0
+    lam = mpo.exact_mirror_descent(logr, prob.pi_ref, steps=2000, step_scale=16.0)
+    assert np.isclose(lam.sum(), 1) and np.all(lam >= 0)
+    assert 0 <= mpo.relative_dual_gap(lam, lam_star, logr, prob.pi_ref) < 1e-3
+    assert mpo.relative_dual_gap(np.full(3, 1 / 3), lam_star, logr, prob.pi_ref) > 0
+
+
+def test_dual_gap_is_second_order_and_value_gap_first_order_in_the_weight_error():
+    beta = 0.5
+    prob, pols, logr = small(beta=beta, seed=0, n_x=20, n_y=32)
+    lam_star = mpo.exact_weights(logr, prob.pi_ref)  # two active objectives, an interior optimum on their edge
+    v_star = beta * mpo.dual_objective(lam_star, logr, prob.pi_ref)
+    gaps = []
+    for eps in (0.04, 0.02):
+        lam = lam_star + eps * np.array([1.0, -1.0, 0.0])
+        dual = mpo.relative_dual_gap(lam, lam_star, logr, prob.pi_ref)
+        value = (v_star - mpo.maxmin_value(mpo.mixture_policy(pols, lam), logr, prob.pi_ref, beta)) / abs(v_star)
+        gaps.append((dual, value))
+    (d1, v1), (d2, v2) = gaps
+    assert d1 / d2 == pytest.approx(4, rel=0.1)  # half the weight error, a quarter of the dual gap
+    assert v1 / v2 == pytest.approx(2, rel=0.1)  # and half the value gap
+    assert v2 > 10 * d2
+
+
+def test_policy_gradient_gets_the_declared_compute_multiple():
+    cfg = mpo.config("ci")
+    steps = mpo.pg_steps_for(cfg, 3)
+    mpo_passes = cfg.bsmd_steps * mpo.mpo_passes_per_sample(3)
+    assert steps * mpo.pg_passes_per_sample(3) >= cfg.pg_compute_factor * mpo_passes
+    assert (steps - 1) * mpo.pg_passes_per_sample(3) < cfg.pg_compute_factor * mpo_passes
 
 
 def test_lm_rewards():
