@@ -31,6 +31,41 @@ def test_world_labellers_have_the_requested_accuracy():
     assert np.mean(train.human == train.true) == pytest.approx(0.97, abs=0.01)
 
 
+def test_ai_errors_are_concentrated_on_hard_pairs():
+    cfg = rlthf.config("smoke", n_train=20000)
+    train, _ = rlthf.worlds(cfg, 2)
+    w, u = rlthf.world_weights(2, cfg.n_features)
+    gap = np.abs(rlthf.true_reward(train.a, w, u) - rlthf.true_reward(train.b, w, u))
+    hard = gap < np.quantile(gap, 0.25)
+    easy = gap > np.quantile(gap, 0.75)
+    wrong = train.ai != train.true
+    assert wrong[hard].mean() > 3 * wrong[easy].mean()
+    # systematic: the same pairs asked again get the same labels
+    again, _ = rlthf.worlds(cfg, 2)
+    assert np.array_equal(again.ai, train.ai)
+
+
+def test_band_error_rates_split_the_pairs():
+    ai, true = np.array([1, -1, 1, 1, -1, 1]), np.array([1, 1, -1, 1, -1, -1])
+    order = np.array([5, 4, 3, 2, 1, 0])  # ranks: pair 5 first
+    inside, outside = rlthf.band_error_rates(ai, true, order, rlthf.CurvePoints(0, 2, 4))
+    # band = ranks 2, 3 = pairs 3, 2: wrong are {2}; outside = pairs 5, 4, 1, 0: wrong are {5, 1}
+    assert inside == pytest.approx(50.0) and outside == pytest.approx(50.0)
+    inside, outside = rlthf.band_error_rates(ai, true, order, rlthf.CurvePoints(0, 0, 6))
+    assert inside == pytest.approx(50.0) and np.isnan(outside)
+
+
+def test_random_queries_use_the_budget_and_reach_outside_the_band(world):
+    train, test = world
+    band = rlthf.rlthf_loop(train, test, CFG, 0, 0.1)
+    rand = rlthf.rlthf_loop(train, test, CFG, 0, 0.1, select="random")
+    per_iter = int(round(0.1 * len(train) / CFG.n_iterations))
+    assert all(len(a) == per_iter for a in rand.asked)
+    assert not np.array_equal(np.concatenate(band.asked), np.concatenate(rand.asked))
+    with pytest.raises(ValueError, match="select"):
+        rlthf.rlthf_loop(train, test, CFG, 0, 0.1, select="best")
+
+
 def test_sorted_margins_never_increase():
     curve, order = rlthf.sorted_margins(np.random.default_rng(0).normal(size=500))
     assert np.all(np.diff(curve) <= 0) and sorted(order) == list(range(500))
@@ -96,6 +131,6 @@ def test_empty_data_raises():
     with pytest.raises(ValueError, match="empty"):
         rlthf.train_reward_model(np.zeros((0, 4)), np.zeros((0, 4)), np.zeros(0), None, CFG, 0)
     with pytest.raises(ValueError, match="at least one pair"):
-        rlthf.make_world(0, 0, 16, 3, 0.75, 0.03, 0.1)
+        rlthf.make_world(0, 0, 16, 3, 0.75, 0.03, 0.0)
     with pytest.raises(ValueError, match="at least 4"):
         rlthf.curve_points(np.array([1.0, 0.0]))

@@ -25,19 +25,24 @@
 #
 # **Our world.** Pairs of responses described by 16 features; a true reward $r^*(x) = w^*\!\cdot x +
 # \tfrac12\tanh(u\cdot x)$; humans label by $r^*$ with 3% errors; the "AI" labeller is biased towards three style
-# features and also lapses at random on a share of pairs, with the bias set so that it is right on 75% of pairs.
+# features, with the bias set so that it is right on 75% of pairs. Its errors are *systematic* — the same pair always
+# gets the same label, and a reward model trained on its labels learns the bias — and concentrated on *hard* pairs:
+# the bias can only overturn a preference whose true reward difference is smaller than the style difference. (An
+# earlier version of this chapter also let the labeller lapse at random on 12% of pairs; such lapses are what any
+# flip rule removes, so they made the loop look good without humans. `ai_slip` brings them back.)
 
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0
 n_train = None  # training pairs; None: the scale's value
 ai_accuracy = None  # share of AI labels that agree with the truth (paper: ~75% on HH-RLHF)
-ai_slip = None  # share of AI labels flipped at random (the rest of its errors come from the style bias)
+ai_slip = None  # share of AI labels flipped at random on top of the style bias (default 0)
 # full scale: 20000 pairs, a 64-unit RM and 300 epochs (icml25.rlthf.config("full"))
 
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import Markdown, display
 
 from icml25 import rlthf
 from icml25.core import plot
@@ -48,6 +53,7 @@ cfg
 
 # %%
 train, test = rlthf.worlds(cfg, seed)
+world_weights = rlthf.world_weights(seed, cfg.n_features)
 rm = rlthf.train_reward_model(train.a, train.b, train.ai, None, cfg, seed)
 curve, order = rlthf.sorted_margins(rm.margin(train.a, train.b, train.ai))
 points = rlthf.curve_points(curve)
@@ -56,6 +62,23 @@ print(f"AI labels right on {np.mean(train.ai == train.true):.1%} of pairs; human
       f"{np.mean(train.human == train.true):.1%}")
 print(f"RM trained on AI labels: {rlthf.test_accuracy(rm, test):.1f}% on clean test labels")
 print(points)
+
+# %% [markdown]
+# ## Where the AI labeller errs: the hard pairs
+#
+# The AI-label error rate against the size of the true reward difference $|r^*(a) - r^*(b)|$ (deciles of the
+# training pairs): the labeller is nearly always right on easy pairs and errs on the hard ones.
+
+# %%
+true_gap = np.abs(rlthf.true_reward(train.a, *world_weights) - rlthf.true_reward(train.b, *world_weights))
+deciles = np.quantile(true_gap, np.linspace(0, 1, 11))
+which = np.clip(np.searchsorted(deciles, true_gap, side="right") - 1, 0, 9)
+err = [100 * np.mean(train.ai[which == d] != train.true[which == d]) for d in range(10)]
+fig, ax = plt.subplots(figsize=(6.5, 3.6))
+ax.bar(np.arange(1, 11), err, color=plot.PALETTE[1])
+ax.set(title="AI-label errors by difficulty", xlabel="decile of the true reward difference |Δr*| (1: hardest)",
+       ylabel="AI labels that are wrong (%)")
+plt.show()
 
 # %% [markdown]
 # ## Finding the points
@@ -95,10 +118,12 @@ for name, lo, hi in (("head (before elbow)", 0, points.elbow), ("middle (elbow t
     share = f"{ai_right[lo:hi].mean():.1%}" if hi > lo else "—"
     print(f"{name:28s} {hi - lo:5d} pairs, AI labels right: {share}")
 
-# %% [markdown]
-# **What we see.** The head of the curve is almost all correct AI labels, and the accuracy of the AI labels falls
-# along the curve: the band between the knee and the reflection point is where wrong labels are densest, and past
-# the reflection point the RM contradicts labels that are mostly wrong — those are flipped without asking anyone.
-# The errors caused by the *style bias* are harder: the RM learns the bias from the AI labels themselves, so those
-# wrong labels sit in the confident middle of the curve, where no margin rule can find them. Human labels in the
-# band are what teaches the RM to unlearn the bias; the next notebook measures how much that buys.
+# %%
+inside, outside = rlthf.band_error_rates(train.ai, train.true, order, points)
+display(Markdown(
+    f"**What we see.** The AI labels are wrong on {100 * np.mean(train.ai != train.true):.1f}% of the training "
+    f"pairs: on {err[0]:.0f}% of the hardest decile and {err[-1]:.0f}% of the easiest. Inside the band "
+    f"[knee, reflection) that RLTHF sends to humans, {inside:.1f}% of the AI labels are wrong; outside it, "
+    f"{outside:.1f}%. Because the reward model learns the labeller's bias from the labels themselves, many wrong "
+    "labels sit in the confident part of the curve, where no margin rule can find them; human labels in the band "
+    "are what teaches the reward model to unlearn the bias. The next notebook measures how much that buys."))

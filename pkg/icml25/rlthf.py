@@ -19,8 +19,11 @@ of a normalised curve segment; see :func:`curve_points`). No official code is pu
 
 Our preference world: pairs of 16-feature responses with a known true reward r*(x) = w*·x + ½·tanh(u·x); humans
 label by r* with a small error rate; the "AI" labeller scores w_AI·x, where w_AI adds a bias on a few *style*
-features, so its errors concentrate where the style feature misleads it. The bias size is found by bisection so
-that the AI labeller reaches a target accuracy (about 75%).
+features. Its errors are systematic (the same pair always gets the same wrong label, and a reward model can learn
+the bias) and concentrated on hard pairs: the bias flips a label only where the true reward difference is smaller
+than the style difference. The bias size is found by bisection so that the AI labeller reaches a target accuracy
+(about 75%). Random lapses (`ai_slip`, a share of labels flipped at random) are off by default: they are what any
+flip rule removes, so they would let the loop succeed without humans.
 """
 
 from __future__ import annotations
@@ -31,50 +34,71 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .core.claims import Claim
+from .core.claims import Claim, Effect, Equivalence, at_least
 from .core.config import make_config
 from .core.seeding import derive_seed, numpy_rng
 
-ARMS = ("ai_only", "random", "rlthf", "rlthf_no_alpha_beta", "self_improve", "full_human")
-LABELS = {"ai_only": "AI labels only", "random": "random human annotation", "rlthf": "RLTHF",
+ARMS = ("ai_only", "random", "random_queries", "rlthf", "rlthf_no_alpha_beta", "self_improve", "full_human")
+LABELS = {"ai_only": "AI labels only", "random": "random human annotation (one shot)",
+          "random_queries": "RLTHF loop, random queries", "rlthf": "RLTHF",
           "rlthf_no_alpha_beta": "RLTHF without α/β", "self_improve": "self-improvement (no humans)",
           "full_human": "full human annotation"}
 
 config = make_config({
     "smoke": dict(seeds=[0, 1, 2], n_train=600, n_test=600, n_features=16, n_style=3, ai_accuracy=0.75,
-                  ai_slip=0.12, human_error=0.03, hidden=16, epochs=60, lr=0.02, n_iterations=2,
+                  ai_slip=0.0, human_error=0.03, hidden=16, epochs=60, lr=0.02, n_iterations=2,
                   budgets=[0.06], alpha0=4.0, beta0=0.3, claim_budget=0.06),
     "ci": dict(seeds=[0, 1, 2], n_train=3000, n_test=2000, n_features=16, n_style=3, ai_accuracy=0.75,
-               ai_slip=0.12, human_error=0.03, hidden=32, epochs=100, lr=0.02, n_iterations=4,
+               ai_slip=0.0, human_error=0.03, hidden=32, epochs=100, lr=0.02, n_iterations=4,
                budgets=[0.02, 0.06, 0.10], alpha0=4.0, beta0=0.3, claim_budget=0.06),
     "full": dict(seeds=[0, 1, 2, 3, 4], n_train=20000, n_test=5000, n_features=16, n_style=3, ai_accuracy=0.75,
-                 ai_slip=0.12, human_error=0.03, hidden=64, epochs=300, lr=0.01, n_iterations=5,
+                 ai_slip=0.0, human_error=0.03, hidden=64, epochs=300, lr=0.01, n_iterations=5,
                  budgets=[0.01, 0.02, 0.04, 0.06, 0.08, 0.10, 0.20, 0.50], alpha0=4.0, beta0=0.3,
                  claim_budget=0.06),
 })
+
+# Declared before the runs of this version; one paired unit per seed, every arm of a seed on the same world.
+HEADROOM = at_least("headroom", "headroom", 5.0,
+                    "the full-human RM beats the AI-only RM by >= 5 points on every seed (there is something for "
+                    "human labels to fix)")
+HUMANS_LEARN = at_least("full_human_learns", "full_human_accuracy", 85.0,
+                        "the full-human RM is right on >= 85% of clean test labels on every seed")
 
 NEAR_FULL = Claim(
     chapter="rlthf", id="near_full",
     paper_statement="RLTHF reaches full-human-annotation reward-model quality with 6-7% of the human effort",
     paper_value="HH-RLHF preference accuracy 89.6 (RLTHF, 6% human) vs 91.8 (full human) vs 74.7 (AI only)",
-    criterion="at a human budget ≤ 7% of the pairs, RLTHF's reward-model accuracy on clean test labels is within "
-              "2 points of the full-human reward model's (means over seeds)",
-    test=lambda m: m["budget"] <= 0.07 and m["full_human"] - m["rlthf"] <= 2.0,
+    criterion="at the claim budget (6% of pairs), the per-seed shortfall full-human − RLTHF in RM accuracy on clean "
+              "test labels is below 2 points (95% t interval); refuted if the interval lies wholly above 2",
+    effects=[Effect("full_minus_rlthf", "full_minus_rlthf", direction="less", null=2.0, min_effect=2.0)],
+    preconditions=[HEADROOM, HUMANS_LEARN],
+    examples=({"full_minus_rlthf": [0.5, 1.0, 0.8], "headroom": [12, 13, 11], "full_human_accuracy": [92, 93, 91]},
+              {"full_minus_rlthf": [6.0, 7.0, 6.5], "headroom": [12, 13, 11], "full_human_accuracy": [92, 93, 91]}),
 )
 TARGETING = Claim(
     chapter="rlthf", id="targeting",
     paper_statement="targeting the annotation beats spending the same budget on randomly chosen pairs",
     paper_value="return on annotation 15.9x (HH) / 5.3x (TL;DR) that of random selection",
-    criterion="at the same budget, RLTHF's reward-model accuracy exceeds random annotation's by ≥ 5 points "
-              "(means over seeds)",
-    test=lambda m: m["rlthf"] - m["random"] >= 5.0,
+    criterion="at the claim budget, RLTHF's RM accuracy minus that of the same loop (flips, back-off, "
+              "amplification) with the human queries drawn at random from the not-yet-asked pairs is above 0 "
+              "(95% t interval, per seed); refuted if the interval lies wholly below +1 point",
+    effects=[Effect("rlthf_minus_random_queries", "rlthf_minus_random_queries", min_effect=1.0)],
+    preconditions=[HEADROOM, HUMANS_LEARN],
+    examples=({"rlthf_minus_random_queries": [4.0, 5.0, 3.5], "headroom": [12, 13, 11],
+               "full_human_accuracy": [92, 93, 91]},
+              {"rlthf_minus_random_queries": [0.1, -0.3, 0.2], "headroom": [12, 13, 11],
+               "full_human_accuracy": [92, 93, 91]}),
 )
 NEEDS_HUMANS = Claim(
     chapter="rlthf", id="needs_humans",
     paper_statement="without human labels the loop does not improve on the AI labels",
-    paper_value="iteration 5 without humans: 75.7 vs AI-only ~75 (HH)",
-    criterion="self-improvement without humans stays within 2 points of the AI-only reward model (means over seeds)",
-    test=lambda m: abs(m["self_improve"] - m["ai_only"]) <= 2.0,
+    paper_value="iteration 5 without humans: 75.7 vs AI-only 74.7 (HH)",
+    criterion="self-improvement (the loop without humans) minus the AI-only RM is equivalent to 0 within ±2 points "
+              "(TOST, per seed); refuted if its 90% interval lies wholly outside ±2",
+    effects=[Equivalence("self_improve_minus_ai", "self_improve_minus_ai", margin=2.0)],
+    preconditions=[HEADROOM],
+    examples=({"self_improve_minus_ai": [0.2, -0.3, 0.4, 0.1], "headroom": [12, 13, 11]},
+              {"self_improve_minus_ai": [6.0, 7.0, 5.5], "headroom": [12, 13, 11]}),
 )
 
 
@@ -99,6 +123,12 @@ def true_reward(x: np.ndarray, w: np.ndarray, u: np.ndarray) -> np.ndarray:
     return x @ w + 0.5 * np.tanh(x @ u)
 
 
+def world_weights(seed: int, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+    """The true reward's weights (w*, u) of the world of `seed`."""
+    g = numpy_rng(seed, "rlthf-world")
+    return g.normal(size=n_features), g.normal(size=n_features) / np.sqrt(n_features)
+
+
 def _ai_scores(x: np.ndarray, w: np.ndarray, style: np.ndarray, bias: float) -> np.ndarray:
     """The AI labeller's score: w_AI·x with w_AI = w* + bias on the style features."""
     return x @ (w + bias * style)
@@ -110,16 +140,16 @@ def _labels(sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
 
 def make_world(n: int, seed: int, n_features: int, n_style: int, ai_accuracy: float, human_error: float,
                ai_slip: float, split: str = "train") -> World:
-    """`n` pairs. The AI labeller errs in two ways: systematically, by a bias towards the style features, and
-    idiosyncratically, by flipping a share `ai_slip` of its labels at random (lapses of an LLM judge). The style
-    bias is set by bisection so that the labeller agrees with the truth on a share `ai_accuracy` of pairs. The
-    world's weights depend on `seed` only, so the train and test splits share them."""
+    """`n` pairs. The AI labeller errs systematically, by a bias towards the style features, which overturns a
+    preference only where the true reward difference is small (the hard pairs); optionally it also lapses,
+    flipping a share `ai_slip` of its labels at random. The style bias is set by bisection so that the labeller
+    agrees with the truth on a share `ai_accuracy` of pairs. The world's weights depend on `seed` only, so the
+    train and test splits share them."""
     if n < 1:
         raise ValueError(f"need at least one pair, got n={n}")
-    g = numpy_rng(seed, "rlthf-world")
-    w, u = g.normal(size=n_features), g.normal(size=n_features) / np.sqrt(n_features)
+    w, u = world_weights(seed, n_features)
     style = np.zeros(n_features)
-    style[g.choice(n_features, n_style, replace=False)] = 1.0
+    style[numpy_rng(seed, "rlthf-style").choice(n_features, n_style, replace=False)] = 1.0
     r = numpy_rng(seed, "rlthf-pairs", split)
     a, b = r.normal(size=(n, n_features)), r.normal(size=(n, n_features))
     true = _labels(true_reward(a, w, u), true_reward(b, w, u))
@@ -260,6 +290,8 @@ class LoopState:
     asked: list[np.ndarray] = field(default_factory=list)  # the pairs asked in each iteration
     flipped: list[int] = field(default_factory=list)  # number of flips in each iteration
     accuracy: list[float] = field(default_factory=list)  # RM test accuracy (%) after each iteration
+    band_error: list[float] = field(default_factory=list)  # AI-label error rate (%) inside [knee, reflection)
+    outside_error: list[float] = field(default_factory=list)  # ... and outside it, in each iteration
 
 
 def schedule(start: float, end: float, n_iterations: int) -> np.ndarray:
@@ -286,27 +318,46 @@ def training_set(state: LoopState, order: np.ndarray, points: CurvePoints, beta:
     return np.nonzero(use)[0], weights[use]
 
 
+SELECTIONS = ("band", "random")
+
+
+def band_error_rates(ai: np.ndarray, true: np.ndarray, order: np.ndarray, points: CurvePoints) -> tuple[float, float]:
+    """The AI labels' error rate (%) inside the band [knee, reflection) of the sorted curve and outside it."""
+    wrong = (ai != true)[order]
+    inside = np.zeros(len(order), bool)
+    inside[points.knee:points.reflection] = True
+    rate = lambda m: 100 * float(wrong[m].mean()) if m.any() else float("nan")  # noqa: E731
+    return rate(inside), rate(~inside)
+
+
 def rlthf_loop(train: World, test: World, cfg, seed: int, budget: float, amplify: bool = True,
-               humans: bool = True) -> LoopState:
+               humans: bool = True, select: str = "band") -> LoopState:
     """Run the RLTHF iterations with a total human `budget` (share of pairs), spread evenly over iterations.
 
-    `amplify=False` runs without α/β (α = 1, β = 0); `humans=False` is self-improvement (flips only)."""
+    `amplify=False` runs without α/β (α = 1, β = 0); `humans=False` is self-improvement (flips only);
+    `select="random"` draws each iteration's human queries uniformly from all not-yet-asked pairs instead of the
+    band (the targeting baseline: everything else — flips, back-off, amplification — unchanged)."""
     check_budget(budget)
+    if select not in SELECTIONS:
+        raise ValueError(f"select must be one of {SELECTIONS}, got {select!r}")
     n, iters = len(train), cfg.n_iterations
     per_iter = int(round(budget * n / iters)) if humans else 0
     alphas = schedule(cfg.alpha0, 1.0, iters) if amplify else np.ones(iters)
     betas = schedule(cfg.beta0, 0.0, iters) if amplify else np.zeros(iters)
     state = LoopState(train.ai.copy(), np.zeros(n, bool))
-    rng = numpy_rng(seed, "rlthf-select")
+    rng = numpy_rng(seed, "rlthf-select", select)
     use, weights = np.arange(n), np.ones(n)
     for it in range(iters):
         rm = train_reward_model(train.a[use], train.b[use], state.labels[use], weights, cfg, seed + 7919 * it)
         state.accuracy.append(test_accuracy(rm, test))
         curve, order = sorted_margins(rm.margin(train.a, train.b, state.labels))
         points = curve_points(curve)
-        band = order[points.knee:points.reflection]
-        band = band[~state.is_human[band]]
-        ask = rng.choice(band, min(per_iter, len(band)), replace=False) if per_iter else band[:0]
+        inside, outside = band_error_rates(train.ai, train.true, order, points)
+        state.band_error.append(inside)
+        state.outside_error.append(outside)
+        pool = order[points.knee:points.reflection] if select == "band" else np.arange(n)
+        pool = pool[~state.is_human[pool]]
+        ask = rng.choice(pool, min(per_iter, len(pool)), replace=False) if per_iter else pool[:0]
         state.labels[ask] = train.human[ask]
         state.is_human[ask] = True
         state.asked.append(ask)
@@ -337,19 +388,22 @@ def worlds(cfg, seed: int) -> tuple[World, World]:
 
 
 def run_arms(cfg, seed: int) -> dict[str, dict[float, list[float]]]:
-    """Every arm at every budget: RM test accuracy (%) after each iteration (one value for one-shot arms)."""
+    """Every arm at every budget: RM test accuracy (%) after each iteration (one value for one-shot arms), and
+    under "band_error" / "outside_error" the AI-label error rates inside and outside RLTHF's band per iteration."""
     train, test = worlds(cfg, seed)
     ai = test_accuracy(train_reward_model(train.a, train.b, train.ai, None, cfg, seed), test)
     full = test_accuracy(train_reward_model(train.a, train.b, train.human, None, cfg, seed), test)
     self_improve = rlthf_loop(train, test, cfg, seed, 0.0, humans=False).accuracy
-    out = {"ai_only": {}, "random": {}, "rlthf": {}, "rlthf_no_alpha_beta": {}, "self_improve": {},
-           "full_human": {}}
+    out = {arm: {} for arm in ARMS + ("band_error", "outside_error")}
     for b in cfg.budgets:
         out["ai_only"][b] = [ai]
         out["full_human"][b] = [full]
         out["self_improve"][b] = self_improve
         out["random"][b] = [random_annotation(train, test, cfg, seed, b)]
-        out["rlthf"][b] = rlthf_loop(train, test, cfg, seed, b).accuracy
+        loop = rlthf_loop(train, test, cfg, seed, b)
+        out["rlthf"][b] = loop.accuracy
+        out["band_error"][b], out["outside_error"][b] = loop.band_error, loop.outside_error
+        out["random_queries"][b] = rlthf_loop(train, test, cfg, seed, b, select="random").accuracy
         out["rlthf_no_alpha_beta"][b] = rlthf_loop(train, test, cfg, seed, b, amplify=False).accuracy
     return out
 
@@ -360,11 +414,18 @@ def final_table(results: Sequence[dict]) -> dict[str, np.ndarray]:
     return {arm: np.array([[r[arm][b][-1] for b in budgets] for r in results]) for arm in ARMS}
 
 
-def claim_measurements(results: Sequence[dict], budget: float) -> dict[str, float]:
-    """Means over seeds of each arm's final accuracy at `budget` (the claims' inputs)."""
+def claim_measurements(results: Sequence[dict], budget: float) -> dict[str, list[float]]:
+    """The claims' per-seed inputs at `budget`: paired differences between arms, and the preconditions' values."""
     budgets = list(results[0]["rlthf"])
     if budget not in budgets:
         raise ValueError(f"claim budget {budget} is not among the run's budgets {budgets}")
     j = budgets.index(budget)
-    table = final_table(results)
-    return {"budget": budget} | {arm: float(table[arm][:, j].mean()) for arm in ARMS}
+    t = {arm: final_table(results)[arm][:, j] for arm in ARMS}
+    return {"full_minus_rlthf": (t["full_human"] - t["rlthf"]).tolist(),
+            "rlthf_minus_random_queries": (t["rlthf"] - t["random_queries"]).tolist(),
+            "rlthf_minus_one_shot_random": (t["rlthf"] - t["random"]).tolist(),
+            "self_improve_minus_ai": (t["self_improve"] - t["ai_only"]).tolist(),
+            "headroom": (t["full_human"] - t["ai_only"]).tolist(),
+            "full_human_accuracy": t["full_human"].tolist(),
+            "ai_error_in_band": [r["band_error"][budget][0] for r in results],
+            "ai_error_outside_band": [r["outside_error"][budget][0] for r in results]}
