@@ -12,6 +12,15 @@ a saving of ρ² of the human labels, predictable before any label is collected.
 estimates α on the same n labelled samples (O(1/n) bias).
 
 Everything here is vectorised over repeats: arrays of shape (R, n) are R independent draws of n labelled prompts.
+
+Three judges. Two are simulated on a population built for this chapter (an "off-the-shelf" judge biased towards a
+feature humans ignore, and a "fine-tuned" one fitted to separate human labels). The third was designed by nobody
+for this purpose: the zoo's arithmetic *target* model, used as an LLM judge by its own likelihood, scores pairs of
+zoo solutions — its own sampled solution (A) against the draft model's (B) on the same problem — and the "human"
+label is exact correctness (1 if only A is right, 0 if only B is, ½ if both or neither are).
+
+The coefficient α̂ = Ĉov/V̂ar uses one convention for both moments (ddof cancels); the official code's main
+variant divides a ddof = 1 covariance (np.cov) by a ddof = 0 variance (np.var), so its α̂ is ours times n/(n − 1).
 """
 
 from __future__ import annotations
@@ -22,61 +31,105 @@ import numpy as np
 from scipy.special import expit
 from scipy.stats import norm
 
-from .core.claims import Claim
+import torch
+
+from .core import arithmetic, reasoners, zoo
+from .core.generation import encode_completions, token_logprobs
+from .core.claims import Claim, Effect, Equivalence, at_least, at_most
 from .core.config import make_config
-from .core.seeding import numpy_rng
+from .core.seeding import numpy_rng, torch_generator
 
 CHAPTER = "hybrid_winrate"
-JUDGES = ("off-the-shelf", "fine-tuned")
+JUDGES = ("off-the-shelf", "fine-tuned")  # the simulated judges
+ZOO_JUDGE = "zoo LM"  # the judge nobody designed: the zoo target's likelihood
 OUTCOME_LABEL = {"A": 1.0, "B": 0.0, "tie": 0.5}
 
 config = make_config({
     "smoke": {"seeds": [0, 1, 2], "n_population": 5000, "n_finetune": 1000, "n_grid": [10, 50, 200],
               "repeats": 500, "n_claim": 200, "n_coverage_min": 50, "tie_rate": 0.1, "gap_mean": 0.2,
-              "judge_noise": 1.0, "length_bias": 1.0},
+              "judge_noise": 1.0, "length_bias": 1.0, "zoo_problems": 150},
     "ci": {"seeds": [0, 1, 2], "n_population": 20000, "n_finetune": 2000, "n_grid": [10, 20, 50, 100, 200, 500],
            "repeats": 4000, "n_claim": 200, "n_coverage_min": 50, "tie_rate": 0.1, "gap_mean": 0.2,
-           "judge_noise": 1.0, "length_bias": 1.0},
+           "judge_noise": 1.0, "length_bias": 1.0, "zoo_problems": 1500},
     "full": {"seeds": list(range(10)), "n_population": 100000, "n_finetune": 5000,
              "n_grid": [10, 20, 50, 100, 200, 500, 1000], "repeats": 20000, "n_claim": 200, "n_coverage_min": 50,
-             "tie_rate": 0.1, "gap_mean": 0.2, "judge_noise": 1.0, "length_bias": 1.0},
+             "tie_rate": 0.1, "gap_mean": 0.2, "judge_noise": 1.0, "length_bias": 1.0,
+             "zoo_problems": 5000},
 })
+
+# Declared before the runs of this version. Units: a (seed, judge) pair at n = n_claim unless said otherwise; every
+# estimator of a unit is computed on the same draws of prompts and labels.
+MC_PRECISE = at_most("mc_precise", "cv_mc_se_pts", 0.1,
+                     "the Monte Carlo standard error of each unit's mean estimate is <= 0.1 win-rate points")
 
 UNBIASED = Claim(
     chapter=CHAPTER, id="unbiased",
     paper_statement="The control-variates estimate is unbiased however biased the synthetic judge; synthetic-only "
                     "evaluation is not",
     paper_value="qualitative (Chatbot Arena, MT-Bench)",
-    criterion="At every n of the grid, for both judges, the control-variates estimate (α fitted on the same n "
-              "labels) is within 3 Monte Carlo standard errors of the true win rate (seed-combined z-score), and the "
-              "synthetic-only estimate is more than 5 standard errors off",
-    test=lambda m: max(m["cv_abs_z"]) <= 3.0 and min(m["synthetic_abs_z"]) > 5.0,
+    criterion="At n = n_claim, over (seed, judge) units of all three judges, the control-variates bias (α fitted on "
+              "the same n labels) is within ±0.5 win-rate points (TOST); and the synthetic-only |bias| exceeds 1 "
+              "point for the off-the-shelf judge and for the zoo LM (95% t interval per judge, over seeds). The "
+              "fine-tuned judge is left out of the second part: a logistic regression with an intercept fitted to "
+              "human labels of the same population matches their mean by construction",
+    effects=[Equivalence("cv_bias_pts", "cv_bias_pts", margin=0.5),
+             Effect("synthetic_abs_bias_offshelf_pts", "synthetic_abs_bias_offshelf_pts", null=1.0),
+             Effect("synthetic_abs_bias_zoo_pts", "synthetic_abs_bias_zoo_pts", null=1.0)],
+    preconditions=[MC_PRECISE],
+    examples=({"cv_bias_pts": [0.02, -0.05, 0.03, 0.01, -0.02, 0.04], "synthetic_abs_bias_offshelf_pts": [8, 9, 8.5],
+               "synthetic_abs_bias_zoo_pts": [4, 5, 4.5], "cv_mc_se_pts": [0.05] * 6},
+              {"cv_bias_pts": [0.02, -0.05, 0.03, 0.01, -0.02, 0.04], "synthetic_abs_bias_offshelf_pts": [8, 9, 8.5],
+               "synthetic_abs_bias_zoo_pts": [0.1, 0.3, 0.2], "cv_mc_se_pts": [0.05] * 6}),
+)
+SAVING_ZOO = Claim(
+    chapter=CHAPTER, id="saving_zoo",
+    paper_statement="The fraction of human labels saved equals ρ², predictable in advance",
+    paper_value="up to 12.2% (off-the-shelf judge), 24.8% (fine-tuned), Chatbot Arena",
+    criterion="For the zoo LM judging target-vs-draft solution pairs against exact correctness, one unit per seed "
+              "(a fresh set of problems and solutions): the measured saving 1 − Var(μ̂_cv)/Var(z̄_n) at n = n_claim "
+              "minus the population's ρ² is within ±3 points (TOST)",
+    effects=[Equivalence("saving_minus_rho2_zoo_pts", "saving_minus_rho2_zoo_pts", margin=3.0)],
+    preconditions=[at_least("judge_informative", "rho2_zoo_pct", 5.0,
+                            "the zoo LM's ρ² is >= 5% on every seed (a judge with ρ ≈ 0 would make 'saving = ρ²' "
+                            "hold trivially at 0)")],
+    examples=({"saving_minus_rho2_zoo_pts": [0.5, -0.4, 0.2, 0.1], "rho2_zoo_pct": [20, 22, 19, 21]},
+              {"saving_minus_rho2_zoo_pts": [-8, -9, -7.5], "rho2_zoo_pct": [20, 22, 19]}),
 )
 SAVING = Claim(
     chapter=CHAPTER, id="saving",
-    paper_statement="The fraction of human labels saved equals ρ², predictable in advance",
+    paper_statement="The fraction of human labels saved equals ρ², predictable in advance (simulated judges)",
     paper_value="up to 12.2% (off-the-shelf judge), 24.8% (fine-tuned), Chatbot Arena",
-    criterion="For both judges, at n = n_claim, the seed-mean measured saving 1 − Var(μ̂_cv)/Var(z̄_n) is within "
-              "3 percentage points of the seed-mean ρ²",
-    test=lambda m: all(abs(s - r) <= 3.0 for s, r in zip(m["saving_pct"], m["rho2_pct"], strict=True)),
+    criterion="For the two simulated judges, one unit per (seed, judge): measured saving at n = n_claim minus ρ² "
+              "is within ±3 points (TOST)",
+    effects=[Equivalence("saving_minus_rho2_pts", "saving_minus_rho2_pts", margin=3.0)],
+    preconditions=[at_least("judges_informative", "rho2_pct", 5.0, "each simulated judge's ρ² is >= 5%")],
+    examples=({"saving_minus_rho2_pts": [0.5, -0.4, 0.2, 0.1, 0.3, -0.2], "rho2_pct": [11, 16, 12, 15, 11, 16]},
+              {"saving_minus_rho2_pts": [-8, -9, -7.5, -8.2], "rho2_pct": [11, 16, 12, 15]}),
 )
 FINETUNED = Claim(
     chapter=CHAPTER, id="finetuned",
     paper_statement="A judge fine-tuned on human labels saves more human annotations than an off-the-shelf one",
     paper_value="Skywork-8B on Chatbot Arena: 8.3% → 24.8%",
-    criterion="At n = n_claim the seed-mean measured saving of the fine-tuned judge exceeds the off-the-shelf "
-              "judge's",
-    test=lambda m: m["saving_finetuned_pct"] > m["saving_offshelf_pct"],
+    criterion="Per seed, at n = n_claim, the fine-tuned judge's measured saving minus the off-the-shelf judge's is "
+              "above 0 points (95% t interval)",
+    effects=[Effect("finetuned_minus_offshelf_pts", "finetuned_minus_offshelf_pts")],
+    preconditions=[at_least("judges_informative", "rho2_pct", 5.0, "each simulated judge's ρ² is >= 5%")],
+    examples=({"finetuned_minus_offshelf_pts": [5, 4, 6], "rho2_pct": [11, 16, 12, 15, 11, 16]},
+              {"finetuned_minus_offshelf_pts": [-1, 0.5, -0.5], "rho2_pct": [11, 16, 12, 15, 11, 16]}),
 )
 COVERAGE = Claim(
     chapter=CHAPTER, id="coverage",
     paper_statement="Control-variates confidence intervals are valid",
     paper_value="95% intervals (paper's normal approximation)",
-    criterion="For both judges and every n ≥ n_coverage_min in the grid, the nominal 95% interval covers the true "
-              "win rate in 93–97% of repeats (pooled over seeds)",
-    test=lambda m: all(93.0 <= c <= 97.0 for c in m["coverage_pct"]),
+    criterion="One unit per (judge, n ≥ n_coverage_min), all three judges, repeats pooled over seeds: the nominal "
+              "95% interval's coverage minus 95 is within ±2 points (TOST)",
+    effects=[Equivalence("coverage_minus_95_pts", "coverage_minus_95_pts", margin=2.0)],
+    preconditions=[at_least("enough_repeats", "repeats_pooled", 3000,
+                            "at least 3000 repeats per unit (coverage known to about ±0.4 points)")],
+    examples=({"coverage_minus_95_pts": [-0.3, 0.2, -0.5, 0.1, -0.2], "repeats_pooled": 12000},
+              {"coverage_minus_95_pts": [-4, -5, -3.5, -4.5], "repeats_pooled": 12000}),
 )
-CLAIMS = (UNBIASED, SAVING, FINETUNED, COVERAGE)
+CLAIMS = (UNBIASED, SAVING_ZOO, SAVING, FINETUNED, COVERAGE)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -228,28 +281,31 @@ def sample(pop: Population, n: int, repeats: int, rng: np.random.Generator) -> t
     return idx, draw_labels(pop.p_win[idx], pop.tie_rate, rng)
 
 
+def estimates(z, s, s_all, alpha_known: float, truth: float) -> dict[str, np.ndarray]:
+    """Every estimator on the same R × n draws (labels `z`, judge scores `s`; `s_all` the judge on all N prompts):
+    human-only, synthetic-only, control variates with α fitted and with the population's α, and whether the 95%
+    interval covers the truth."""
+    lo, hi = confidence_interval(z, s, s_all.mean())
+    return {"human": human_only(z), "synthetic": synthetic_only(s), "cv": control_variates(z, s, s_all.mean()),
+            "cv_known_alpha": control_variates(z, s, s_all.mean(), alpha_known),
+            "covered": (lo <= truth) & (truth <= hi)}
+
+
 def simulate(pop: Population, n: int, repeats: int, seed: int) -> dict[str, dict[str, np.ndarray]]:
-    """R repeats of n labelled prompts: per judge, the human-only, synthetic-only, control-variates (α fitted and
-    α known) estimates and whether the 95% interval covers the truth."""
+    """R repeats of n labelled prompts with fresh human labels: per simulated judge, `estimates`."""
     rng = numpy_rng(seed, CHAPTER, "sample", n)
     idx, z = sample(pop, n, repeats, rng)
-    truth = pop.true_win_rate
+    m1, _ = pop.label_moments()
     out = {}
     for judge in JUDGES:
         s_all = pop.scores[judge]
-        s = s_all[idx]
-        m1, _ = pop.label_moments()
         alpha_known = (np.mean(m1 * s_all) - m1.mean() * s_all.mean()) / s_all.var()
-        lo, hi = confidence_interval(z, s, s_all.mean())
-        out[judge] = {"human": human_only(z), "synthetic": synthetic_only(s),
-                      "cv": control_variates(z, s, s_all.mean()),
-                      "cv_known_alpha": control_variates(z, s, s_all.mean(), alpha_known),
-                      "covered": (lo <= truth) & (truth <= hi)}
+        out[judge] = estimates(z, s_all[idx], s_all, alpha_known, pop.true_win_rate)
     return out
 
 
 def run_experiment(cfg) -> list[dict]:
-    """Every (seed, n) of the config: the population's truth and ρ per judge, and the simulated estimates."""
+    """Every (seed, n) of the config on the simulated population: its truth and ρ per judge, and the estimates."""
     rows = []
     for seed in cfg.seeds:
         pop = make_population(cfg, seed)
@@ -261,21 +317,142 @@ def run_experiment(cfg) -> list[dict]:
     return rows
 
 
-def bias_z(rows: list[dict], judge: str, estimator: str, n: int) -> float:
-    """Seed-combined z-score of the bias at n: Σ_s (mean_s − truth_s)/SE_s / √S."""
-    zs = []
-    for r in (r for r in rows if r["n"] == n):
-        x = r["est"][judge][estimator]
-        zs.append((x.mean() - r["truth"]) / (x.std(ddof=1) / np.sqrt(len(x))))
-    return float(np.sum(zs) / np.sqrt(len(zs)))
+# --------------------------------------------------------------------------------------------------------------
+# The judge nobody designed: a zoo LM's likelihood of zoo solutions
+
+
+@dataclass(frozen=True)
+class FinitePopulation:
+    """N prompts with a fixed label each (`z`) and a judge's score (`s`); evaluation draws n of them with
+    replacement, as the official bootstrap does with its labelled pairs."""
+
+    z: np.ndarray
+    s: np.ndarray
+
+    @property
+    def truth(self) -> float:
+        return float(self.z.mean())
+
+    @property
+    def rho(self) -> float:
+        """Corr(z, ŝ) over the population; 0 when the labels or the scores are constant (nothing to predict)."""
+        if self.z.var() == 0 or self.s.var() == 0:
+            return 0.0
+        return float(np.corrcoef(self.z, self.s)[0, 1])
+
+    @property
+    def alpha(self) -> float:
+        """The population's optimal α = Cov(z, ŝ)/Var(ŝ) (0 for constant scores)."""
+        return float(np.cov(self.z, self.s, bias=True)[0, 1] / self.s.var()) if self.s.var() > 0 else 0.0
+
+
+def pair_label(a_correct, b_correct) -> np.ndarray:
+    """The 'human' preference from exact correctness: 1 if only A is right, 0 if only B is, ½ for a tie."""
+    return 0.5 + 0.5 * (np.asarray(a_correct, float) - np.asarray(b_correct, float))
+
+
+def pair_score(score_a, score_b) -> np.ndarray:
+    """A judge's preference for A from solution scores in [0, 1]: ½ (1 + score_A − score_B), in [0, 1]."""
+    return 0.5 + 0.5 * (np.asarray(score_a, float) - np.asarray(score_b, float))
+
+
+@torch.inference_mode()
+def likelihood_scores(model, tokenizer, problems, solutions, batch_size: int = 250) -> np.ndarray:
+    """An LM's score of each solution: its per-token geometric-mean probability, exp(mean_t log p(y_t | x, y_<t)),
+    end token included (a length-normalised likelihood, in (0, 1])."""
+    out = []
+    for i in range(0, len(problems), batch_size):
+        batch = encode_completions(tokenizer, [p.prompt for p in problems[i:i + batch_size]],
+                                   list(solutions[i:i + batch_size]), add_eos=True)
+        mask = batch["completion_mask"][:, 1:].float()
+        out.append(torch.exp((token_logprobs(model, batch) * mask).sum(-1) / mask.sum(-1)).numpy())
+    return np.concatenate(out)
+
+
+def zoo_population(cfg, seed: int) -> FinitePopulation:
+    """`zoo_problems` fresh arithmetic problems of `seed`; A = the zoo target's sampled solution (temperature 1),
+    B = the zoo draft's; z from exact correctness; ŝ from the target's likelihood of both (zoo seed 0 for the models:
+    the seed varies the problems and samples, not the judge)."""
+    draft, target = zoo.get("arith-draft", cfg.scale, 0), zoo.get("arith-target", cfg.scale, 0)
+    problems = arithmetic.sample_problems(cfg.zoo_problems, seed, stream="hybrid-winrate")
+    gen = torch_generator(seed, CHAPTER, "zoo-solutions")
+    sol_a = reasoners.solve(target.model, target.tokenizer, problems, temperature=1.0, generator=gen)
+    sol_b = reasoners.solve(draft.model, draft.tokenizer, problems, temperature=1.0, generator=gen)
+    z = pair_label([arithmetic.is_correct(p, x) for p, x in zip(problems, sol_a)],
+                   [arithmetic.is_correct(p, x) for p, x in zip(problems, sol_b)])
+    judge = lambda sols: likelihood_scores(target.model, target.tokenizer, problems, sols)  # noqa: E731
+    return FinitePopulation(z, pair_score(judge(sol_a), judge(sol_b)))
+
+
+def run_zoo_experiment(cfg, populations: dict[int, FinitePopulation]) -> list[dict]:
+    """Every (seed, n) on the zoo judge's finite populations, rows shaped like `run_experiment`'s."""
+    rows = []
+    for seed, pop in populations.items():
+        for n in cfg.n_grid:
+            rng = numpy_rng(seed, CHAPTER, "zoo-sample", n)
+            idx = rng.integers(len(pop.z), size=(cfg.repeats, n))
+            rows.append({"seed": seed, "n": n, "truth": pop.truth, "rho": {ZOO_JUDGE: pop.rho},
+                         "synthetic_mean": {ZOO_JUDGE: float(pop.s.mean())},
+                         "est": {ZOO_JUDGE: estimates(pop.z[idx], pop.s[idx], pop.s, pop.alpha, pop.truth)}})
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Measurements
+
+
+def _at(rows: list[dict], judge: str, n: int) -> list[dict]:
+    return [r for r in rows if r["n"] == n and judge in r["est"]]
+
+
+def bias_pts(rows: list[dict], judge: str, estimator: str, n: int) -> list[float]:
+    """Per seed: 100 × (mean over repeats of the estimate − truth), in win-rate points."""
+    return [100 * float(r["est"][judge][estimator].mean() - r["truth"]) for r in _at(rows, judge, n)]
+
+
+def mc_se_pts(rows: list[dict], judge: str, estimator: str, n: int) -> list[float]:
+    """Per seed: the Monte Carlo standard error of that mean, in points."""
+    return [100 * float(r["est"][judge][estimator].std(ddof=1) / np.sqrt(len(r["est"][judge][estimator])))
+            for r in _at(rows, judge, n)]
 
 
 def measured_saving(rows: list[dict], judge: str, n: int) -> list[float]:
-    """Per seed: 1 − Var(μ̂_cv) / Var(z̄_n) over the repeats at n (the same prompts and labels for both)."""
-    return [float(1 - r["est"][judge]["cv"].var(ddof=1) / r["est"][judge]["human"].var(ddof=1))
-            for r in rows if r["n"] == n]
+    """Per seed: 1 − Var(μ̂_cv) / Var(z̄_n) over the repeats at n (the same prompts and labels for both); 0 when the
+    labels are constant (then α̂ = 0 and the two estimates coincide)."""
+    out = []
+    for r in _at(rows, judge, n):
+        human, cv = r["est"][judge]["human"].var(ddof=1), r["est"][judge]["cv"].var(ddof=1)
+        out.append(float(1 - cv / human) if human > 0 else 0.0)
+    return out
+
+
+def rho2(rows: list[dict], judge: str, n: int) -> list[float]:
+    """Per seed: the population's ρ²."""
+    return [r["rho"][judge] ** 2 for r in _at(rows, judge, n)]
 
 
 def coverage(rows: list[dict], judge: str, n: int) -> float:
     """Fraction of repeats (pooled over seeds) whose 95% interval covers the truth."""
-    return float(np.mean(np.concatenate([r["est"][judge]["covered"] for r in rows if r["n"] == n])))
+    return float(np.mean(np.concatenate([r["est"][judge]["covered"] for r in _at(rows, judge, n)])))
+
+
+def claim_measurements(rows: list[dict], cfg) -> dict[str, list[float]]:
+    """Every claim's per-unit inputs (rows of both experiments together)."""
+    n, judges = cfg.n_claim, JUDGES + (ZOO_JUDGE,)
+    save = {j: 100 * np.array(measured_saving(rows, j, n)) for j in judges}
+    r2 = {j: 100 * np.array(rho2(rows, j, n)) for j in judges}
+    cov_ns = [m for m in cfg.n_grid if m >= cfg.n_coverage_min]
+    return {
+        "cv_bias_pts": [b for j in judges for b in bias_pts(rows, j, "cv", n)],
+        "cv_mc_se_pts": [e for j in judges for e in mc_se_pts(rows, j, "cv", n)],
+        "synthetic_abs_bias_offshelf_pts": np.abs(bias_pts(rows, "off-the-shelf", "synthetic", n)).tolist(),
+        "synthetic_abs_bias_zoo_pts": np.abs(bias_pts(rows, ZOO_JUDGE, "synthetic", n)).tolist(),
+        "synthetic_bias_finetuned_pts": bias_pts(rows, "fine-tuned", "synthetic", n),
+        "saving_minus_rho2_zoo_pts": (save[ZOO_JUDGE] - r2[ZOO_JUDGE]).tolist(),
+        "rho2_zoo_pct": r2[ZOO_JUDGE].tolist(), "saving_zoo_pct": save[ZOO_JUDGE].tolist(),
+        "saving_minus_rho2_pts": [d for j in JUDGES for d in (save[j] - r2[j]).tolist()],
+        "rho2_pct": [x for j in JUDGES for x in r2[j].tolist()],
+        "finetuned_minus_offshelf_pts": (save["fine-tuned"] - save["off-the-shelf"]).tolist(),
+        "coverage_minus_95_pts": [100 * coverage(rows, j, m) - 95 for j in judges for m in cov_ns],
+        "repeats_pooled": cfg.repeats * len(cfg.seeds),
+    }
