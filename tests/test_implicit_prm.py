@@ -47,7 +47,7 @@ def test_cumsum_gather_diff_equals_segment_sums(pair):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
-def test_theta_equal_ref_gives_zero_rewards_and_log2_losses(pair):
+def test_theta_equal_ref_gives_zero_rewards_and_the_objectives_values_at_zero(pair):
     _, ref = pair
     policy = copy.deepcopy(ref)
     prm = ip.ImplicitPRM(policy, ref, TOK, beta=0.5)
@@ -58,6 +58,10 @@ def test_theta_equal_ref_gives_zero_rewards_and_log2_losses(pair):
         assert math.isclose(ip.ce_loss(policy, ref, batch, 0.5).item(), math.log(2), abs_tol=1e-6)
     pairs = encode_completions(TOK, PROMPTS[:2] * 2, COMPLETIONS[:2] + COMPLETIONS[1:3])
     assert math.isclose(ip.dpo_loss(policy, ref, pairs, 0.5).item(), math.log(2), abs_tol=1e-6)
+    # NCA at r = 0: -log σ(0) - ½ log σ(0) - ½ log σ(0) = 2 log 2; KTO at r = 0 with z = 0: 1 - σ(0) = ½
+    assert math.isclose(ip.nca_loss(policy, ref, pairs, 0.5).item(), 2 * math.log(2), abs_tol=1e-6)
+    batch["kl"] = encode_completions(TOK, PROMPTS, COMPLETIONS[1:] + COMPLETIONS[:1])
+    assert math.isclose(ip.kto_loss(policy, ref, batch, 0.5).item(), 0.5, abs_tol=1e-6)
 
 
 def test_proposition_holds_exactly_on_an_enumerable_model():
@@ -101,7 +105,7 @@ def test_min_step_best_of_n_is_invariant_to_a_positive_beta_scale(pair):
     for beta in (0.05, 0.5, 5.0):
         scores = ip.prm_scores(ip.step_rewards_grid(ip.ImplicitPRM(policy, ref, TOK, beta), cands))
         best = scores["prm_min"].argmax(1)
-        picks.append((best.tolist(), ip.best_of_n(cands, scores, 4, beta)["prm_min"]))
+        picks.append((best.tolist(), ip.best_of_n(cands, scores, 4)["prm_min"], scores["prm_min_q"].argmax(1).tolist()))
     assert all(p == picks[0] for p in picks)
 
 
@@ -133,11 +137,13 @@ def test_bad_inputs_raise_clear_errors(pair):
         ip.ImplicitPRM(policy, ref, TOK, 0.0)
     one_each = ip.Rollouts([arithmetic.parse_prompt("3+4|")], [0], ["3+4=7;A7"], [True])
     with pytest.raises(ValueError, match="no pairs"):
-        next(ip.dpo_batches(TOK, one_each, 4, 0))
+        next(ip.pair_batches(TOK, one_each, 4, 0))
     with pytest.raises(ValueError, match="valid settings"):
         ip.config("ci", betta=0.1)
     with pytest.raises(ValueError, match="aggregation"):
         ip.aggregate_steps(np.zeros(2), "mean")
+    with pytest.raises(ValueError, match="objective"):
+        ip.train_implicit_prm(ref, TOK, one_each, "ipo", 0.5, 1, 2, 1e-3, 0)
 
 
 def test_roc_auc_matches_pair_counting():
@@ -158,3 +164,68 @@ def test_selectors_and_rollout_subsets():
     first = data.first(1)
     assert first.completions == ["a", "c"] and first.prompt_index == [0, 1]
     assert sorted(ip.preference_pairs(data)) == [(0, 1), (0, 4)]
+
+
+def _step_once(loss_fn, batch, ref, rows):
+    policy = copy.deepcopy(ref).train()
+    with torch.no_grad():
+        before = ip.implicit_reward(policy, ref, batch, 1.0)
+    loss_fn(policy, ref, batch, 1.0).backward()
+    torch.optim.SGD(policy.parameters(), lr=0.05).step()
+    with torch.no_grad():
+        return (ip.implicit_reward(policy, ref, batch, 1.0) - before)[rows]
+
+
+def test_kto_and_nca_steps_raise_right_responses_and_lower_wrong_ones(pair):
+    _, ref = pair
+    # KTO: row 0 desirable, row 1 undesirable; the reference point has no gradient
+    batch = encode_completions(TOK, PROMPTS[:2], COMPLETIONS[:2])
+    batch["labels"] = torch.tensor([1, 0])
+    batch["kl"] = encode_completions(TOK, PROMPTS[:2], COMPLETIONS[1::-1])
+    moved = _step_once(ip.kto_loss, batch, ref, [0, 1])
+    assert moved[0] > 0 > moved[1]
+    # NCA and DPO: row 0 chosen, row 1 rejected, for the same prompt
+    pairs = encode_completions(TOK, PROMPTS[:1] * 2, [COMPLETIONS[0], "3+4=1;1*2=2;A2"])
+    for loss in (ip.nca_loss, ip.dpo_loss):
+        moved = _step_once(loss, pairs, ref, [0, 1])
+        assert moved[0] > moved[1]
+    # NCA pulls the rejected reward down on its own, not only relative to the chosen one
+    assert _step_once(ip.nca_loss, pairs, ref, [1]) < 0
+
+
+def test_nca_equals_its_formula_on_given_rewards(pair, monkeypatch):
+    r = torch.tensor([0.3, -1.2, 0.5, 2.0])  # chosen 0.3, -1.2; rejected 0.5, 2.0
+    monkeypatch.setattr(ip, "implicit_reward", lambda *a: r)
+    s = torch.sigmoid
+    want = np.mean([-math.log(s(w)) - 0.5 * math.log(s(-w)) - 0.5 * math.log(s(-lo))
+                    for w, lo in ((r[0], r[2]), (r[1], r[3]))])
+    assert math.isclose(ip.nca_loss(None, None, {}, 1.0).item(), want, rel_tol=1e-6)
+
+
+def test_score_variants_and_official_vote_weights():
+    steps = np.array([0.5, -1.0, 2.0, -0.2])
+    assert ip.aggregate_steps(steps, "min") == -1.0
+    assert ip.aggregate_steps(steps, "min_q") == pytest.approx(-0.5)  # partial sums 0.5, -0.5, 1.5, 1.3
+    assert ip.aggregate_steps(steps, "sum") == pytest.approx(1.3)
+    # σ(score)-weighted votes: two wrong candidates with score -2 (weight 0.12 each) outvote a right one with score
+    # -1.5 (0.18), but not one with score 0 (0.5)
+    answers, correct = np.array([3, 3, 5]), np.array([False, False, True])
+    problems = [arithmetic.parse_prompt("3+4|")]
+    cands = ip.Candidates(problems, [["a", "b", "c"]], answers[None], correct[None], [[[True]] * 3])
+    for top, expected in ((-1.5, 0.0), (0.0, 1.0)):
+        got = ip.best_of_n(cands, {"s": np.array([[-2.0, -2.0, top]])}, 3)
+        assert got["s_vote"] == expected and got["s"] == 1.0 and got["majority"] == 0.0
+
+
+def test_claim_measurements_are_paired_per_seed_differences():
+    def arm(step, bo):
+        return {"step_auc": step, "train": {"outcome_auc": 0.8}, "best_of": {4: bo}}
+
+    runs = {s: {"arms": {"ce": arm(0.6 + s, {"prm_min": 0.5, "majority": 0.4, "random": 0.3}),
+                         "ce_n1": arm(0.5, {"prm_min": 0.35 + s, "majority": 0.4, "random": 0.3}),
+                         "control": arm(0.9, {"prm_min": 0.7, "majority": 0.4, "random": 0.3})}}
+            for s in (0, 1)}
+    m = ip.claim_measurements(runs, 4)
+    assert m["step_auc"] == [0.6, 1.6] and m["n1_minus_random"] == pytest.approx([0.05, 1.05])
+    assert m["prm_minus_majority"] == pytest.approx([0.1, 0.1])
+    assert m["control_minus_majority"] == pytest.approx([0.3, 0.3])

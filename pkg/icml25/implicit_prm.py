@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .core import arithmetic, zoo
-from .core.claims import Claim
+from .core.claims import Claim, Effect, at_least
 from .core.config import make_config
 from .core.generation import encode_completions, generate, sequence_logprobs, token_logprobs
 from .core.seeding import numpy_rng, torch_generator
@@ -38,30 +38,41 @@ from .core.train import train
 
 CHAPTER = "implicit_prm"
 REFERENCE = "arith-draft"  # the zoo model that is π_ref, the sampler of candidates, and θ's initialisation
+CONTROL = "arith-target"  # π_θ of the positive control (with π_ref = the draft, untrained)
 PRM_NAME = "implicit-prm"  # this chapter's zoo entry: the CE-trained implicit PRM (reusable by other chapters)
 
 # Settings of the zoo PRM (the main CE model); the chapter config holds them plus the experiment's knobs.
 _PRM = {
-    "smoke": dict(ref_seed=0, beta=0.5, n_prompts=60, responses_per_prompt=2, temperature=1.0,
-                  train_steps=10, batch_size=16, lr=1e-3),
-    "ci": dict(ref_seed=0, beta=0.5, n_prompts=500, responses_per_prompt=4, temperature=1.0,
-               train_steps=80, batch_size=32, lr=1e-3),
-    "full": dict(ref_seed=0, beta=0.5, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
-                 train_steps=1000, batch_size=64, lr=1e-3),
+    "smoke": dict(ref_seed=0, beta=0.1, n_prompts=60, responses_per_prompt=2, temperature=1.0,
+                  train_steps=10, batch_size=16, lr=3e-3),
+    "ci": dict(ref_seed=0, beta=0.1, n_prompts=500, responses_per_prompt=4, temperature=1.0,
+               train_steps=120, batch_size=32, lr=3e-3),
+    "full": dict(ref_seed=0, beta=0.1, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
+                 train_steps=1000, batch_size=64, lr=3e-3),
 }
+_ARMS = dict(objectives=["ce", "dpo", "kto", "nca"], betas=[0.02, 0.1, 0.5], arm_seeds=[0])
 PRESETS = {
-    "smoke": dict(_PRM["smoke"], seeds=[0], n_test=20, n_candidates=4, best_of=[1, 4], sweep_n=[1, 2],
-                  tabular_vocab=3, tabular_length=3),
-    "ci": dict(_PRM["ci"], seeds=[0, 1, 2], n_test=100, n_candidates=16, best_of=[1, 4, 16], sweep_n=[1, 4],
+    "smoke": dict(_PRM["smoke"], **_ARMS, seeds=[0], n_test=20, n_candidates=4, best_of=[1, 4], tabular_vocab=3,
+                  tabular_length=3),
+    "ci": dict(_PRM["ci"], **_ARMS, seeds=[0, 1, 2], n_test=100, n_candidates=16, best_of=[1, 4, 16],
                tabular_vocab=3, tabular_length=4),
-    "full": dict(_PRM["full"], seeds=[0, 1, 2, 3, 4], n_test=500, n_candidates=64, best_of=[1, 4, 16, 64],
-                 sweep_n=[1, 2, 4, 8], tabular_vocab=4, tabular_length=5),
+    "full": dict(_PRM["full"], **dict(_ARMS, arm_seeds=[0, 1, 2, 3, 4]), seeds=[0, 1, 2, 3, 4], n_test=500,
+                 n_candidates=64, best_of=[1, 4, 16, 64], tabular_vocab=4, tabular_length=5),
 }
 config = make_config(PRESETS)
 PRM_KEYS = tuple(_PRM["ci"])
 
 # ---------------------------------------------------------------------------------------------------------
-# Claims, fixed before any experiment ran.
+# Claims, fixed before any experiment ran. Every effect is one value per seed; the preconditions say that the PRM
+# learned what it was trained on (its outcome reward separates right from wrong training responses) and that the
+# evaluation can see a PRM that works (the positive control, π_θ = target, π_ref = draft, untrained, is detected).
+
+LEARNED_AUC = 0.7  # training-set outcome AUC a PRM must reach before its verdicts count
+CONTROL_AUC = 0.8  # held-out step AUC the positive control must reach
+CONTROL_MARGIN = 0.02  # best-of-N margin the positive control must show over the baseline it is compared with
+
+_LEARNED = at_least("prm_learned", "train_outcome_auc", LEARNED_AUC,
+                    f"CE PRM's outcome reward separates right from wrong training responses: AUC >= {LEARNED_AUC}")
 
 STEP_SIGNAL = Claim(
     chapter=CHAPTER, id="step_signal",
@@ -69,27 +80,45 @@ STEP_SIGNAL = Claim(
                     "identify correct and incorrect steps (the Proposition; evaluated in the paper by best-of-N "
                     "and ProcessBench)",
     paper_value="process rewards 'for free' (no step labels); no step-level AUC reported",
-    criterion="CE-trained implicit PRM, held-out candidates: the AUC of single-step rewards r_t against the exact "
-              "step verifier (steps up to and including the first error) is at least 0.7 on the mean over seeds",
-    test=lambda m: float(np.nanmean(np.array(m["step_auc"], dtype=float))) >= 0.7,
+    criterion="per seed, the held-out AUC of the CE PRM's single-step rewards r_t against the exact step verifier "
+              "(steps up to and including the first error); the 95% t interval of the mean lies above 0.5 (chance); "
+              "refuted if it lies wholly below 0.6",
+    effects=[Effect("step_auc", "step_auc", null=0.5, min_effect=0.6)],
+    preconditions=[_LEARNED, at_least("positive_control_detected", "control_step_auc", CONTROL_AUC,
+                                      f"the target/draft log-ratio's step AUC >= {CONTROL_AUC}")],
+    examples=({"step_auc": [0.8, 0.78, 0.83], "train_outcome_auc": [0.8] * 3, "control_step_auc": [0.95] * 3},
+              {"step_auc": [0.52, 0.5, 0.55], "train_outcome_auc": [0.8] * 3, "control_step_auc": [0.95] * 3}),
 )
 BEST_OF_N = Claim(
     chapter=CHAPTER, id="best_of_n",
     paper_statement="Best-of-N with the implicit PRM beats majority voting and the baselines on MATH500",
     paper_value="e.g. Llama-3.1-8B generator: DPO implicit PRM above majority voting at @4/@16/@64",
-    criterion="Best-of-N (largest N) accuracy with the CE implicit PRM (min-step score) exceeds majority voting on "
-              "every seed and exceeds random choice on the mean over seeds",
-    test=lambda m: all(p > v for p, v in zip(m["prm_min"], m["majority"], strict=True))
-    and float(np.mean(m["prm_min"])) > float(np.mean(m["random"])),
+    criterion="per seed, best-of-N (largest N) accuracy of the CE PRM (min-step score) minus majority voting on "
+              "the same candidates; the 95% t interval lies above 0; refuted if wholly below +0.02",
+    effects=[Effect("prm_minus_majority", "prm_minus_majority", min_effect=0.02)],
+    preconditions=[_LEARNED, at_least("positive_control_detected", "control_minus_majority", CONTROL_MARGIN,
+                                      f"the target/draft control beats majority voting by >= {CONTROL_MARGIN}")],
+    examples=({"prm_minus_majority": [0.1, 0.08, 0.12], "train_outcome_auc": [0.8] * 3,
+               "control_minus_majority": [0.2] * 3},
+              {"prm_minus_majority": [-0.05, -0.1, -0.08], "train_outcome_auc": [0.8] * 3,
+               "control_minus_majority": [0.2] * 3}),
 )
 ONE_RESPONSE = Claim(
     chapter=CHAPTER, id="one_response",
     paper_statement="The CE objective is data-efficient: it yields a useful PRM even with one response per "
                     "instruction (where DPO has no pairs)",
     paper_value="CE with 1 response per instruction still improves best-of-N over the baselines",
-    criterion="Best-of-N (largest N) accuracy of a CE implicit PRM trained on one response per instruction "
-              "exceeds random choice on every seed",
-    test=lambda m: all(p > r for p, r in zip(m["prm_min_n1"], m["random"], strict=True)),
+    criterion="per seed, best-of-N (largest N) accuracy of a CE PRM trained on one response per instruction minus "
+              "random choice; the 95% t interval lies above 0; refuted if wholly below +0.02",
+    effects=[Effect("n1_minus_random", "n1_minus_random", min_effect=0.02)],
+    preconditions=[at_least("n1_prm_learned", "n1_train_outcome_auc", LEARNED_AUC,
+                            f"the one-response PRM's training-set outcome AUC >= {LEARNED_AUC}"),
+                   at_least("positive_control_detected", "control_minus_random", CONTROL_MARGIN,
+                            f"the target/draft control beats random choice by >= {CONTROL_MARGIN}")],
+    examples=({"n1_minus_random": [0.1, 0.08, 0.12], "n1_train_outcome_auc": [0.8] * 3,
+               "control_minus_random": [0.3] * 3},
+              {"n1_minus_random": [-0.05, -0.1, -0.08], "n1_train_outcome_auc": [0.8] * 3,
+               "control_minus_random": [0.3] * 3}),
 )
 CLAIMS = (STEP_SIGNAL, BEST_OF_N, ONE_RESPONSE)
 
@@ -210,33 +239,67 @@ class ImplicitPRM:
 
 
 def aggregate_steps(step_rewards: np.ndarray, how: str = "min") -> float:
-    """A response's score from its step rewards: the worst step (`min`), all of them (`sum` = outcome reward),
-    or the final step (`last`)."""
+    """A response's score from its step rewards: the worst step (`min`, the official evaluation's "single"
+    reward with min), all of them (`sum` = outcome reward), the final step (`last`), or the worst partial sum
+    q^t (`min_q`, the official "accumulative" reward with min)."""
     if how == "min":
         return float(np.min(step_rewards))
     if how == "sum":
         return float(np.sum(step_rewards))
     if how == "last":
         return float(step_rewards[-1])
-    raise ValueError(f"unknown aggregation {how!r}; valid: min, sum, last")
+    if how == "min_q":
+        return float(np.min(np.cumsum(step_rewards)))
+    raise ValueError(f"unknown aggregation {how!r}; valid: min, sum, last, min_q")
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Training objectives on outcome labels.
 
+def implicit_reward(policy: PreTrainedModel, reference: PreTrainedModel, batch: dict, beta: float) -> torch.Tensor:
+    """r_θ(y) = β·Σ_tokens log π_θ/π_ref for every row of `batch` ([B], differentiable in π_θ) (Eq. 1)."""
+    return beta * token_log_ratios(policy, reference, batch).sum(-1)
+
+
 def ce_loss(policy: PreTrainedModel, reference: PreTrainedModel, batch: dict, beta: float) -> torch.Tensor:
     """Cross-entropy on outcome labels l ∈ {0, 1} (Eq. 5): −[l·log σ(r_θ(y)) + (1−l)·log(1 − σ(r_θ(y)))],
     with r_θ(y) = β·Σ_tokens log π_θ/π_ref. Works with one response per instruction."""
-    reward = beta * token_log_ratios(policy, reference, batch).sum(-1)
-    return F.binary_cross_entropy_with_logits(reward, batch["labels"].float())
+    return F.binary_cross_entropy_with_logits(implicit_reward(policy, reference, batch, beta),
+                                              batch["labels"].float())
 
 
 def dpo_loss(policy: PreTrainedModel, reference: PreTrainedModel, batch: dict, beta: float) -> torch.Tensor:
     """DPO on (correct, incorrect) pairs: −log σ(r_θ(y_w) − r_θ(y_l)). Rows [0, B/2) are the chosen responses,
     rows [B/2, B) the rejected ones, in matching order."""
-    reward = beta * token_log_ratios(policy, reference, batch).sum(-1)
+    reward = implicit_reward(policy, reference, batch, beta)
     half = reward.shape[0] // 2
     return -F.logsigmoid(reward[:half] - reward[half:]).mean()
+
+
+def nca_loss(policy: PreTrainedModel, reference: PreTrainedModel, batch: dict, beta: float) -> torch.Tensor:
+    """NCA (Chen et al., 2024) on (correct, incorrect) pairs, rows as in :func:`dpo_loss`:
+    −log σ(r_θ(y_w)) − ½·log σ(−r_θ(y_w)) − ½·log σ(−r_θ(y_l)). Unlike DPO it pins the rewards' absolute level
+    (the chosen reward is pushed up, both are pulled towards zero), not only their difference."""
+    reward = implicit_reward(policy, reference, batch, beta)
+    half = reward.shape[0] // 2
+    w, lo = reward[:half], reward[half:]
+    return (-F.logsigmoid(w) - 0.5 * F.logsigmoid(-w) - 0.5 * F.logsigmoid(-lo)).mean()
+
+
+def kto_loss(policy: PreTrainedModel, reference: PreTrainedModel, batch: dict, beta: float) -> torch.Tensor:
+    """KTO on unpaired outcome labels, as the official trainer (OpenRLHF's KTOLoss) computes it:
+    1 − σ(r_θ(y) − z) for desirable (right) responses and 1 − σ(z − r_θ(y)) for undesirable ones, where the
+    reference point z = β·max(0, mean KL estimate) comes from mismatched (prompt, other row's completion) pairs in
+    `batch["kl"]` and carries no gradient. Desirable and undesirable weights are 1."""
+    reward = implicit_reward(policy, reference, batch, beta)
+    with torch.no_grad():
+        z = implicit_reward(policy, reference, batch["kl"], beta).mean().clamp(min=0)
+    label = batch["labels"].bool()
+    return torch.where(label, 1 - torch.sigmoid(reward - z), 1 - torch.sigmoid(z - reward)).mean()
+
+
+OBJECTIVES = {"ce": ce_loss, "dpo": dpo_loss, "kto": kto_loss, "nca": nca_loss}
+PAIRED = ("dpo", "nca")  # the objectives that need a (right, wrong) pair of responses to the same prompt
 
 
 @dataclass
@@ -278,14 +341,18 @@ def sample_rollouts(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
     return Rollouts(list(problems), index, texts, labels)
 
 
-def ce_batches(tokenizer, data: Rollouts, batch_size: int, seed: int):
-    """Endless CE batches drawn with replacement from the labelled responses."""
+def labelled_batches(tokenizer, data: Rollouts, batch_size: int, seed: int, mismatched: bool = False):
+    """Endless batches of labelled responses drawn with replacement (CE, KTO). With `mismatched`, each batch also
+    carries `kl`: every prompt paired with the next row's completion, KTO's reference-point sample."""
     g = torch_generator(seed, "ce_batches")
     prompts = data.prompts
     while True:
         idx = torch.randint(len(prompts), (batch_size,), generator=g).tolist()
-        batch = encode_completions(tokenizer, [prompts[i] for i in idx], [data.completions[i] for i in idx])
+        p, c = [prompts[i] for i in idx], [data.completions[i] for i in idx]
+        batch = encode_completions(tokenizer, p, c)
         batch["labels"] = torch.tensor([data.labels[i] for i in idx])
+        if mismatched:
+            batch["kl"] = encode_completions(tokenizer, p, c[1:] + c[:1])
         yield batch
 
 
@@ -297,11 +364,11 @@ def preference_pairs(data: Rollouts) -> list[tuple[int, int]]:
     return [pair for good, bad in by_prompt.values() for pair in itertools.product(good, bad)]
 
 
-def dpo_batches(tokenizer, data: Rollouts, batch_size: int, seed: int):
-    """Endless DPO batches: chosen rows first, then their rejected partners. Needs at least one pair."""
+def pair_batches(tokenizer, data: Rollouts, batch_size: int, seed: int):
+    """Endless DPO / NCA batches: chosen rows first, then their rejected partners. Needs at least one pair."""
     pairs = preference_pairs(data)
     if not pairs:
-        raise ValueError("DPO needs a prompt with both a correct and an incorrect response; with one response "
+        raise ValueError("DPO and NCA need a prompt with both a correct and an incorrect response; with one response "
                          "per instruction there are no pairs (use the CE objective)")
     g = torch_generator(seed, "dpo_batches")
     prompts = data.prompts
@@ -314,18 +381,19 @@ def dpo_batches(tokenizer, data: Rollouts, batch_size: int, seed: int):
 
 def train_implicit_prm(reference: PreTrainedModel, tokenizer, data: Rollouts, objective: str, beta: float,
                        steps: int, batch_size: int, lr: float, seed: int) -> tuple[ImplicitPRM, list[float]]:
-    """Train π_θ from a copy of π_ref on outcome labels with the `ce` or `dpo` objective; the PRM and its
-    loss curve."""
-    if objective not in ("ce", "dpo"):
-        raise ValueError(f"unknown objective {objective!r}; valid: ce, dpo")
+    """Train π_θ from a copy of π_ref on outcome labels with one of :data:`OBJECTIVES`; the PRM and its loss
+    curve."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
     policy = copy.deepcopy(reference)
     reference.eval()
-    if objective == "ce":
-        batches, loss = ce_batches(tokenizer, data, batch_size, seed), ce_loss
+    if objective in PAIRED:
+        batches = pair_batches(tokenizer, data, batch_size, seed)
     else:
-        batches, loss = dpo_batches(tokenizer, data, batch_size, seed), dpo_loss
+        batches = labelled_batches(tokenizer, data, batch_size, seed, mismatched=objective == "kto")
+    loss = OBJECTIVES[objective]
     result = train(policy, batches, steps, lr=lr, loss_fn=lambda m, b: loss(m, reference, b, beta),
-                   desc=f"implicit PRM ({objective})")
+                   desc=f"implicit PRM ({objective}, β={beta:g})")
     return ImplicitPRM(policy, reference, tokenizer, beta), result.losses
 
 
@@ -530,11 +598,13 @@ def argmax_pick(scores: np.ndarray, correct: np.ndarray) -> float:
     return float(correct[top].mean())
 
 
-def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int, beta: float = 1.0) -> dict[str, float]:
+def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int) -> dict[str, float]:
     """Best-of-`n` accuracy of every selector, averaged over the disjoint groups of `n` among the candidates.
 
     Selectors: `random` (expected accuracy), `majority`, the argmax of each score in `scores` (e.g. `prm_min`,
-    `prm_outcome`, or `ref_likelihood`, the untrained baseline log π_ref(y)), `<score>_vote` (majority voting weighted by σ(score/β)), and `oracle` (any correct)."""
+    `prm_outcome`, or `ref_likelihood`, the untrained baseline log π_ref(y)), `<score>_vote` (majority voting with
+    each vote weighted by σ(score), as the official evaluation weights an implicit PRM's votes), and `oracle` (any
+    correct)."""
     total = cands.correct.shape[1]
     if n > total or n < 1:
         raise ValueError(f"best-of-{n} needs 1 <= n <= {total} candidates")
@@ -548,15 +618,19 @@ def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int, beta: fl
             for name, s in scores.items():
                 acc.setdefault(name, []).append(argmax_pick(s[p, sl], ok))
                 acc.setdefault(f"{name}_vote", []).append(
-                    majority_pick(ans, ok, 0.5 * (1 + np.tanh(s[p, sl] / (2 * beta)))))  # σ(s/β), no overflow
+                    majority_pick(ans, ok, 0.5 * (1 + np.tanh(s[p, sl] / 2))))  # σ(s) without overflow
             acc.setdefault("oracle", []).append(float(ok.any()))
     return {k: float(np.mean(v)) for k, v in acc.items()}
 
 
+SCORES = {"prm_min": "min", "prm_min_q": "min_q", "prm_outcome": "sum"}
+
+
 def prm_scores(rewards: list[list[np.ndarray]]) -> dict[str, np.ndarray]:
-    """The two response scores of the paper: min step reward and the outcome reward (sum of steps)."""
-    return {"prm_min": np.array([[aggregate_steps(r, "min") for r in row] for row in rewards]),
-            "prm_outcome": np.array([[aggregate_steps(r, "sum") for r in row] for row in rewards])}
+    """The response scores of the paper's evaluation: min single-step reward r_t, min partial sum q^t, and the
+    outcome reward (sum of the steps)."""
+    return {name: np.array([[aggregate_steps(r, how) for r in row] for row in rewards])
+            for name, how in SCORES.items()}
 
 
 def within_problem_correlation(a: np.ndarray, b: np.ndarray) -> float:
@@ -581,29 +655,79 @@ def evaluate_prm(prm: ImplicitPRM, cands: Candidates, best_of: Sequence[int]) ->
         extra["corr_within_problem"] = within_problem_correlation(scores["prm_outcome"], cands.ref_logprob)
         scores["ref_likelihood"] = cands.ref_logprob
     return {**step_metrics(rewards, cands), **extra,
-            "best_of": {n: best_of_n(cands, scores, n, prm.beta) for n in best_of}}
+            "best_of": {n: best_of_n(cands, scores, n) for n in best_of}}
+
+
+def learning_metrics(prm: ImplicitPRM, data: Rollouts) -> dict[str, float]:
+    """How well the PRM learned its training set: the AUC of the outcome reward r_θ(y) against the outcome labels
+    it was trained on, and (a diagnostic; the PRM never saw step labels) the step AUC on the same responses."""
+    rewards = prm.step_rewards(data.prompts, data.completions, on_missing="whole")
+    labels = [arithmetic.step_labels(data.problems[i], c) for i, c in zip(data.prompt_index, data.completions)]
+    s, y = [], []
+    for r, lab in zip(rewards, labels):
+        if len(r) == len(lab):
+            k = steps_to_first_error(lab)
+            s += list(r[:k]); y += lab[:k]
+    return {"outcome_auc": roc_auc([r.sum() for r in rewards], data.labels), "step_auc": roc_auc(s, y)}
+
+
+def positive_control(cfg) -> ImplicitPRM:
+    """The upper bound: π_θ = the zoo's target reasoner, π_ref = the draft, no training at all. Its log-ratio is
+    large where the target is sure and the draft is not, which is where the draft errs."""
+    ref, target = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed), zoo.get(CONTROL, cfg.scale, cfg.ref_seed)
+    return ImplicitPRM(target.model, ref.model, ref.tokenizer, cfg.beta)
+
+
+def arms(cfg, seed: int) -> list[tuple[str, str, float, int]]:
+    """The trained PRMs of one seed as (name, objective, β, responses per prompt): the main CE PRM and the CE PRM
+    on one response per instruction at every seed; the other objectives and β values at `cfg.arm_seeds`."""
+    out = [("ce", "ce", cfg.beta, cfg.responses_per_prompt), ("ce_n1", "ce", cfg.beta, 1)]
+    if seed in cfg.arm_seeds:
+        out += [(obj, obj, cfg.beta, cfg.responses_per_prompt) for obj in cfg.objectives if obj != "ce"]
+        out += [(f"ce_beta{b:g}", "ce", b, cfg.responses_per_prompt) for b in cfg.betas if b != cfg.beta]
+    return out
 
 
 def run_seed(cfg, seed: int) -> dict:
-    """The whole experiment for one seed: test candidates from π_ref, the main CE PRM (all responses per prompt),
-    CE and DPO PRMs for every n in `sweep_n`, each evaluated on the same candidates."""
+    """The whole experiment for one seed: test candidates from π_ref; the positive control; every arm of
+    :func:`arms`, trained on the same instructions and evaluated on the same candidates, with its training-set
+    learning metrics."""
     ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
     cands = sample_candidates(ref.model, ref.tokenizer, test_problems(cfg, seed), cfg.n_candidates,
                               cfg.temperature, torch_generator(seed, "implicit_prm", "candidates"))
-    main, losses = main_prm(cfg, seed)
-    out = {"main": evaluate_prm(main, cands, cfg.best_of), "main_losses": losses, "sweep": {}}
     data = training_rollouts(ref, cfg, seed)
-    out["train_accuracy"] = float(np.mean(data.labels))
-    for n in cfg.sweep_n:
-        for objective in ("ce", "dpo"):
-            if n == cfg.responses_per_prompt and objective == "ce":
-                res = out["main"]
-            elif objective == "dpo" and not preference_pairs(data.first(n)):
-                continue
-            else:
-                prm, _ = train_implicit_prm(ref.model, ref.tokenizer, data.first(n), objective, cfg.beta,
-                                            cfg.train_steps, cfg.batch_size, cfg.lr, seed)
-                res = evaluate_prm(prm, cands, [max(cfg.best_of)])
-            out["sweep"][(objective, n)] = {"step_auc": res["step_auc"],
-                                            "best": res["best_of"][max(cfg.best_of)]}
+    out = {"train_accuracy": float(np.mean(data.labels)), "arms": {}, "losses": {}}
+    control = positive_control(cfg)
+    out["arms"]["control"] = {**evaluate_prm(control, cands, cfg.best_of), "train": learning_metrics(control, data)}
+    for name, objective, beta, n in arms(cfg, seed):
+        subset = data.first(n)
+        if objective in PAIRED and not preference_pairs(subset):
+            continue  # no prompt with both a right and a wrong response: nothing to pair
+        if name == "ce":
+            prm, losses = main_prm(cfg, seed)
+        else:
+            prm, losses = train_implicit_prm(ref.model, ref.tokenizer, subset, objective, beta, cfg.train_steps,
+                                             cfg.batch_size, cfg.lr, seed)
+        out["arms"][name] = {**evaluate_prm(prm, cands, cfg.best_of), "train": learning_metrics(prm, subset)}
+        out["losses"][name] = losses
     return out
+
+
+def claim_measurements(runs: dict[int, dict], n: int) -> dict[str, list[float]]:
+    """The per-seed values the three claims read, at best-of-`n`. A held-out step AUC that is undefined (every
+    step has the same label, as a barely trained smoke-scale draft can give) counts as chance, 0.5: no evidence."""
+    def arm(s, name):
+        return runs[s]["arms"][name]
+
+    seeds = sorted(runs)
+    bo = {name: [arm(s, name)["best_of"][n] for s in seeds] for name in ("ce", "ce_n1", "control")}
+    return {
+        "step_auc": [float(np.nan_to_num(arm(s, "ce")["step_auc"], nan=0.5)) for s in seeds],
+        "train_outcome_auc": [arm(s, "ce")["train"]["outcome_auc"] for s in seeds],
+        "n1_train_outcome_auc": [arm(s, "ce_n1")["train"]["outcome_auc"] for s in seeds],
+        "control_step_auc": [float(np.nan_to_num(arm(s, "control")["step_auc"], nan=0.5)) for s in seeds],
+        "prm_minus_majority": [b["prm_min"] - b["majority"] for b in bo["ce"]],
+        "n1_minus_random": [b["prm_min"] - b["random"] for b in bo["ce_n1"]],
+        "control_minus_majority": [b["prm_min"] - b["majority"] for b in bo["control"]],
+        "control_minus_random": [b["prm_min"] - b["random"] for b in bo["control"]],
+    }
