@@ -4,7 +4,7 @@ import torch
 
 from icml25 import ple
 from icml25.core import arithmetic, tinylm
-from icml25.core.generation import sequence_logprobs
+from icml25.core.train import lm_loss
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_each_pair_gets_exactly_one_loss(tiny):
     b = next(ple._pair_batches(tok, pairs, rank, np.ones(len(rank), bool), torch.zeros(len(rank), 2), 32, 0))
     lp, lpp = ple.mean_logprob(model, b["plain"]), ple.mean_logprob(model, b["principle"])
     w = ple.sft_weights(b["r_plain"], b["r_principle"], 0.1)
-    expected = sum(ple.ranking_loss(lp[i], lpp[i]) if b["rank"][i] else
+    expected = sum(ple.ranking_with_anchor(lp[i], lpp[i]) if b["rank"][i] else
                    ple.weighted_sft_loss(lp[i:i + 1], lpp[i:i + 1], w[i:i + 1])[0] for i in range(32)) / 32
     assert torch.allclose(ple.ple_objective(0.1)(model, b), expected, atol=1e-5)
 
@@ -91,16 +91,47 @@ def test_reward_is_fraction_of_verified_steps():
     assert ple.reward(p, steps[0] + "1*2=2;" + steps[2]) == pytest.approx(2 / 3)
 
 
-def test_expected_step_reward_matches_per_step_reference(tiny):
+def test_ranking_keeps_the_sft_anchor_on_the_better_answer():
+    # once ranked right the hinge is zero, but the anchor still raises p̄(y_p|x) (RRHF's L_rank + L_ft)
+    lp, lpp = torch.tensor(-2.0, requires_grad=True), torch.tensor(-1.0, requires_grad=True)
+    loss = ple.ranking_with_anchor(lp, lpp)
+    loss.backward()
+    assert loss.item() == pytest.approx(1.0) and lpp.grad < 0 and lp.grad == 0
+    # ranked wrong: the hinge lowers p̄(y|x) and both terms raise p̄(y_p|x)
+    lp, lpp = torch.tensor(-1.0, requires_grad=True), torch.tensor(-2.0, requires_grad=True)
+    ple.ranking_with_anchor(lp, lpp).backward()
+    assert lp.grad > 0 and lpp.grad == -2.0
+
+
+def test_every_method_gets_the_same_sft_batches_and_their_loss(tiny):
     model, tok = tiny
-    problems = arithmetic.sample_problems(3, 1, max_ops=3)
-    fast = ple.expected_step_reward(model, tok, [p.prompt for p in problems], problems)
-    for f, p in zip(fast, problems):
-        steps = p.steps()
-        with torch.no_grad():
-            ref = [float(sequence_logprobs(model, tok, [p.prompt + "".join(steps[:k])], [steps[k]]).exp())
-                   for k in range(len(steps))]
-        assert f == pytest.approx(np.mean(ref), rel=1e-4)
+    cfg = ple.config("smoke")
+    a, b = ple.sft_batches(tok, cfg, 0, 1), ple.sft_batches(tok, cfg, 0, 1)
+    for _ in range(2):
+        x, y = next(a), next(b)
+        assert torch.equal(x["input_ids"], y["input_ids"])
+    pairs = fake_pairs()
+    rank = np.zeros(12, bool)
+    batch = next(ple.with_sft(ple._pair_batches(tok, pairs, rank, np.ones(12, bool), torch.zeros(12, 2), 8, 0),
+                              ple.sft_batches(tok, cfg, 0, 0)))
+    own = ple.ple_objective(0.1)
+    assert torch.allclose(ple.plus_sft(own)(model, batch), own(model, batch) + lm_loss(model, batch["sft"]))
+
+
+def test_summary_pairs_methods_by_seed_and_ignores_the_final_principle_reward():
+    def run(method, seed, final_plain, final_principle=0.0):
+        return ple.Run(method, seed, {"plain": 0.4, "principle": 0.6, "repeat_diff": 0.01},
+                       {"plain": final_plain, "principle": final_principle})
+
+    runs = {"ple": [run("ple", 0, 0.5), run("ple", 1, 0.6)], "sft": [run("sft", 0, 0.45), run("sft", 1, 0.5)],
+            "raft": [run("raft", 0, 0.5), run("raft", 1, 0.7)], "dpo": [run("dpo", 0, 0.3), run("dpo", 1, 0.3)]}
+    m = ple.summary(runs)
+    assert m["ple_minus_sft"] == pytest.approx([0.05, 0.1]) and m["ple_minus_raft"] == pytest.approx([0.0, -0.1])
+    assert m["share_of_gap_closed"] == pytest.approx([0.5, 1.0]) and m["initial_gap"] == pytest.approx([0.2, 0.2])
+    # a principle-guided prompt that got worse changes nothing the claims read
+    worse = {k: [ple.Run(r.method, r.seed, r.start, {"plain": r.final["plain"], "principle": -1.0}) for r in v]
+             for k, v in runs.items()}
+    assert ple.summary(worse) == m
 
 
 def test_adding_the_principle_token_keeps_the_old_logits():
@@ -118,4 +149,4 @@ def test_adding_the_principle_token_keeps_the_old_logits():
 
 def test_unknown_method_raises():
     with pytest.raises(ValueError, match="valid methods"):
-        ple.run_method("ppo", ple.config("smoke"), 0, [])
+        ple.run_method("ppo", ple.config("smoke"), 0, [], {})

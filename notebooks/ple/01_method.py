@@ -71,8 +71,8 @@ for p, y, yp, r, rp in list(zip(pairs.problems, pairs.plain, pairs.principle, pa
     print(f"x = {p.prompt:12s} y   = {y:34s} r = {r:.2f}\n{'':16s} y_p = {yp:34s} r = {rp:.2f}")
 print(f"sampled answers, mean reward: plain {pairs.reward_plain.mean():.3f}, "
       f"principle-guided {pairs.reward_principle.mean():.3f}")
-held_out = arithmetic.sample_problems(cfg.n_eval, 0, stream="ple-eval")
-print("held-out expected reward (teacher-forced, see 02_alignment):", ple.evaluate(model, tok, held_out))
+print("held-out reward of sampled answers (the score of 02_alignment):",
+      ple.evaluate(model, tok, ple.eval_problems(cfg), ple.eval_generator(seed, "start")))
 
 # %% [markdown]
 # ## The threshold schedule and the routing
@@ -115,10 +115,12 @@ plt.show()
 #
 # ## The two losses on one pair
 #
-# Both losses are computed on the *plain* query. Ranking: a hinge on length-normalised log-likelihoods,
-# $\max(0, \bar p(y\mid x) - \bar p(y_p\mid x))$, zero once $y_p$ is already preferred. Weighted SFT:
-# $-(w\,\bar p(y\mid x) + w_p\,\bar p(y_p\mid x))$ with $(w, w_p) = \mathrm{softmax}(r/T)$. (The paper's exact
-# forms were not retrieved; these are our reconstruction — see the chapter page.)
+# Both losses are computed on the *plain* query. Ranking, as RRHF defines it: a hinge on length-normalised
+# log-likelihoods plus the SFT anchor on the better answer, $\max(0, \bar p(y\mid x) - \bar p(y_p\mid x)) -
+# \bar p(y_p\mid x)$; the hinge is zero once $y_p$ is already preferred, the anchor keeps raising $y_p$. Weighted
+# SFT: $-(w\,\bar p(y\mid x) + w_p\,\bar p(y_p\mid x))$ with $(w, w_p) = \mathrm{softmax}(r/T)$. Every method,
+# PLE included, also trains on one batch of the SFT set $D_{\mathrm{sft}}$ beside each batch of its own loss. (The
+# paper's exact forms were not retrieved; these are our reconstruction — see the chapter page.)
 
 # %%
 import torch
@@ -131,7 +133,8 @@ with torch.no_grad():
     lp, lpp = ple.mean_logprob(model, batch_y), ple.mean_logprob(model, batch_yp)
 w = ple.sft_weights(torch.as_tensor(pairs.reward_plain, dtype=torch.float32),
                     torch.as_tensor(pairs.reward_principle, dtype=torch.float32), cfg.sft_temperature)
-print(f"ranked pairs: mean hinge {ple.ranking_loss(lp, lpp)[torch.as_tensor(ranked)].mean():.3f}; "
+print(f"ranked pairs: mean hinge {ple.ranking_loss(lp, lpp)[torch.as_tensor(ranked)].mean():.3f}, "
+      f"mean ranking loss with anchor {ple.ranking_with_anchor(lp, lpp)[torch.as_tensor(ranked)].mean():.3f}; "
       f"share already ranked right {(lpp > lp)[torch.as_tensor(ranked)].float().mean():.2f}")
 print(f"SFT pairs: mean weight on y_p {w[torch.as_tensor(~ranked), 1].mean():.2f}")
 texts = [tok.decode(row, skip_special_tokens=True) for row in batch_y["input_ids"]]
