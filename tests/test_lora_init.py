@@ -92,8 +92,8 @@ def test_init_ab_has_both_gradients_and_expected_noise_norm():
     (model(x) ** 2).sum().backward()
     assert torch.count_nonzero(layer.lora_A[li.ADAPTER].weight.grad) > 0
     assert torch.count_nonzero(layer.lora_B[li.ADAPTER].weight.grad) > 0
-    # E‖(α/r) B₀A₀‖²_F = (α/r)² n_out n_in r var_A var_B, with uniform variances bound²/3
-    expected = (ALPHA / RANK) ** 2 * N_OUT * N_IN * RANK * (1 / N_IN / 3) * (1 / RANK / 3)
+    # E‖(α/r) B₀A₀‖²_F = (α/r)² n_out n_in r var_A var_B, both variances s/(3 n_in) (the reference init)
+    expected = (ALPHA / RANK) ** 2 * N_OUT * N_IN * RANK * (1 / N_IN / 3) ** 2
     norms = []
     for s in range(200):
         li.init_lora_layer(layer, "AB", 1.0, torch.Generator().manual_seed(s))
@@ -206,12 +206,58 @@ def test_modular_problems_are_consistent():
         assert solution.endswith(f"A{acc}")
 
 
-def test_paired_interval():
-    lo, hi = li.paired_interval([1.0, 2.0, 3.0])
-    half = 4.302652729911275 * 1.0 / math.sqrt(3)
-    assert lo == pytest.approx(2 - half) and hi == pytest.approx(2 + half)
-    with pytest.raises(ValueError, match="at least 2 seeds"):
-        li.paired_interval([1.0])
+@pytest.mark.parametrize("s", [0.01, 1.0, 100.0])
+def test_both_factors_draw_from_the_reference_bound_and_s_scales_the_variance(s):
+    """A and B ~ U(±√(s/n_in)), n_in the layer's input dimension for both: variance s/(3·n_in), linear in s."""
+    layer = li.lora_layers(li.lora_model(nn.Sequential(nn.Linear(512, 384)), ("0",), 64, 64))["0"]
+    li.init_lora_layer(layer, "AB", s, torch.Generator().manual_seed(0))
+    bound = math.sqrt(s / 512)
+    for f in ("lora_A", "lora_B"):
+        w = getattr(layer, f)[li.ADAPTER].weight.detach()
+        assert float(w.abs().max()) <= bound and float(w.abs().max()) > 0.99 * bound
+        assert float(w.var()) == pytest.approx(s / (3 * 512), rel=0.03)
+    with pytest.raises(ValueError, match="positive"):
+        li.init_bound(16, 0.0)
+
+
+def grid_of(a_curve, ab_gap, seeds=3):
+    """A synthetic sweep: Init[A] follows `a_curve`, Init[AB] and Init[AB+] lie below it by exp(−ab_gap)."""
+    a = np.array([a_curve] * seeds) * (1 + 0.01 * np.arange(seeds))[:, None]
+    return {"A": a, "AB": a * np.exp(-np.asarray(ab_gap)), "AB+": a * np.exp(-np.asarray(ab_gap))}
+
+
+def test_lr_measurements_judge_relative_to_init_as_optimum():
+    lrs = li.half_decades(-8, 0)
+    a_curve = [1.0, 0.9, 0.5, 0.3, 0.2, 0.1, 0.05, 0.5]  # optimum at index 6 (10^-1)
+    gap = [0.0, 0.0, 0.3, 0.2, 0.0, 0.0, 0.0, 0.0]
+    m = li.lr_measurements(grid_of(a_curve, gap), lrs, np.ones(3))
+    assert m["lr_star"] == pytest.approx(0.1)
+    np.testing.assert_allclose(m["a_minus_ab_lr/10"], 0.0, atol=1e-12)  # index 4: 10^-2
+    np.testing.assert_allclose(m["a_minus_ab_lr/30"], 0.2, atol=1e-12)  # index 3: 10^-2.5
+    assert m["optimum_inside_grid"] == 1
+    # window is indices 3..6; the worst ratio there is Init[A]'s 0.3 on the slowest seed
+    assert m["loss_ratio_in_window"] == pytest.approx(0.3 * 1.02)
+    assert m["loss_ratio_at_judged"] == pytest.approx(0.3 * 1.02)
+    np.testing.assert_allclose(m["ab_minus_abplus"], 0.0, atol=1e-12)
+    np.testing.assert_allclose(m["ab_minus_a_best"], 0.0, atol=1e-12)
+    edge = li.lr_measurements(grid_of([1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3], [0.0] * 8), lrs, np.ones(3))
+    assert edge["optimum_inside_grid"] == 0
+    with pytest.raises(ValueError, match="spaced by"):
+        li.lr_measurements(grid_of(a_curve, gap), [10.0 ** -k for k in range(8)], np.ones(3))
+    with pytest.raises(ValueError, match="extend the grid"):
+        li.lr_measurements(grid_of([0.1] + [1.0] * 7, [0.0] * 8), lrs, np.ones(3))
+
+
+def test_claims_decide_on_the_measurements():
+    lrs = li.half_decades(-8, 0)
+    a_curve = [1.0, 0.9, 0.5, 0.3, 0.2, 0.1, 0.05, 0.5]
+    rng = np.random.default_rng(0)
+    g = grid_of(a_curve, [0.0] * 8, seeds=4)
+    g["AB"] = g["AB"] * np.exp(rng.normal(0, 0.01, g["AB"].shape))
+    m = li.lr_measurements(g, lrs, np.ones(4))
+    assert li.SMALL_LR.decide(m)["verdict"] == "refuted"  # no gain at either judged rate
+    assert li.NOISE_HARMLESS.decide(m)["verdict"] == "reproduced"
+    assert li.SAME_AT_BEST.decide(m)["verdict"] == "reproduced"
 
 
 def test_mean_sd():

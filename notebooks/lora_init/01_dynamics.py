@@ -26,8 +26,10 @@
 #
 # LoRA here is the PEFT library's: `lora_init.lora_model` applies a `LoraConfig` with `get_peft_model`, and
 # `lora_init.init_lora` re-initialises PEFT's `lora_A`/`lora_B` factors in place for each of the three modes
-# (Init[AB+] also edits the frozen base weight). At scale 1, Init[A] draws $A$ from PEFT's own default
-# (Kaiming-uniform, bound $1/\sqrt{n_\text{in}}$), but from a seeded stream, so all three modes share $A_0$.
+# (Init[AB+] also edits the frozen base weight). Both factors are drawn from $U(\pm\sqrt{s/n_\text{in}})$, with
+# $n_\text{in}$ the adapted layer's input dimension for $B$ as for $A$ and the scale $s$ multiplying the variance
+# (the reference implementation's Kaiming-uniform rule). At $s = 1$ this is PEFT's own default for $A$; the draws
+# come from a seeded stream, so all three modes share $A_0$ (and Init[AB], Init[AB+] share $B_0$).
 #
 # **Parameters.** At `full` scale: width 1024, 1000 fine-tuning steps, 5 seeds.
 
@@ -40,7 +42,7 @@ rank = None  # LoRA rank r
 alpha = None  # LoRA alpha: the update is scaled by alpha / r
 pretrain_steps = None
 finetune_steps = None
-curve_lr = None  # the small learning rate of the loss curves
+curve_lr = None  # the learning rate of the loss curves (below the optimum, where training still moves)
 
 # %%
 import numpy as np
@@ -80,7 +82,7 @@ ax.legend();
 # Under Init[A] the gradient of $A$ is exactly zero; under both non-zero inits it is the larger of the two.
 
 # %% [markdown]
-# ## Loss curves at a small learning rate
+# ## Loss curves below the optimal learning rate
 #
 # Adam, learning rate decayed linearly to zero, mean ± sd over seeds.
 
