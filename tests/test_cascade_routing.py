@@ -71,7 +71,9 @@ def test_routing_extremes_and_monotone_cost():
     pool, est, _ = small_problem()
     assert np.array_equal(cr.routing(est, 0.0).answer, np.argmax(est.pre, 1))
     assert np.array_equal(cr.routing(est, 1e9).answer, np.argmin(est.cost, 1))
-    costs = [cr.routing(est, lam).cost(pool) for lam in cr.lambda_grid(30)]
+    grid = cr.lambda_grid(30)
+    assert grid[0] == 0 and grid[-1] >= 1e9  # the sweep's ends: quality only, and the cheapest model
+    costs = [cr.routing(est, lam).cost(pool) for lam in grid]
     assert all(a >= b - 1e-12 for a, b in zip(costs, costs[1:]))
 
 
@@ -201,7 +203,6 @@ def test_claim_measurements_pair_every_cell_by_seed():
     assert m["gain_3_low"] == [1.0, 1.25, 1.5] and m["gain_5_high"] == [2.0, 2.25, 2.5]  # minus the better (59)
     assert m["opt_minus_thr_3_medium"] == [2.0, 3.0, 4.0]
     assert m["low_minus_high"] == [0.0, 0.0, 0.0]
-    assert m["top_quality_gap"] == [0.0, 0.0, 0.0]
     assert m["routing_over_interpolation"] == [8.0, 8.0, 8.0]
     assert cr.BEATS_BOTH.decide(m)["verdict"] == "reproduced"
     assert cr.ESTIMATORS_MATTER.decide(m)["verdict"] == "refuted"  # no difference between the noise levels
@@ -289,3 +290,54 @@ def test_real_pool_cell_compares_every_strategy():
     m = cr.real_claim_measurements([runs], [c])
     assert m["real_gain"] == [cr.cell_gain(c)]
     assert 0 <= m["pool_headroom"][0] <= 1 - m["best_member_accuracy"][0]
+
+
+# ---- per-step λ and thresholds ---------------------------------------------------------------------------------
+
+def test_per_step_lambda_constant_equals_scalar_and_steps_are_separate():
+    pool = cr.make_pool(4, 300, 5)
+    _, est = cr.make_estimates(pool, "low", 5, 0.3)
+    table = cr.supermodel_table(est, 16, 5)
+    a = cr.cascade_routing(est, table, 0.3)
+    b = cr.cascade_routing(est, table, [0.3] * 4)
+    np.testing.assert_array_equal(a.ran, b.ran)
+    # a huge λ from the second step on: the first decision is λ_0's, then every query stops
+    one = cr.cascade_routing(est, table, [0.0, 1e9, 1e9, 1e9])
+    assert (one.ran.sum(1) == 1).all()
+    np.testing.assert_array_equal(one.ran[:, 0] | one.ran[:, 1:].any(1), True)
+    with pytest.raises(ValueError, match="per-step"):
+        cr.cascade_routing(est, table, [0.1, 0.2])
+
+
+def test_threshold_cascade_per_step_thresholds():
+    est = cr.Estimates(pre=np.zeros((3, 3)), post=np.array([[0.6, 0.9, 0.1], [0.4, 0.7, 0.2], [0.4, 0.5, 0.9]]),
+                       cost=np.ones((3, 3)), cov=np.eye(3))
+    out = cr.threshold_cascade(est, [0.5, 0.8, 0.0])  # stop after model 0 at 0.5, after model 1 at 0.8
+    assert out.answer.tolist() == [0, 2, 2]
+    assert out.ran.sum(1).tolist() == [1, 3, 3]
+    assert cr.threshold_cascade(est, 0.5).answer.tolist() == [0, 1, 1]
+
+
+def test_step_family_and_settings_fitted_on_a_training_split():
+    fam = cr.step_family([0.0, 1.0], 3, [0.5, 1.0])
+    np.testing.assert_allclose(fam[2], [1.0, 0.5, 0.25])
+    np.testing.assert_allclose(fam[3], [1.0, 1.0, 1.0])
+    pool = cr.make_pool(3, 1000, 2)
+    (t_pool, t_est), (f_pool, f_est) = cr.make_estimates(pool, "low", 2, 0.3, with_train=True)
+    assert len(t_pool.quality) + len(f_pool.quality) == 1000
+    cfg = cr.config("smoke")
+    cell = cr.evaluate((t_pool, t_est), (f_pool, f_est), 2, cfg)
+    c = t_pool.cost.mean(0)
+    for name, (cost, quality) in cell["curves"].items():
+        assert cost.min() <= c.min() + 1e-9  # the cheapest end of every sweep is kept
+        assert len(cost) < len(cr.strategy_settings(f_est, cfg.n_lambdas, cfg.step_ratios)[name])
+
+
+def test_depth_limited_table_gives_the_same_strategies():
+    pool = cr.make_pool(5, 300, 8)
+    _, est = cr.make_estimates(pool, "medium", 8, 0.3)
+    full, limited = cr.supermodel_table(est, 16, 8), cr.supermodel_table(est, 16, 8, max_depth=3)
+    for lam in (0.0, 0.3, 3.0):
+        a, b = cr.cascade_routing(est, full, lam, 3), cr.cascade_routing(est, limited, lam, 3)
+        np.testing.assert_array_equal(a.ran, b.ran)
+        np.testing.assert_array_equal(a.answer, b.answer)

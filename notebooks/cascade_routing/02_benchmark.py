@@ -26,8 +26,13 @@
 #   0.6/0.3 (low), 1.6/0.8 (medium), 2.4/1.2 (high), each calibrated by a per-model linear regression on a training
 #   split; at high noise the per-query cost is unknown too (we use the model's mean cost).
 #
-# Each strategy sweeps its knob ($\lambda$, or the threshold); mixing two neighbouring settings with probability
-# $\gamma$ reaches every point of a chord, so a strategy's curve is the upper concave envelope of its points.
+# Each strategy sweeps its knob, fitted on the training split as the official code fits it: one $\lambda$ for
+# routing; a multiplier **per step** $\lambda_j$ ($j$ = models run so far) for the optimal cascade and cascade
+# routing, from the family $\lambda_j = \lambda_0 r^j$ (a grid of $\lambda_0$, ratios `step_ratios`; $r = 1$ is a
+# constant $\lambda$); one threshold per step $\tau_j = 1 - \lambda_j$ for the threshold cascade. The settings on
+# the training split's quality–cost envelope are then run on the test split. Mixing two neighbouring settings
+# with probability $\gamma$ reaches every point of a chord, so a strategy's curve is the upper concave envelope of
+# its points.
 
 # %% tags=["parameters"]
 scale = "ci"
@@ -39,6 +44,7 @@ n_queries = None  # queries per pool (a training split calibrates the estimators
 n_lambdas = None  # points on each strategy's sweep
 qmc_samples = None  # quasi-Monte Carlo points for the expected maximum
 max_depth = None  # the most models cascade routing may plan to run on one query
+step_ratios = None  # ratios r of the per-step family: λ_j is λ_0 times r^j (1.0: a constant λ)
 
 # %%
 import time
@@ -52,7 +58,7 @@ from icml25.core import check, plot
 
 plot.use_style()
 cfg = cr.config(scale, seeds=seeds, pool_sizes=pool_sizes, noise_levels=noise_levels, n_queries=n_queries,
-                n_lambdas=n_lambdas, qmc_samples=qmc_samples, max_depth=max_depth)
+                n_lambdas=n_lambdas, qmc_samples=qmc_samples, max_depth=max_depth, step_ratios=step_ratios)
 cfg
 
 # %% [markdown]
@@ -113,8 +119,8 @@ ax.legend(fontsize=8, ncol=2);
 # every strategy, so a strategy's per-seed gain over another cancels the pool's own luck. Two differences from
 # the paper matter when reading it. Our quality is a single 0/1 correctness per query, so a post-hoc estimate
 # with noise 0.3 nearly reveals it: cascades, which read post-hoc estimates, profit more from low noise than
-# routing, which only reads ex-ante ones. And every strategy's curve is the envelope of its sweep on the test
-# queries themselves, where the paper tunes λ on training queries.
+# routing, which only reads ex-ante ones. And the paper searches per-step λ with Hyperopt, where we fit a
+# one-parameter family of per-step values on the same training split.
 
 # %%
 gains = {key: cr.gain_over_best(row) for key, row in table.items()}
@@ -127,8 +133,14 @@ display(Markdown("Gain of cascade routing over the better of routing and the opt
 # ## Claim checks
 #
 # Every per-seed value the claims read comes from `cr.claim_measurements(cells)`; the preconditions check that
-# every sweep reaches the best model's accuracy (the λ grid brackets the trade-off) and that routing and the
-# threshold cascade do better than blindly mixing the cheapest and the largest model (the baselines learned).
+# routing and the threshold cascade do better than blindly mixing the cheapest and the largest model (the
+# estimators carry information and the baselines learned; worst low- or medium-noise cell of each seed). The λ
+# grid brackets the trade-off by construction (λ = 0 and a huge λ are its ends; a unit test checks both).
+#
+# *Changed after the first `ci` verdicts were seen:* a precondition "every strategy's sweep reaches the best
+# single model's accuracy (within 0.01)" was declared and failed (−0.016). It was meant to show that the λ grid
+# brackets the trade-off, but it measured something else: with noisy ex-ante estimates routing cannot reach the
+# best model's accuracy at any λ, which is what the AUC is there to measure. It was dropped.
 
 # %%
 measured = cr.claim_measurements(cells)
