@@ -84,18 +84,51 @@ def test_models_train_and_report_routing():
     assert [r["label"] for r in runs] == [v[0] for v in aoe.variants(cfg)]
     for r in runs:
         assert len(r["conf_entropy"]) == cfg.n_layers and r["val_loss"] > r["floor"] - 1e-6
+        assert r["floor"] < r["bigram"]  # the tag is worth something
         spec = r["specialisation"][0]
         assert spec.shape == (cfg.n_domains, cfg.n_experts)
         torch.testing.assert_close(torch.as_tensor(spec).sum(1), torch.ones(cfg.n_domains))
 
 
 def test_markov_language_follows_its_domain():
-    domains = aoe.markov_domains(3, 10, 0)
+    domains = aoe.markov_domains(3, 10, 0, 0.1)
     ids, domain = aoe.sample_sequences(domains, 300, 20, 0)
-    assert int(ids.min()) >= 1 and int(ids.max()) <= 10
+    assert torch.equal(ids[:, 0], 10 + 1 + domain)  # the tag
+    assert int(ids[:, 1:].min()) >= 1 and int(ids[:, 1:].max()) <= 10
     # transitions never taken under a sequence's own domain have probability ~0 there
-    logp = torch.log(torch.as_tensor(domains)[domain[:, None], ids[:, :-1] - 1, ids[:, 1:] - 1])
+    logp = torch.log(torch.as_tensor(domains)[domain[:, None], ids[:, 1:-1] - 1, ids[:, 2:] - 1])
     assert torch.isfinite(logp).all()
+
+
+def test_domain_known_loss_is_the_mean_nll_of_the_true_source():
+    domains = aoe.markov_domains(2, 5, 1, 0.5)
+    ids, domain = aoe.sample_sequences(domains, 4, 6, 1)
+    nll = []
+    for row, d in zip(ids.tolist(), domain.tolist()):
+        nll.append(torch.log(torch.tensor(5.0)).item())  # the first content token is uniform
+        nll += [-float(torch.log(torch.tensor(domains[d, a - 1, b - 1]))) for a, b in zip(row[1:-1], row[2:])]
+    assert aoe.domain_known_loss(domains, ids, domain) == pytest.approx(sum(nll) / len(nll))
+
+
+def test_bigram_loss_of_a_deterministic_chain_and_gap_closed():
+    ids = torch.tensor([[1, 2, 3, 1, 2, 3]] * 4)  # 1 -> 2 -> 3 -> 1: a bigram predicts it almost surely
+    assert aoe.bigram_loss(ids, ids, 4, smoothing=1e-9) == pytest.approx(0.0, abs=1e-6)
+    # with add-1 smoothing over 4 ids each row has 4 + 4·(its count) mass; the seen successor gets 1 + count
+    counts = {1: 8, 2: 8, 3: 4}  # transitions out of 1, 2, 3 in the 4 rows
+    expected = sum(-torch.log(torch.tensor((1 + c) / (4 + c))).item() * c for c in counts.values()) / 20
+    assert aoe.bigram_loss(ids, ids, 4, smoothing=1.0) == pytest.approx(expected)
+    assert aoe.gap_closed(2.0, 3.0, 1.0) == pytest.approx(0.5)
+    assert aoe.gap_closed(3.0, 3.0, 1.0) == 0 and aoe.gap_closed(1.0, 3.0, 1.0) == 1
+
+
+def test_throughput_pairs_rounds_and_paired_differences():
+    cfg = aoe.config("smoke", bench_repeats=3)
+    tps = aoe.throughput(cfg, 0)
+    assert list(tps) == [v[0] for v in aoe.variants(cfg)]
+    assert all(len(v) == 3 and min(v) > 0 for v in tps.values())
+    assert aoe.paired([2.0, 1.0], [1.5, 1.5]) == [0.5, -0.5]
+    with pytest.raises(ValueError, match="differ in length"):
+        aoe.paired([1.0], [])
 
 
 def test_bad_input_raises():

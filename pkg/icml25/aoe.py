@@ -34,47 +34,94 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from . import ops
 from .core import train as core_train
-from .core.claims import Claim
+from .core.claims import Claim, Effect, at_least, at_most
 from .core.config import make_config
 from .core.seeding import numpy_rng, seeded, torch_generator
 
 config = make_config({
     "smoke": {"seeds": [0], "d_model": 32, "n_layers": 2, "n_experts": 4, "top_k": 2, "d_ffn": 32,
-              "d_lows": [8], "alpha": 0.01, "n_domains": 4, "vocab": 32, "seq_len": 16, "batch_size": 8,
-              "steps": 15, "lr": 1e-2, "n_val": 16, "eval_every": 5, "bench_repeats": 2},
-    "ci": {"seeds": [0, 1, 2], "d_model": 48, "n_layers": 2, "n_experts": 8, "top_k": 2, "d_ffn": 64,
-           "d_lows": [8, 16], "alpha": 0.01, "n_domains": 8, "vocab": 32, "seq_len": 32, "batch_size": 16,
-           "steps": 200, "lr": 1e-2, "n_val": 128, "eval_every": 25, "bench_repeats": 10},
+              "d_lows": [8], "claim_d_low": 8, "alpha": 0.01, "n_domains": 4, "vocab": 32, "concentration": 0.1, "seq_len": 16,
+              "n_train": 512, "batch_size": 8, "steps": 15, "lr": 1e-2, "n_val": 16, "eval_every": 5,
+              "bench_repeats": 3},
+    "ci": {"seeds": [0, 1, 2, 3, 4], "d_model": 48, "n_layers": 2, "n_experts": 8, "top_k": 2, "d_ffn": 64,
+           "d_lows": [8, 16], "claim_d_low": 16, "alpha": 0.01, "n_domains": 8, "vocab": 32, "concentration": 0.1, "seq_len": 32,
+           "n_train": 4096, "batch_size": 16, "steps": 200, "lr": 1e-2, "n_val": 128, "eval_every": 25,
+           "bench_repeats": 10},
     "full": {"seeds": [0, 1, 2, 3, 4], "d_model": 256, "n_layers": 4, "n_experts": 8, "top_k": 2, "d_ffn": 512,
-             "d_lows": [32, 64, 128], "alpha": 0.01, "n_domains": 8, "vocab": 256, "seq_len": 128,
-             "batch_size": 32, "steps": 5000, "lr": 1e-3, "n_val": 512, "eval_every": 250, "bench_repeats": 50},
+             "d_lows": [32, 64, 128], "claim_d_low": 64, "alpha": 0.01, "n_domains": 8, "vocab": 256, "concentration": 0.1,
+             "seq_len": 128, "n_train": 65536, "batch_size": 32, "steps": 5000, "lr": 1e-3, "n_val": 512,
+             "eval_every": 250, "bench_repeats": 50},
 })
+
+
+def paired(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """Per-seed differences a - b of two lists in seed order."""
+    if len(a) != len(b):
+        raise ValueError(f"paired lists differ in length: {len(a)} vs {len(b)}")
+    return [float(x) - float(y) for x, y in zip(a, b)]
+
+
+def mean_sd3(values: Sequence[float]) -> str:
+    """"mean ± sd" (population sd) with three decimals: loss and entropy gaps are a few hundredths of a nat."""
+    return f"{np.mean(values):.3f} ± {np.std(values):.3f}"
+
+
+#: every model closes at least this share of the way from the domain-blind bigram to the true source's loss
+LEARNED = 0.5
+
+_LEARNED = at_least("both_learn_the_domains", "gap_closed", LEARNED,
+                    rule=f"every model's validation loss closes >= {LEARNED:.0%} of the way from the domain-blind "
+                         "bigram to the loss of the true source (worst model and seed)")
 
 LOSS = Claim(
     chapter="aoe", id="loss",
-    paper_statement="AoE reaches a lower training loss and better downstream scores than a traditional MoE",
-    paper_value="4B: average of downstream tasks 49.80 (AoE) vs 48.06 (MoE); lower training NLL at 732M",
-    criterion="For at least one d_low, AoE's mean validation loss (over >= 3 seeds) is <= the routed MoE's; the "
-              "seed spread is reported alongside",
-    test=lambda m: min(np.mean(v) for v in m["aoe_val_loss"].values()) <= np.mean(m["moe_val_loss"]),
+    paper_statement="AoE reaches a lower loss than a traditional MoE with the same parameters",
+    paper_value="lower training NLL at 732M; downstream average 49.80 (AoE) vs 48.06 (MoE) at 4B (unverified)",
+    criterion="For AoE at the paper's best d_low (about d/3), the per-seed paired difference of validation loss "
+              "AoE - MoE (same language, same data order) is below 0 (95% t interval); refuted if the interval "
+              "lies wholly above -0.01 nats",
+    effects=[Effect("aoe_minus_moe_loss", "loss_diff", direction="less", null=0.0, min_effect=-0.01)],
+    preconditions=[_LEARNED],
+    examples=({"loss_diff": [-0.05, -0.04, -0.06], "gap_closed": [0.7, 0.8]},
+              {"loss_diff": [0.02, 0.01, 0.03], "gap_closed": [0.7, 0.8]}),
 )
 
 CONFIDENCE = Claim(
     chapter="aoe", id="confidence",
     paper_statement="AoE selects experts more confidently than a router (lower confidence entropy)",
-    paper_value="lower Ent_conf than MoE, most of all in deeper layers",
-    criterion="AoE's confidence entropy (mean over layers, tokens and >= 3 seeds) is lower than the routed "
-              "MoE's, for every d_low",
-    test=lambda m: all(np.mean(v) < np.mean(m["moe_conf_entropy"]) for v in m["aoe_conf_entropy"].values()),
+    paper_value="lower Ent_conf than MoE in every layer (unverified)",
+    criterion="For AoE at d_low about d/3, the per-seed paired difference of confidence entropy AoE - MoE, "
+              "averaged over layers, is below 0 (95% t interval)",
+    effects=[Effect("aoe_minus_moe_entropy", "entropy_diff", direction="less")],
+    preconditions=[_LEARNED],
+    examples=({"entropy_diff": [-0.3, -0.25, -0.35], "gap_closed": [0.7]},
+              {"entropy_diff": [0.1, 0.2, 0.15], "gap_closed": [0.7]}),
+)
+
+DEEPER = Claim(
+    chapter="aoe", id="confidence_deeper",
+    paper_statement="AoE's confidence advantage is largest in deeper layers",
+    paper_value="Ent_conf gap to MoE grows with depth (unverified)",
+    criterion="For AoE at d_low about d/3, the per-seed entropy gap AoE - MoE in the last layer minus that in "
+              "the first layer is below 0 (95% t interval): the gap is more negative deeper in the model",
+    effects=[Effect("last_minus_first_layer_gap", "deeper_diff", direction="less")],
+    preconditions=[_LEARNED],
+    examples=({"deeper_diff": [-0.2, -0.1, -0.15], "gap_closed": [0.7]},
+              {"deeper_diff": [0.3, 0.2, 0.25], "gap_closed": [0.7]}),
 )
 
 THROUGHPUT = Claim(
     chapter="aoe", id="throughput",
     paper_statement="AoE trains at nearly the throughput of a traditional MoE",
-    paper_value="97% (49.79 vs 51.42 K tokens/s/GPU, d_low = 64)",
-    criterion="AoE (smallest d_low) keeps >= 85% of the routed MoE's training throughput (forward + backward "
-              "tokens/s, median of interleaved repeats)",
-    test=lambda m: m["aoe_tokens_per_s"] >= 0.85 * m["moe_tokens_per_s"],
+    paper_value="97% (49.79 vs 51.42 K tokens/s/GPU, d_low = 64; unverified)",
+    criterion="AoE's (d_low about d/3) training tokens/s over the routed MoE's, paired by interleaved timing "
+              "round, is above 0.85 (95% t interval)",
+    effects=[Effect("aoe_over_moe_throughput", "ratio", direction="greater", null=0.85)],
+    preconditions=[at_least("timed_rounds", lambda m: len(m["ratio"]), 5, rule="at least 5 timed rounds"),
+                   at_most("quiet_machine", "moe_cv", 0.5,
+                           rule="the MoE's tokens/s varies by at most 50% (sd / mean) across rounds")],
+    examples=({"ratio": [0.95, 0.97, 0.93, 0.96, 0.94], "moe_cv": 0.1},
+              {"ratio": [0.6, 0.62, 0.58, 0.61, 0.6], "moe_cv": 0.1}),
 )
 
 
@@ -214,7 +261,7 @@ def build_model(kind: str, cfg, seed: int, d_low: int | None = None) -> LlamaFor
     both with the Eq. 6 loss at `cfg.alpha`."""
     if kind not in ("moe", "aoe"):
         raise ValueError(f"unknown kind {kind!r}; valid kinds: moe, aoe")
-    llama = LlamaConfig(vocab_size=cfg.vocab + 1, hidden_size=cfg.d_model, intermediate_size=8,
+    llama = LlamaConfig(vocab_size=vocab_size(cfg), hidden_size=cfg.d_model, intermediate_size=8,
                         num_hidden_layers=cfg.n_layers, num_attention_heads=4, num_key_value_heads=4,
                         max_position_embeddings=cfg.seq_len, tie_word_embeddings=True, pad_token_id=0)
     with seeded(seed, "init", "aoe"):
@@ -232,7 +279,7 @@ def expert_layers(model: nn.Module) -> list[_ExpertLayer]:
 
 # --- the multi-domain language --------------------------------------------------------------------------------
 
-def markov_domains(n_domains: int, vocab: int, seed: int, concentration: float = 0.1) -> np.ndarray:
+def markov_domains(n_domains: int, vocab: int, seed: int, concentration: float) -> np.ndarray:
     """One random bigram transition matrix [vocab, vocab] per domain (rows ~ Dirichlet(concentration), so each
     domain prefers a few successors per token), all over the same vocabulary: [n_domains, vocab, vocab]."""
     rng = numpy_rng(seed, "markov_domains")
@@ -241,29 +288,49 @@ def markov_domains(n_domains: int, vocab: int, seed: int, concentration: float =
 
 def sample_sequences(domains: np.ndarray, n: int, seq_len: int, seed: int,
                      stream: str = "train") -> tuple[torch.Tensor, torch.Tensor]:
-    """`n` sequences of token ids 1..vocab, each from one uniformly chosen domain; returns (ids, domain)."""
+    """`n` sequences, each from one uniformly chosen domain d: its tag token (id vocab + 1 + d) first, then
+    `seq_len - 1` tokens with ids 1..vocab (uniform start, then the domain's bigram chain); returns (ids, domain)."""
     rng = numpy_rng(seed, "sequences", stream)
     n_domains, vocab, _ = domains.shape
     domain = rng.integers(0, n_domains, n)
-    ids = np.empty((n, seq_len), dtype=np.int64)
+    ids = np.empty((n, seq_len - 1), dtype=np.int64)
     ids[:, 0] = rng.integers(0, vocab, n)
     cdf = domains.cumsum(-1)
-    for t in range(1, seq_len):
+    for t in range(1, seq_len - 1):
         u = rng.random(n)[:, None]
         ids[:, t] = np.minimum((u > cdf[domain, ids[:, t - 1]]).sum(-1), vocab - 1)
-    return torch.as_tensor(ids + 1), torch.as_tensor(domain)
+    tags = vocab + 1 + domain
+    return torch.as_tensor(np.concatenate([tags[:, None], ids + 1], axis=1)), torch.as_tensor(domain)
 
 
-def entropy_rate(domains: np.ndarray) -> float:
-    """The best achievable next-token loss (nats) once a sequence's domain is known: the bigram entropy under
-    each domain's stationary distribution, averaged over domains (a floor for the validation loss)."""
-    rates = []
-    for P in domains:
-        w, v = np.linalg.eig(P.T)
-        pi = np.real(v[:, np.argmin(np.abs(w - 1))])
-        pi = pi / pi.sum()
-        rates.append(float(-(pi[:, None] * P * np.log(np.clip(P, 1e-300, None))).sum()))
-    return float(np.mean(rates))
+def vocab_size(cfg) -> int:
+    """Token ids of the language: padding 0, content 1..vocab, the domain tags after them."""
+    return cfg.vocab + cfg.n_domains + 1
+
+
+def domain_known_loss(domains: np.ndarray, ids: torch.Tensor, domain: torch.Tensor) -> float:
+    """The floor of the validation loss: the mean next-token loss (nats, positions 1..T-1) of the true source
+    given the tag, -log(1/vocab) for the first content token and -log P_d[x_{t-1}, x_t] after it."""
+    vocab = domains.shape[1]
+    x = ids[:, 1:].numpy() - 1
+    chain = -np.log(np.clip(domains[domain.numpy()[:, None], x[:, :-1], x[:, 1:]], 1e-300, None))
+    return float((np.log(vocab) * len(x) + chain.sum()) / x.size)
+
+
+def bigram_loss(train_ids: torch.Tensor, val_ids: torch.Tensor, n_tokens: int, smoothing: float = 0.1) -> float:
+    """The domain-blind baseline: the validation loss (nats, positions 1..T-1) of a bigram model over token ids
+    0..n_tokens-1 counted on the training sequences (add-`smoothing`), which predicts from the previous token
+    alone and so uses the tag only for the first content token."""
+    counts = np.full((n_tokens, n_tokens), smoothing)
+    np.add.at(counts, (train_ids[:, :-1].flatten().numpy(), train_ids[:, 1:].flatten().numpy()), 1.0)
+    logp = np.log(counts / counts.sum(1, keepdims=True))
+    return float(-logp[val_ids[:, :-1].numpy(), val_ids[:, 1:].numpy()].mean())
+
+
+def gap_closed(val_loss: float, bigram: float, floor: float) -> float:
+    """How much of the way from the domain-blind bigram down to the true source's loss a model's loss has come
+    (0: no better than the bigram, 1: at the floor)."""
+    return (bigram - val_loss) / (bigram - floor)
 
 
 # --- training and measurement -----------------------------------------------------------------------------------
@@ -311,13 +378,16 @@ def variants(cfg) -> list[tuple[str, str, int | None]]:
 
 
 def pretraining_experiment(cfg) -> list[dict]:
-    """Each variant trained from each seed on the same multi-domain language (drawn from the seed); one dict per
-    run with the loss curves, validation curve, final validation loss and routing statistics."""
+    """Each variant trained from each seed on the same multi-domain language and data order (both drawn from the
+    seed, so runs of one seed are paired); one dict per run with the loss curves, validation curve, final
+    validation loss, the seed's baselines (domain-blind bigram, the true source's loss) and routing statistics."""
     runs = []
     for seed in cfg.seeds:
-        domains = markov_domains(cfg.n_domains, cfg.vocab, seed)
-        train_ids, _ = sample_sequences(domains, 4096, cfg.seq_len, seed, "train")
+        domains = markov_domains(cfg.n_domains, cfg.vocab, seed, cfg.concentration)
+        train_ids, _ = sample_sequences(domains, cfg.n_train, cfg.seq_len, seed, "train")
         val_ids, val_domain = sample_sequences(domains, cfg.n_val, cfg.seq_len, seed, "val")
+        baselines = {"bigram": bigram_loss(train_ids, val_ids, vocab_size(cfg)),
+                     "floor": domain_known_loss(domains, val_ids, val_domain)}
         for label, kind, d_low in variants(cfg):
             model = build_model(kind, cfg, seed, d_low)
             start = time.perf_counter()
@@ -325,28 +395,29 @@ def pretraining_experiment(cfg) -> list[dict]:
                                       weight_decay=0.1, loss_fn=lm_loss_with_aux, eval_every=cfg.eval_every,
                                       eval_fn=lambda m: validation_loss(m, val_ids), desc=label)
             runs.append({"label": label, "seed": seed, "losses": result.losses, "evals": result.evals,
-                         "val_loss": result.evals[-1][1], "seconds": time.perf_counter() - start,
-                         "floor": entropy_rate(domains), "n_params": sum(p.numel() for p in model.parameters()),
+                         "val_loss": result.evals[-1][1], "seconds": time.perf_counter() - start, **baselines,
+                         "n_params": sum(p.numel() for p in model.parameters()),
                          **routing_stats(model, val_ids, val_domain, cfg.n_domains)})
     return runs
 
 
-def throughput(cfg, seed: int, labels: Sequence[str] | None = None) -> dict[str, float]:
+def throughput(cfg, seed: int, labels: Sequence[str] | None = None) -> dict[str, list[float]]:
     """Training tokens/s (forward + backward, loss with aux) of each variant on the same batch, timed in
-    interleaved rounds so that a change in machine load hits every model alike; the median per model."""
+    `cfg.bench_repeats` interleaved rounds (after one warm-up round) so that a change in machine load hits every
+    model alike: per model, its tokens/s in each round (rounds pair the models)."""
     chosen = [v for v in variants(cfg) if labels is None or v[0] in labels]
     models = {label: build_model(kind, cfg, seed, d_low) for label, kind, d_low in chosen}
-    batch = next(batches(sample_sequences(markov_domains(cfg.n_domains, cfg.vocab, seed), 64, cfg.seq_len, seed,
-                                          "bench")[0], cfg.batch_size, seed))
+    domains = markov_domains(cfg.n_domains, cfg.vocab, seed, cfg.concentration)
+    batch = next(batches(sample_sequences(domains, 64, cfg.seq_len, seed, "bench")[0], cfg.batch_size, seed))
     times = {label: [] for label in models}
-    for _ in range(cfg.bench_repeats + 1):  # the first round warms up
+    for _ in range(cfg.bench_repeats + 1):
         for label, model in models.items():
             start = time.perf_counter()
             lm_loss_with_aux(model, batch).backward()
             times[label].append(time.perf_counter() - start)
             model.zero_grad(set_to_none=True)
     n_tokens = batch["input_ids"].numel()
-    return {label: n_tokens / float(np.median(t[1:])) for label, t in times.items()}
+    return {label: [n_tokens / x for x in t[1:]] for label, t in times.items()}
 
 
 def selection_demo(layer: _ExpertLayer, x: torch.Tensor) -> dict:
