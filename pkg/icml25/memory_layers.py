@@ -47,7 +47,7 @@ config = make_config({
               "d_model": 32, "n_keys": 16, "heads": 2, "knn": 4, "k_dim": 16, "dense_flop_multiples": [2.0],
               "usage_every": 5, "control_problems": 100, "control_batch_size": 16, "lookup_sizes": [8, 16, 32],
               "lookup_tokens": 256},
-    "ci": {"seeds": [0, 1, 2], "n_facts": 1024, "n_relations": 8, "n_objects": 64, "steps": 200, "batch_size": 256,
+    "ci": {"seeds": [0, 1, 2], "n_facts": 512, "n_relations": 8, "n_objects": 64, "steps": 150, "batch_size": 128,
            "lr_centres": {"dense": 3e-2, "memory": 1e-2, "dense 2x": 1e-2}, "lr_factors": [1 / 3, 1, 3],
            "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
            "d_model": 32, "n_keys": 64, "heads": 2, "knn": 8, "k_dim": 16, "dense_flop_multiples": [2.0],
@@ -125,8 +125,8 @@ FACTUAL = Claim(
     criterion="Per seed, the memory model's accuracy advantage over dense on the fact world minus its advantage "
               "on the control task (modular arithmetic) is above 0 (95% t interval)",
     effects=[Effect("fact_gain_minus_control_gain", _factual_gap)],
-    preconditions=[at_least("control_learns", "control_dense", 0.3,
-                            rule="the dense model gets >= 30% of the control's digits right on every seed "
+    preconditions=[at_least("control_learns", "control_dense", 0.2,
+                            rule="the dense model gets >= 20% of the control's digits right on every seed "
                                  "(guessing: 10%)"),
                    at_least("dense_learns", "fact_dense", 0.2,
                             rule="the dense model recalls >= 20% of the facts on every seed (chance: 1/64)"),
