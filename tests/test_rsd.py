@@ -144,12 +144,79 @@ def test_speculative_decoding_equals_target_greedy(pair, problems):
     assert cost["accepted"] == sum(r["accepted"] for r in runs)
 
 
+def test_speculative_decoding_stops_at_the_token_budget(pair, problems):
+    """With a budget shorter than the solutions, the output is the target's greedy output cut at the budget and
+    no accepted token lies beyond it; the exact cost computation counts the same rounds and accepted tokens."""
+    draft, target = pair
+    from icml25.core.generation import generate
+    budget = 7
+    ids = generate(target.model, target.tokenizer, [p.prompt for p in problems], budget).token_ids
+    assert any(len(y) == budget and y[-1] != target.tokenizer.eos_token_id for y in ids)  # the budget binds
+    runs = [rsd.speculative_decode(draft.model, target.model, draft.tokenizer, p.prompt, gamma=4,
+                                   max_new_tokens=budget) for p in problems]
+    assert [r["token_ids"] for r in runs] == ids
+    assert all(len(r["token_ids"]) <= budget and r["accepted"] <= len(r["token_ids"]) for r in runs)
+    cost = rsd.speculative_cost(draft.model, target.model, draft.tokenizer, problems, ids, gamma=4,
+                                max_new_tokens=budget)
+    assert cost["rounds"] == sum(r["rounds"] for r in runs)
+    assert cost["accepted"] == sum(r["accepted"] for r in runs)
+
+
+def _samples(texts):
+    return rsd.Samples(texts, [10.0] * len(texts), zoo.get("arith-draft", "smoke", 0))
+
+
+def test_best_of_n_and_majority_vote_on_an_exact_case():
+    ps = [arithmetic.Problem((3, 4), ("+",)), arithmetic.Problem((2, 5), ("*",))]  # answers 7 and 0
+    right, wrong = [p.solution for p in ps], ["3+4=8;A8", "2*5=1;A1"]
+    texts = [[wrong[0], right[1]], [right[0], wrong[1]], [right[0], wrong[1]]]
+    bon = rsd.best_of_n(_samples(texts), ps, rsd.OraclePRM())
+    assert bon["n"] == [1, 2, 3] and bon["accuracy"] == [0.5, 1.0, 1.0]
+    assert bon["flops"] == [10.0, 20.0, 30.0]  # the oracle costs nothing
+    vote = rsd.majority_vote(_samples(texts), ps)
+    # N=1: sample 0; N=2: each tie goes to the answer seen first; N=3: 7 wins problem 0, the wrong 1 problem 1
+    assert vote["accuracy"] == [0.5, 0.5, 0.5]
+    assert rsd.at_flops({"n": [1, 2, 3], "accuracy": [0.1, 0.2, 0.3], "flop_ratio": [0.2, 0.4, 0.6]}, 0.3) == \
+        {"n": 2, "accuracy": 0.2, "flop_ratio": 0.4, "covers": pytest.approx(0.3)}
+    assert rsd.at_flops({"n": [1, 2], "accuracy": [0.1, 0.2], "flop_ratio": [0.2, 0.4]}, 0.5)["covers"] < 0
+
+
 def test_best_of_n_is_monotone_in_compute(pair, problems):
     draft, _ = pair
-    bon = rsd.best_of_n(draft, problems, rsd.OraclePRM(), 3, 1.0, seed=0)
+    bon = rsd.best_of_n(rsd.sample(draft, problems, 3, 1.0, seed=0), problems, rsd.OraclePRM())
     assert bon["n"] == [1, 2, 3]
     assert all(a <= b for a, b in zip(bon["flops"], bon["flops"][1:]))
     assert all(a <= b + 1e-12 for a, b in zip(bon["accuracy"], bon["accuracy"][1:]))  # the oracle never regresses
+
+
+def test_soft_rule_accepts_with_probability_r():
+    r = np.array([0.0, 1.0, 0.3] * 20000)
+    keep = rsd.soft_rule(0)(r)
+    assert not keep[r == 0].any() and keep[r == 1].all()
+    assert abs(keep[r == 0.3].mean() - 0.3) < 0.01
+
+
+def test_patience_stops_a_batch_that_finishes_nothing(pair):
+    draft, target = pair
+    long = arithmetic.sample_problems(8, 0, 3, 5, stream="patience")  # no solution ends in its first step
+    d = rsd.decode(draft.model, draft.tokenizer, target.model, target.tokenizer, long, rsd.OraclePRM(),
+                   rsd.threshold_rule(0.7), patience=1)
+    assert all(len(s) == 1 for s in d.steps)  # one round, which finished nothing, then the batch stopped
+    full = rsd.decode(draft.model, draft.tokenizer, target.model, target.tokenizer, long, rsd.OraclePRM(),
+                      rsd.threshold_rule(0.7), patience=None)
+    assert max(len(s) for s in full.steps) > 1
+
+
+def test_generated_flops_count_written_and_scored_tokens(pair, problems):
+    draft, target = pair
+    prm = rsd.learned_prm("smoke", 0)
+    d = rsd.decode(draft.model, draft.tokenizer, target.model, target.tokenizer, problems[:6], prm,
+                   rsd.threshold_rule(0.5))
+    n_d, n_t, n_p = (flops.linear_params(m.config) for m in (draft.model, target.model, prm.model))
+    t = d.tokens
+    drafted = t["draft_accepted"] + t["draft_discarded"]
+    assert rsd.generated_flops(d, draft.model, target.model, prm.model) == 2 * ((n_d + n_p) * drafted + n_t * t["target"])
+    assert rsd.generated_flops(d, draft.model, target.model) == 2 * (n_d * drafted + n_t * t["target"])
 
 
 def test_bad_input(pair, problems):
@@ -179,11 +246,22 @@ def test_noisy_oracle_flips_at_rate_epsilon():
     np.testing.assert_array_equal(r, rsd.NoisyOraclePRM(0.2, seed=0).score(ps, [""] * len(ps), steps))
 
 
-def test_claims_decide_from_measurements():
-    eff = {"rsd_accuracy": [0.5, 0.9], "rsd_flop_ratio": [0.5, 0.55], "target_accuracy": 0.91}
-    assert rsd.EFFICIENCY.test(eff)
-    assert not rsd.EFFICIENCY.test(eff | {"rsd_flop_ratio": [0.5, 0.8]})
-    assert rsd.BEATS_PARALLEL.test({"rsd_accuracy": 0.8, "bon_accuracy": 0.8})
-    assert not rsd.BEATS_PARALLEL.test({"rsd_accuracy": 0.7, "bon_accuracy": 0.8})
-    assert not rsd.THRESHOLD_MATTERS.test({"threshold_accuracy": [0.9, 0.8], "random_accuracy": [0.7, 0.8]})
-    assert rsd.THRESHOLD_MATTERS.test({"threshold_accuracy": [0.9, 0.8], "random_accuracy": [0.7, 0.7]})
+def test_claims_read_the_experiments_measurements():
+    """claim_measurements gives every claim one value per seed for each effect and precondition it declares."""
+    def run(seed, acc):
+        rsd_row = {"accuracy": acc, "flop_ratio": 0.4, "generated_flop_ratio": 0.3, "acceptance_rate": 0.8}
+        curve = {"n": [1, 2], "accuracy": [0.5, 0.6], "flop_ratio": [0.2, 0.5]}
+        return {"calibration": {"cost_ratio": 0.1, "draft_step_accuracy": 0.8}, "prm_auc": 0.9,
+                "baselines": {"target": {"accuracy": 0.9}},
+                "rsd": {p: rsd_row for p in rsd.PRMS}, "random": {p: rsd_row | {"accuracy": 0.5} for p in rsd.PRMS},
+                "parallel": {f"best-of-N, {p}": curve for p in rsd.PRMS}}
+    m = rsd.claim_measurements([run(0, 0.92), run(1, 0.91)])
+    for prm in rsd.PRMS:
+        e = m["efficiency"][prm]
+        assert e[f"accuracy_gap_{prm}"] == pytest.approx([0.02, 0.01])
+        assert m["beats_parallel"][prm][f"rsd_minus_bon_{prm}"] == pytest.approx([0.32, 0.31])  # N=2 reaches 0.4
+        assert m["beats_parallel"][prm][f"bon_covers_{prm}"] == pytest.approx([0.1, 0.1])
+        assert m["threshold_matters"][prm][f"threshold_minus_random_{prm}"] == pytest.approx([0.42, 0.41])
+        for claim, measured in ((rsd.EFFICIENCY[prm], e), (rsd.BEATS_PARALLEL[prm], m["beats_parallel"][prm]),
+                                (rsd.THRESHOLD_MATTERS[prm], m["threshold_matters"][prm])):
+            assert claim.decide(measured)["verdict"] in ("reproduced", "refuted", "inconclusive")

@@ -13,148 +13,163 @@
 # %% [markdown]
 # # RSD on the arithmetic reasoners: accuracy against FLOPs
 #
-# The zoo's **draft** (`arith-draft`, ~27k parameters, a third to a half of the problems right) and **target**
-# (`arith-target`, ~108k parameters, nearly all right) write step-by-step solutions such as `3+4=7;7*2=4;A4`.
-# RSD lets the draft write each step (up to `;`), scores it with a PRM, and calls the target for that step only when
-# the reward is below δ. Three PRMs:
+# The zoo's **draft** (`arith-draft`, a small model trained on chains of up to three operations) and **target**
+# (`arith-target`, at least 8× the draft's FLOPs per token, strong but not perfect: see the
+# [workbench](../workbench/01_workbench) for their calibration) write step-by-step solutions such as
+# `3+4=7;7*2=4;A4`. RSD lets the draft write each step (up to `;`), scores it with a PRM, and calls the target for
+# that step only when the reward is below δ (the official code's default, δ = 0.7). Three PRMs decide every claim:
 #
-# * **oracle** — the exact step verifier (a program: zero FLOPs; it says 0 or 1);
-# * **noisy oracle** — the oracle with each verdict flipped with probability ε;
-# * **learned PRM** — a ~15k-parameter LM trained on the draft's own sampled steps, labelled by the oracle; it
-#   gives graded scores, and its FLOPs are counted.
+# * **oracle**: the exact step verifier (a program: zero FLOPs; it says 0 or 1);
+# * **noisy oracle**: the oracle with each verdict flipped with probability ε;
+# * **learned PRM**: a small LM trained on the draft's own sampled steps, labelled by the oracle; it gives graded
+#   scores, and its FLOPs are counted.
 #
-# FLOPs are counted with `icml25.core.flops` as if each model kept a KV cache: a model pays for every token the
-# first time it reads it (the prompt, and steps the *other* model wrote) and for every token it writes; a discarded
-# draft step is paid for. Baselines on the same problems: draft only, target only, token-level speculative
-# decoding (γ draft tokens checked by the target; its output equals the target's), draft best-of-N reranked by the
-# PRM, and random acceptance at RSD's acceptance rate.
+# FLOPs are counted two ways, side by side: **prefill counted** (`icml25.core.flops`, as if each model kept a KV
+# cache: a model pays for every token the first time it reads it, i.e. the prompt and the steps the *other* model
+# wrote, and for every token it writes; a discarded draft step is paid for), and **written or scored tokens
+# only** (2N per token a model writes, or the PRM scores; no prefill, no attention), a coarser count. Baselines
+# on the same problems: draft only, target only, token-level speculative decoding (its output equals the
+# target's), random acceptance at RSD's acceptance rate, and, at equal FLOPs, draft best-of-N reranked by each
+# PRM, draft majority vote and target best-of-N.
 #
-# `full` scale (documented, not run here): `n_test=500`, 5 seeds, 12 thresholds, best-of-8, a micro-sized PRM.
+# `full` scale (documented, not run here): `n_test=500`, 5 seeds, ten thresholds, best-of-16, a micro-sized PRM.
 
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0  # not used directly: the training seeds of the draft/target pairs are `seeds`
 seeds = None  # draft/target training seeds; None: the scale's value
 n_test = None  # held-out problems; None: the scale's value
-deltas = None  # thresholds swept for the graded PRM; None: the scale's value
+deltas = None  # thresholds swept for the learned PRM; None: the scale's value
 delta = None  # the threshold of the claim checks (the official code's default is 0.7)
 epsilon = None  # flip rate of the noisy oracle
 gamma = None  # draft tokens per round of token-level speculative decoding
-bon_n = None  # largest N of draft best-of-N
+bon_n = None  # largest N of draft best-of-N and majority vote
+target_bon_n = None  # largest N of target best-of-N
+patience = None  # rounds without a newly finished problem before a batch stops (the official code's patience)
 
 # %%
-import numpy as np
+from IPython.display import Markdown, display
 
 from icml25 import rsd
-from icml25.core import check, flops, plot, zoo
+from icml25.core import check, plot
+from icml25.core.claims import mean_sd
+from icml25.core.plot import effect_plot
 
 plot.use_style()
 cfg = rsd.config(scale, seeds=seeds, n_test=n_test, deltas=deltas, delta=delta, epsilon=epsilon, gamma=gamma,
-                 bon_n=bon_n)
+                 bon_n=bon_n, target_bon_n=target_bon_n, patience=patience)
 cfg
-
-# %% [markdown]
-# ## The compute ceiling
-#
-# Savings are capped by how much cheaper the draft is: if every draft step were accepted, RSD would cost one
-# draft pass. Our draft costs about a quarter of the target per token (printed below), so no δ can go below about
-# 0.25× target FLOPs here (the paper's pairs are 1.5B/7B and 7B/72B, about 5-10× apart).
-
-# %%
-pairs = {s: (zoo.get("arith-draft", scale, s), zoo.get("arith-target", scale, s)) for s in cfg.seeds}
-d0, t0 = pairs[cfg.seeds[0]]
-ceiling = flops.forward_flops(d0.model.config, 30) / flops.forward_flops(t0.model.config, 30)
-print(f"draft/target FLOPs per 30-token solution: {ceiling:.2f}  (linear weights: "
-      f"{flops.linear_params(d0.model.config):,} vs {flops.linear_params(t0.model.config):,})")
 
 # %% [markdown]
 # ## Running everything
 #
-# `rsd.reasoning_experiment(cfg, seed)` runs, for one draft/target pair: RSD over δ for each PRM (for the 0/1 PRMs
-# every δ in (0, 1] decides alike, so one δ; δ = 0 and δ > 1 are run once), the baselines, speculative decoding's
-# cost (exact, from one teacher-forced draft pass), best-of-N, and random acceptance.
+# `rsd.reasoning_experiment(cfg, seed)` runs, for one draft/target pair: its calibration, the single-model
+# baselines, speculative decoding's cost (exact, from one teacher-forced draft pass), RSD at δ with each PRM and
+# random acceptance at each of their acceptance rates, the learned PRM's δ sweep and the soft-ω ablation, and the
+# parallel baselines.
 
 # %%
-results = [rsd.reasoning_experiment(cfg, s) for s in cfg.seeds]
-res0 = results[0]
-for name, rows in res0["sweep"].items():
-    for r in rows:
-        print(f"seed {res0['seed']} {res0['prm_names'][name]:22s} δ={r['delta']:<5} acc={r['accuracy']:.3f} "
-              f"FLOPs={r['flop_ratio']:.2f}x target  accept={r['acceptance_rate']:.2f}")
-
+results = []
+for s in cfg.seeds:
+    results.append(rsd.reasoning_experiment(cfg, s))
+    r = results[-1]
+    print(f"seed {s}: target {r['baselines']['target']['accuracy']:.3f}, draft {r['baselines']['draft']['accuracy']:.3f}, "
+          f"draft/target cost per token {r['calibration']['cost_ratio']:.3f}, learned PRM AUC {r['prm_auc']:.3f}")
+    for name in rsd.PRMS:
+        x = r["rsd"][name]
+        print(f"   RSD δ={cfg.delta} {r['prm_names'][name]:22s} acc={x['accuracy']:.3f} FLOPs={x['flop_ratio']:.2f}x "
+              f"(written only {x['generated_flop_ratio']:.2f}x) accepted={x['acceptance_rate']:.2f}")
 
 # %%
 rsd.plot_accuracy_vs_flops(results, cfg);
 
-# %% [markdown]
-# **What we see.** With the oracle PRM, RSD is at least as accurate as the target alone: a draft step is kept only
-# when it is right, so the only errors left are the target's own. But it is barely cheaper: the draft pays
-# for every step, the target must read all the draft-written text before it can regenerate a step, and the
-# draft reads the target's steps in turn. Even with the draft at a quarter of the target's cost, that reading eats
-# most of the savings.
-# Token-level speculative decoding is also more expensive than the target here, for the same reason (it only pays
-# off when the draft is much cheaper). The noisy PRM lets wrong steps through and loses accuracy; the learned PRM
-# traces a curve between the two models as δ moves.
+# %%
+rsd.plot_accountings(results, cfg);
 
 # %%
-rsd.plot_acceptance(results);
+m = rsd.claim_measurements(results)
+eff = m["efficiency"]
+display(Markdown(
+    "**What we see.** At δ = " + f"{cfg.delta}, RSD costs " + "; ".join(
+        f"{mean_sd(eff[p][f'flop_ratio_{p}'])}× target-only FLOPs with the {results[0]['prm_names'][p]} "
+        f"({mean_sd(eff[p][f'generated_flop_ratio_{p}'])}× counting written tokens only), "
+        f"accuracy {mean_sd(eff[p][f'accuracy_gap_{p}'])} against the target's" for p in rsd.PRMS)
+    + f". Target-only is right on {mean_sd(eff['oracle']['target_accuracy'])}; token-level speculative decoding "
+    f"costs {mean_sd([r['baselines']['speculative']['flop_ratio'] for r in results])}× (mean ± sd over seeds)."))
 
 # %% [markdown]
-# ## Threshold against random acceptance at the same rate
-#
-# The paper's theory says the *choice* of which steps to accept matters: at an equal budget of target calls, a
-# threshold on the reward beats any other rule. Here the alternative keeps each draft step with probability equal
-# to the oracle RSD's acceptance rate, whatever its reward.
+# Where the target is called: the share of problems on which RSD (learned PRM, δ = 0.7) called the target at
+# least once, by number of operations; the draft was trained on up to three.
 
 # %%
-m = rsd.claim_measurements(results, cfg.delta)
-tm = m["threshold_matters"]
+import numpy as np
+
+ops = sorted(results[0]["rsd"]["learned"]["target_call_share"])
 fig, ax = plot.subplots()
-x = np.arange(len(cfg.seeds))
-ax.bar(x - 0.2, tm["threshold_accuracy"], width=0.4, label=f"threshold δ={cfg.delta} (oracle PRM)")
-ax.bar(x + 0.2, tm["random_accuracy"], width=0.4, label="random acceptance, same rate")
-ax.set_xticks(x, [f"seed {s}\n{a:.0%} / {b:.0%} accepted" for s, a, b in
-                  zip(cfg.seeds, tm["threshold_acceptance"], tm["random_acceptance"])])
-ax.set(title="Which steps are accepted matters", ylabel="final-answer accuracy", ylim=(0, 1.05))
-ax.legend(loc="lower right");
-
-# %% [markdown]
-# ## Throughput
-#
-# Wall-clock tokens per second of RSD (oracle, δ = 0.7) and of target-only decoding, both batched over all
-# problems with the KV cache. At this size Python overhead dominates, so RSD's extra calls cost more than the
-# FLOPs suggest; this is a property of tiny models, not of the method.
+for k, name in enumerate(rsd.PRMS):
+    share = np.array([[r["rsd"][name]["target_call_share"][o] for o in ops] for r in results])
+    ax.errorbar(ops, share.mean(0), yerr=share.std(0), marker=rsd.PRM_MARKERS[name], capsize=3,
+                color=plot.PALETTE[k], label=results[0]["prm_names"][name])
+ax.set(title=f"Problems on which RSD (δ={cfg.delta}) calls the target", xlabel="operations in the problem",
+       ylabel="share of problems (mean ± sd over seeds)", ylim=(0, 1.05))
+ax.legend();
 
 # %%
-tput = {lab: [r[n_tok] / r[sec] for r in rows] for lab, rows, n_tok, sec in [
-    ("target only", [res["baselines"]["target"] for res in results], "n_tokens", "seconds"),
-    (f"RSD δ={cfg.delta}", [next(x for x in res["sweep"]["oracle"] if x["delta"] == cfg.delta) for res in results],
-     "n_tokens", "seconds")]}
-fig, ax = plot.subplots()
-ax.bar(list(tput), [np.mean(v) for v in tput.values()], yerr=[np.std(v) for v in tput.values()], capsize=4,
-       color=plot.PALETTE[:2])
-ax.set(title="Decoding throughput on 2 CPU cores", ylabel="solution characters per second (mean ± sd)")
-print({k: f"{np.mean(v):.0f} chars/s" for k, v in tput.items()})
+rsd.plot_acceptance(results, cfg);
+
+# %% [markdown]
+# ## The ω-shape ablation
+#
+# The paper's theory says the hard step ω(r) = 1{r ≥ δ} is the optimal weighting; its ablation compares other
+# shapes. Here: soft weights ω(r) = r (keep a draft step with probability equal to its reward), with the learned
+# PRM (for a 0/1 PRM the two shapes coincide). Not a claim: shown for what it is.
+
+# %%
+rows = [("hard ω, δ=" + f"{d['delta']}", d) for d in results[0]["sweep"]]
+display(Markdown("| rule (learned PRM) | accuracy | FLOPs / target | accepted steps |\n|---|---|---|---|\n" + "\n".join(
+    f"| {label} | {mean_sd([r['sweep'][i]['accuracy'] for r in results])} | "
+    f"{mean_sd([r['sweep'][i]['flop_ratio'] for r in results])} | "
+    f"{mean_sd([r['sweep'][i]['acceptance_rate'] for r in results])} |" for i, (label, _) in enumerate(rows))
+    + f"\n| soft ω(r) = r | {mean_sd([r['soft']['accuracy'] for r in results])} | "
+    f"{mean_sd([r['soft']['flop_ratio'] for r in results])} | "
+    f"{mean_sd([r['soft']['acceptance_rate'] for r in results])} |"))
 
 # %% [markdown]
 # ## Claim checks
 #
-# The criteria were declared in `icml25.rsd` before any of this ran.
+# The criteria were declared in `icml25.rsd` before any of this ran, one claim per PRM; one paired unit is one
+# draft/target training seed. Every claim carries the pair's calibration as preconditions, so a pair that cannot
+# show the effect makes the verdict inconclusive rather than refuted.
 
 # %%
-e = m["efficiency"]
-check(rsd.EFFICIENCY, measured=e, seeds=cfg.seeds, scale=scale,
-      our_value="best oracle δ: " + ", ".join(f"δ={d}: acc {a:.3f} at {f:.2f}x" for d, a, f in
-                                               zip(e["deltas"], e["rsd_accuracy"], e["rsd_flop_ratio"]))
-                + f"; target {e['target_accuracy']:.3f}")
+verdicts = {}
+for prm in rsd.PRMS:
+    e = eff[prm]
+    verdicts[f"efficiency_{prm}"] = check(
+        rsd.EFFICIENCY[prm], measured=e, seeds=cfg.seeds, scale=scale,
+        our_value=f"FLOPs {mean_sd(e[f'flop_ratio_{prm}'])}x (written only {mean_sd(e[f'generated_flop_ratio_{prm}'])}x), "
+                  f"accuracy gap {mean_sd(e[f'accuracy_gap_{prm}'])}")
+    display(verdicts[f"efficiency_{prm}"])
+    effect_plot(verdicts[f"efficiency_{prm}"])
 
 # %%
-b = m["beats_parallel"]
-check(rsd.BEATS_PARALLEL, measured=b, seeds=cfg.seeds, scale=scale,
-      our_value=f"RSD {b['rsd_accuracy']:.3f} at {b['rsd_flop_ratio']:.2f}x vs best-of-{b['bon_n']} "
-                f"{b['bon_accuracy']:.3f} at {b['bon_flop_ratio']:.2f}x")
+for prm in rsd.PRMS:
+    b = m["beats_parallel"][prm]
+    verdicts[f"beats_parallel_{prm}"] = check(
+        rsd.BEATS_PARALLEL[prm], measured=b, seeds=cfg.seeds, scale=scale,
+        our_value=f"RSD − best-of-N (N={b['bon_n']}) {mean_sd(b[f'rsd_minus_bon_{prm}'])}")
+    display(verdicts[f"beats_parallel_{prm}"])
+    effect_plot(verdicts[f"beats_parallel_{prm}"])
 
 # %%
-check(rsd.THRESHOLD_MATTERS, measured=tm, seeds=cfg.seeds, scale=scale,
-      our_value=f"threshold {np.mean(tm['threshold_accuracy']):.3f} ± {np.std(tm['threshold_accuracy']):.3f} vs "
-                f"random {np.mean(tm['random_accuracy']):.3f} ± {np.std(tm['random_accuracy']):.3f}")
+for prm in rsd.PRMS:
+    t = m["threshold_matters"][prm]
+    verdicts[f"threshold_matters_{prm}"] = check(
+        rsd.THRESHOLD_MATTERS[prm], measured=t, seeds=cfg.seeds, scale=scale,
+        our_value=f"threshold − random {mean_sd(t[f'threshold_minus_random_{prm}'])}")
+    display(verdicts[f"threshold_matters_{prm}"])
+    effect_plot(verdicts[f"threshold_matters_{prm}"])
+
+# %%
+display(Markdown("| claim | verdict |\n|---|---|\n" + "\n".join(
+    f"| `{k}` | {v.label} |" for k, v in verdicts.items())))
