@@ -134,8 +134,9 @@ TOY = fq.LawParams(n=1.0, alpha=0.2368, d=40.0, beta=0.5162, eps=3.0, gamma=30.0
 def test_paired_statistics_on_runs_that_follow_the_law():
     runs = _runs_from_law(TOY, noise=0.01)
     seeds = [0, 1, 2]
-    D = np.array(runs[0].D[-1], float)
-    term = lambda B: D**TOY.beta / 1280**TOY.alpha * fq.precision_term(2, 1, B, TOY)
+    D = np.array(runs[0].D, float)
+    late = D >= fq.LATE_SHARE * D[-1]
+    term = lambda B: np.mean((D**TOY.beta / 1280**TOY.alpha * fq.precision_term(2, 1, B, TOY))[late])
     assert fq.penalty(runs, seeds, 2, 1, 1024) == pytest.approx([float(term(1024))] * 3)
     # the law is linear in log2 B, so the two-point slope is the term per unit of log2 B
     assert fq.block_slope(runs, seeds, 2, 1, 16, 1024) == pytest.approx([float(term(2))] * 3)
@@ -170,6 +171,11 @@ def test_points_table_splits_checkpoints_by_share():
     assert len(early["loss"]) + len(late["loss"]) == sum(len(r.D) for r in runs)
     assert np.isnan(early["E"][: len(runs[0].D[:6])]).all()  # full precision first, E = NaN
     assert early["D"].max() <= 0.5 * runs[0].D[-1] < late["D"].min()
+
+
+def test_late_loss_is_the_mean_over_the_second_half():
+    run = fq.Run(fq.QuantSpec(None), 0, 10, (10, 20, 30, 40), (4.0, 3.0, 2.0, 1.0))
+    assert run.late == pytest.approx(2.0)  # the checkpoints at D = 20, 30, 40
 
 
 def test_checkpoints_are_log_spaced_and_end_at_the_last_step():

@@ -82,7 +82,7 @@ cfg = fq.config(scale)
 cfg = fq.config(scale, steps=weight_steps or max(1, cfg.steps // 4))
 language = fq.MarkovLanguage.make(cfg.vocab, cfg.zipf, seed)
 run, model = fq.train_run(cfg, fq.QuantSpec(None), seed, language, return_model=True)
-print(f"trained: N = {run.N:,d} linear weights, D = {run.D[-1]:,d} tokens, held-out loss {run.final:.3f}")
+print(f"trained: N = {run.N:,d} linear weights, D = {run.D[-1]:,d} tokens, held-out loss {run.loss[-1]:.3f}")
 weights = [m.weight.detach() for m in model.model.layers.modules() if isinstance(m, fq.QLinear)]
 err = np.array([[np.mean([fq.relative_error(w, fq.QuantSpec(E, M, B)) for w in weights]) for B in block_sizes]
                 for E, M in formats])
