@@ -137,5 +137,7 @@ print(f"ranked pairs: mean hinge {ple.ranking_loss(lp, lpp)[torch.as_tensor(rank
       f"mean ranking loss with anchor {ple.ranking_with_anchor(lp, lpp)[torch.as_tensor(ranked)].mean():.3f}; "
       f"share already ranked right {(lpp > lp)[torch.as_tensor(ranked)].float().mean():.2f}")
 print(f"SFT pairs: mean weight on y_p {w[torch.as_tensor(~ranked), 1].mean():.2f}")
-texts = [tok.decode(row, skip_special_tokens=True) for row in batch_y["input_ids"]]
-print("training inputs containing the principle marker:", sum(ple.PRINCIPLE in t for t in texts))
+p_id = tok.convert_tokens_to_ids(ple.PRINCIPLE)
+prompt_tokens = batch_y["input_ids"][batch_y["completion_mask"] == 0]
+print("principle markers in the training prompts:", int((prompt_tokens == p_id).sum()),
+      "| sampled answers that emit the marker themselves:", sum(ple.PRINCIPLE in y for y in pairs.plain))

@@ -37,6 +37,7 @@ scale = "ci"
 seed = 0  # not used: the runs use `seeds` and `ablation_seeds`
 seeds = None  # seeds of the main methods; None: the scale's value
 ablation_seeds = None  # seeds of the ablations; None: the scale's value
+ablations = None  # ablation methods; None: the scale's value (ci: none, for time; full: all three)
 n_iterations = None  # PLE iterations; None: the scale's value
 n_queries = None  # queries per iteration
 train_steps = None  # optimiser steps per iteration (equal for every method)
@@ -54,7 +55,7 @@ from icml25 import ple
 from icml25.core import check, plot
 
 plot.use_style()
-cfg = ple.config(scale, seeds=seeds, ablation_seeds=ablation_seeds, n_iterations=n_iterations,
+cfg = ple.config(scale, seeds=seeds, ablation_seeds=ablation_seeds, ablations=ablations, n_iterations=n_iterations,
                  n_queries=n_queries, train_steps=train_steps, n_eval=n_eval, tau0=tau0, alpha=alpha)
 cfg
 

@@ -45,8 +45,8 @@ PRM_NAME = "implicit-prm"  # this chapter's zoo entry: the CE-trained implicit P
 _PRM = {
     "smoke": dict(ref_seed=0, beta=0.1, n_prompts=60, responses_per_prompt=2, temperature=1.0,
                   train_steps=10, batch_size=16, lr=3e-3),
-    "ci": dict(ref_seed=0, beta=0.1, n_prompts=500, responses_per_prompt=4, temperature=1.0,
-               train_steps=120, batch_size=32, lr=3e-3),
+    "ci": dict(ref_seed=0, beta=0.1, n_prompts=300, responses_per_prompt=4, temperature=1.0,
+               train_steps=80, batch_size=32, lr=3e-3),
     "full": dict(ref_seed=0, beta=0.1, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
                  train_steps=1000, batch_size=64, lr=3e-3),
 }

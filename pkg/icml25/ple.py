@@ -56,7 +56,7 @@ _MAX_NEW = 48
 # The premise of the method, π(·|P⊕x) better than π(·|x), is measured at the start of every run (`Run.gap[0]`).
 START = {
     "smoke": dict(n_train=500, steps=20, batch_size=32, lr=3e-3, sloppiness=0.5),
-    "ci": dict(n_train=4000, steps=300, batch_size=64, lr=3e-3, sloppiness=0.5),
+    "ci": dict(n_train=4000, steps=200, batch_size=64, lr=3e-3, sloppiness=0.5),
     "full": dict(n_train=20000, steps=1000, batch_size=64, lr=3e-3, sloppiness=0.5),
 }
 
@@ -64,8 +64,8 @@ _COMMON = dict(lr=1e-3, tau0=0.2, alpha=0.9, sft_temperature=0.1, dpo_beta=0.1, 
 config = make_config({
     "smoke": dict(_COMMON, seeds=[0], ablation_seeds=[0], n_iterations=2, n_queries=32, train_steps=4,
                   batch_size=16, n_eval=32, methods=list(METHODS), ablations=[]),
-    "ci": dict(_COMMON, seeds=[0, 1, 2], ablation_seeds=[0], n_iterations=3, n_queries=96, train_steps=10,
-               batch_size=32, n_eval=200, methods=list(METHODS), ablations=list(ABLATIONS)),
+    "ci": dict(_COMMON, seeds=[0, 1, 2], ablation_seeds=[0], n_iterations=3, n_queries=64, train_steps=10,
+               batch_size=32, n_eval=150, methods=list(METHODS), ablations=[]),
     "full": dict(_COMMON, seeds=[0, 1, 2, 3, 4], ablation_seeds=[0, 1, 2, 3, 4], n_iterations=8, n_queries=512,
                  train_steps=40, batch_size=64, n_eval=1000, methods=list(METHODS), ablations=list(ABLATIONS)),
 })
