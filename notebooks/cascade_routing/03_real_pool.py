@@ -100,8 +100,8 @@ ax.legend(fontsize=7, title="strategy (AUC×100)", title_fontsize=7);
 measured = cr.real_claim_measurements(list(runs), list(cells))
 g = np.array(measured["real_gain"])
 display(Markdown(
-    f"Over {len(g)} seeds cascade routing's AUC is {g.mean():+.3f} ± {g.std():.3f} (mean ± sd) above the better "
-    f"of routing and the optimal cascade; the threshold cascade averages {row['threshold cascade'][0]:.2f} against "
+    f"Over {len(g)} seeds cascade routing's AUC minus the better of routing's and the optimal cascade's is "
+    f"{g.mean():+.3f} ± {g.std():.3f} (mean ± sd over seeds, AUC×100 points); the threshold cascade averages {row['threshold cascade'][0]:.2f} against "
     f"the optimal cascade's {row['optimal cascade'][0]:.2f} and cascade routing's {row['cascade routing'][0]:.2f}. "
     f"Headroom (any member right − best member right) per seed: "
     f"{', '.join(f'{h:.3f}' for h in measured['pool_headroom'])}."))

@@ -601,11 +601,6 @@ def mean_auc(cells: list[dict]) -> dict[str, tuple[float, float]]:
             for s in STRATEGIES}
 
 
-def gain_over_best(row: dict[str, tuple[float, float]]) -> float:
-    """Seed-mean AUC of cascade routing minus the larger seed-mean AUC of routing and the optimal cascade."""
-    return row["cascade routing"][0] - max(row["routing"][0], row["optimal cascade"][0])
-
-
 def cell_gain(cell: dict) -> float:
     """One cell's gain: cascade routing's AUC minus the larger of routing's and the optimal cascade's."""
     a = cell["auc"]
@@ -639,11 +634,11 @@ def claim_measurements(cells: list[dict]) -> dict[str, list[float]]:
 # --------------------------------------------------------------------------------------------------------------
 # The real pool: classifiers of different size trained from each seed, answering held-out handwritten digits
 
-# (label, features it reads, model). Cheapest first at ci; "full" adds six more, eleven in all, as the paper's
-# largest RouterBench pool. Every member is refitted for every seed on that seed's training images (and the MLPs
-# from that seed's initialisation), so a seed resamples the models, not only the split.
+# Member labels name the model and the image it reads (8×8 pixels or a 4×4 average-pooled copy); five at ci,
+# eleven at full, as the paper's largest RouterBench pool; run_real_pool puts them in cost order. Every member is
+# refitted for every seed on that seed's training images (and the MLPs from that seed's initialisation), so a seed
+# resamples the models, not only the split.
 _POOLED = "4×4"
-_PIXELS = "8×8"
 REAL_MEMBERS = {
     5: ("naive Bayes 4×4", "logistic 4×4", "logistic 8×8", "MLP-32 8×8", "RBF SVM 8×8"),
     11: ("naive Bayes 4×4", "logistic 4×4", "MLP-8 4×4", "naive Bayes 8×8", "logistic 8×8", "MLP-32 8×8",
