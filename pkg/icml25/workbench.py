@@ -22,8 +22,8 @@ _CALIBRATED = {"cost_ratio": [0.12] * 3, "draft_step_accuracy": [0.85] * 3, "tar
 
 LARGER_IS_BETTER = Claim(
     chapter="workbench", id="target-beats-draft",
-    paper_statement="The larger 'target' reasoner is clearly more accurate than the small 'draft', even on the "
-                    "chain lengths the draft was trained on (the premise of the reasoning chapters)",
+    paper_statement="The larger 'target' reasoner (at least 8x the draft's FLOPs per token) is clearly more "
+                    "accurate than the small 'draft', even on the chain lengths the draft was trained on",
     paper_value="design goal: a draft right on most single steps, a target right on 85-95% of the test mix",
     criterion="Per training seed, on the test problems within the draft's training mix: the target's "
               "final-answer accuracy minus the draft's is above 0 (95% t interval); refuted if wholly below +5 "
