@@ -13,11 +13,13 @@
 # %% [markdown]
 # # Adapting LoRA experts with a swarm
 #
-# The paper's setting in miniature. The base model is the zoo's arithmetic `arith-draft` (a ~27k-parameter
-# Llama). Six **experts** are rank-16 LoRA adapters on the MLP of its last layer, each fine-tuned on one
-# operator "domain" (problems using only `+`, only `-`, only `*`, or a pair of them). The **target** is a
-# held-out mix the experts never trained on: three-step problems with all three operators. The swarm searches
-# the experts' weight space to maximise a **utility** computed on a dev set of only 200 examples:
+# The paper's setting in miniature. The base model is the zoo's arithmetic `arith-draft` (a small Llama trained
+# on arithmetic modulo 10). Six **experts** are rank-16 LoRA adapters on the MLP of its last layer, each
+# fine-tuned on one operator "domain" of arithmetic **modulo 7**, which the base model was never taught
+# (problems using only `+`, only `-`, only `*`, or a pair of them). All experts start from one shared draw of $A$
+# (with $B = 0$), as adapters fine-tuned from one seed do. The **target** is a held-out mix the experts never
+# trained on: three-step problems modulo 7 with all three operators. The swarm searches the experts' weight
+# space to maximise a **utility** computed on a dev set of only 200 examples:
 #
 # * *single-task*: the share of dev problems whose greedy solution is exactly right;
 # * *multi-task*: the same over short (1-2), medium (3) and long (4-5 step) mixes together;
@@ -29,47 +31,69 @@
 # reference solution exactly when every teacher-forced argmax is the reference token, so "exact solution"
 # accuracy needs no generation. Each adapter's A and B factors are combined separately, as in the official code.
 #
-# The **baselines** get the swarm's budget of utility calls: the best single expert, the uniform soup, the greedy
-# soup, random search over affine combinations, and hill climbing from the best expert.
+# The **baselines** get the swarm's budget of utility calls on the same dev set: the best single expert, the
+# uniform soup, the greedy soup, task arithmetic, TIES and DARE (PEFT's merge utilities, their scaling and
+# density drawn at random and chosen on dev), a LoraHub-style gradient-free search over expert weights (on the dev
+# cross-entropy, its own objective, from zero weights), and two controls of our own (random search over affine
+# combinations, hill climbing from the best expert). The
+# **oracle** is a LoRA fine-tuned directly on the 200 dev examples: the ceiling of what the dev set can teach.
 
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0  # the seed whose search is drawn in detail
 seeds = None  # search seeds (dev sets and swarm randomness); None: the scale's value (5 at ci)
 ablation_seeds = None  # seeds for the ablations; None: the scale's value
-n_particles = None  # swarm size (6 experts + crossovers); None: the scale's value
+n_particles = None  # swarm size (6 experts + crossovers; official scripts: 20); None: the scale's value
 max_iteration = None
 patience = None  # stop after this many rounds without a new global best (official low-resource mode: 5)
 n_dev = None  # dev examples the utility sees (paper: 200)
 n_test = None
-# full scale: 10 seeds, 20 particles, 50 iterations, patience 10, 5000 test problems, rank-8 experts trained
-# 500 steps on 10,000 problems each — an hour or so on a laptop CPU.
+tune_configs = None  # draws from the official hyperparameter sweep tried on the tuning dev sets
+# full scale: 10 seeds, 50 iterations, patience 10, 5000 test problems, rank-8 experts trained 500 steps on
+# 10,000 problems each, 20 sweep draws.
 
 # %%
 import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
 
 from icml25 import model_swarms as ms
 from icml25.core import check, plot
+from icml25.core.claims import mean_sd
 
 plot.use_style()
 cfg = ms.config(scale, seeds=seeds, ablation_seeds=ablation_seeds, n_particles=n_particles,
-                max_iteration=max_iteration, patience=patience, n_dev=n_dev, n_test=n_test)
+                max_iteration=max_iteration, patience=patience, n_dev=n_dev, n_test=n_test, tune_configs=tune_configs)
 setup = ms.make_setup(cfg)
-base_test = ms.test_accuracy(setup, "single-task", np.zeros((1, len(setup.experts))))[0]  # coefficients 0: no adapter
+no_adapter = np.zeros((1, setup.experts.shape[1]))
+base_test = ms.test_utility(setup, "single-task", no_adapter)[0]
 expert_test = ms.test_accuracy(setup, "single-task", np.eye(len(setup.experts)))
-print(f"base model without adapter: {base_test:.3f} exact-solution accuracy on the target's test set")
-for name, acc in zip(ms.DOMAINS, expert_test):
-    print(f"expert {name:8s} ({ms.DOMAINS[name]:3s}): {acc:.3f}")
+own = pd.DataFrame(setup.own_domain).T.assign(target=expert_test)
+own.columns = ["base, own domain", "expert, own domain", "expert, target"]
+display(own.round(3))
+display(Markdown(f"Base model without adapter on the target's test set: {base_test:.3f} exact-solution accuracy."))
 
 # %% [markdown]
-# Fine-tuning on a narrow domain costs the experts some of the base model's skill on the mixed target: none of
-# them is a good model for it on its own. That is the situation Model Swarms is meant for: no expert fits,
-# and the question is whether searching their weight space finds one that does.
+# The first two columns are the precondition of every claim: each expert must beat the base model on its own
+# domain, or there is nothing worth combining. The last column says how useful each expert is on the target.
 #
+# ## Hyperparameters chosen on dev
+#
+# The official run scripts sample inertia, cognitive, social and repel coefficients and the step length from
+# fixed lists (restart patience 0.67, 20 particles). We draw `tune_configs` settings from those lists, run each on
+# the dev sets of two tuning seeds (not the evaluation seeds) and score its global best on a second, held-out dev
+# set of 200 problems; the best mean is used for every search below. The test set is not used.
+
+# %%
+hyper, scored = ms.tune(setup, cfg)
+display(pd.DataFrame([{**h, "held-out dev accuracy": u} for h, u in scored]).round(3))
+display(Markdown("Chosen: " + ", ".join(f"{k} = {v:g}" for k, v in hyper.items()) + "."))
+
+# %% [markdown]
 # ## The searches
 
 # %%
-runs = {kind: [ms.run_seed(setup, cfg, kind, s, baselines=kind == "single-task") for s in cfg.seeds]
+runs = {kind: [ms.run_seed(setup, cfg, kind, s, hyper, baselines=kind == "single-task") for s in cfg.seeds]
         for kind in ms.UTILITIES}
 detail = runs["single-task"][cfg.seeds.index(seed) if seed in cfg.seeds else 0]["swarm"]
 fig, ax = plot.subplots()
@@ -77,7 +101,7 @@ ax.plot(np.stack(detail.utilities), color="grey", alpha=0.35, lw=1)
 ax.plot(detail.g_history, lw=2.5, label="global best g")
 ax.plot(detail.g_worst_history, lw=2.5, label="global worst g_w")
 ax.plot([], [], color="grey", label="particles")
-ax.set(title=f"Single-task search (seed {cfg.seeds[0] if seed not in cfg.seeds else seed})", xlabel="iteration",
+ax.set(title=f"Single-task search (seed {seed if seed in cfg.seeds else cfg.seeds[0]})", xlabel="iteration",
        ylabel="dev exact-solution accuracy")
 ax.legend();
 print(f"{detail.n_iterations} iterations, {detail.n_evaluations} utility calls, {detail.restarts} restarts")
@@ -86,22 +110,26 @@ print(f"{detail.n_iterations} iterations, {detail.n_evaluations} utility calls, 
 # ## Dev and test accuracy against the baselines (single-task utility)
 
 # %%
-methods = list(runs["single-task"][0]["test"])
-dev = {m: [r["dev"][m] for r in runs["single-task"]] for m in methods if m != "initial best"}
-test = {m: [r["test"][m] for r in runs["single-task"]] for m in methods}
-fig, axes = plot.subplots(1, 2, sharey=True)
-for ax, table, label in ((axes[0], dev, "dev (200 examples)"), (axes[1], test, "test")):
-    names = list(table)
-    ax.bar(names, [np.mean(table[m]) for m in names], yerr=[np.std(table[m]) for m in names], capsize=3,
-           color=[plot.PALETTE[1] if m == "swarm" else plot.PALETTE[0] for m in names])
+single = runs["single-task"]
+methods = [m for m in single[0]["test"] if m != "oracle"]
+table = pd.DataFrame({m: {"dev": np.mean([r["dev"][m] for r in single]),
+                          "test": np.mean([r["test"][m] for r in single]),
+                          "test sd": np.std([r["test"][m] for r in single]),
+                          "utility calls": np.mean([r["calls"].get(m, 0) for r in single])} for m in methods + ["oracle"]}).T
+display(table.round(3))
+oracle = np.mean([r["test"]["oracle"] for r in single])
+fig, axes = plot.subplots(1, 2, sharey=True, figsize=(11, 4.2))
+for ax, split in zip(axes, ("dev", "test")):
+    vals = [[r[split][m] for r in single] for m in methods]
+    ax.bar(methods, [np.mean(v) for v in vals], yerr=[np.std(v) for v in vals], capsize=3,
+           color=[plot.PALETTE[1] if m == "swarm" else plot.PALETTE[0] for m in methods])
     ax.axhline(base_test, ls="--", color="grey", label="base model, no adapter (test)")
-    ax.set(title=label, ylabel=f"exact-solution accuracy (mean ± sd, {len(cfg.seeds)} seeds)")
-    ax.tick_params(axis="x", rotation=45)
-axes[1].legend(loc="lower right")
-fig.suptitle("Single-task target: swarm vs composition baselines at an equal budget");
-for m in test:
-    dev_text = f"{np.mean(dev[m]):.3f}" if m in dev else "  -  "
-    print(f"{m:14s} dev {dev_text}  test {np.mean(test[m]):.3f} ± {np.std(test[m]):.3f}")
+    ax.axhline(oracle, ls=":", color=plot.PALETTE[2], label="oracle: LoRA trained on the dev set (test)")
+    ax.set(title=f"{split} ({cfg.n_dev} problems)" if split == "dev" else "test",
+           ylabel=f"exact-solution accuracy (mean ± sd, {len(cfg.seeds)} seeds)")
+    ax.tick_params(axis="x", rotation=60)
+axes[1].legend(loc="upper right", fontsize=8)
+fig.suptitle("Single-task target: swarm vs composition baselines at an equal budget of utility calls");
 
 # %% [markdown]
 # ## The other utilities
@@ -124,35 +152,39 @@ ax.legend();
 # ## Weak to strong: where did the final global best start?
 #
 # For every run we take the particle whose position became the final $g$ and look up its rank among the
-# particles' utilities before the search (0 = the initial best).
+# particles' utilities before the search (0 = the initial best). The **null control** runs the same searches
+# (seeds, particles, budget) on a utility that is pure noise: there, which particle ends best says nothing about
+# the experts, so whatever share it gives is what the statistic shows by chance.
 
 # %%
 all_runs = [r["swarm"] for k in ms.UTILITIES for r in runs[k]]
+null_runs = [ms.null_run(setup, cfg, 100 * j + s, hyper) for j, _ in enumerate(ms.UTILITIES) for s in cfg.seeds]
 ranks = np.array([r.initial_rank for r in all_runs])
+null_ranks = np.array([r.initial_rank for r in null_runs])
 n_swarm = len(all_runs[0].initial_utilities)
 fig, ax = plot.subplots()
-ax.hist(ranks, bins=np.arange(n_swarm + 1) - 0.5, color=plot.PALETTE[0], rwidth=0.85)
+bins = np.arange(n_swarm + 1) - 0.5
+ax.hist([ranks, null_ranks], bins=bins, color=[plot.PALETTE[0], plot.PALETTE[7]], rwidth=0.85,
+        label=["real utilities", "noise utility (null)"])
 ax.axvline(n_swarm / 2 - 0.5, ls="--", color=plot.PALETTE[1], label="weaker half starts here")
 ax.set(title="Initial rank of the particle that found the final global best", xlabel="initial rank (0 = best)",
        ylabel=f"runs (of {len(all_runs)})")
 ax.legend();
-share_not_best = float(np.mean(ranks > 0))
-share_weak = float(np.mean(ranks >= n_swarm / 2))
-print(f"not the initial best: {share_not_best:.0%}; from the weaker half: {share_weak:.0%}")
 
 # %% [markdown]
 # ## Ablations (single-task)
 #
-# The same search without the repel term, with deterministic weights ($r = 1$), and without restarts.
+# The same search (chosen hyperparameters) without the repel term, with deterministic weights ($r = 1$), and
+# without restarts.
 
 # %%
 variants = {"no repel": {"repel": 0.0}, "deterministic weights": {"weight_randomness": False},
             "no restarts": {"restart_patience": None}}
-full_search = {s: r["test"]["swarm"] for s, r in zip(cfg.seeds, runs["single-task"])}
+full_search = {s: r["test"]["swarm"] for s, r in zip(cfg.seeds, single)}
 ablation = {"Model Swarms": [full_search[s] if s in full_search else
-                             ms.run_seed(setup, cfg, "single-task", s, baselines=False)["test"]["swarm"]
+                             ms.run_seed(setup, cfg, "single-task", s, hyper, baselines=False)["test"]["swarm"]
                              for s in cfg.ablation_seeds]}
-ablation |= {name: [ms.run_seed(setup, cfg, "single-task", s, baselines=False, **kw)["test"]["swarm"]
+ablation |= {name: [ms.run_seed(setup, cfg, "single-task", s, hyper, baselines=False, **kw)["test"]["swarm"]
                     for s in cfg.ablation_seeds] for name, kw in variants.items()}
 fig, ax = plot.subplots()
 ax.bar(list(ablation), [np.mean(v) for v in ablation.values()], yerr=[np.std(v) for v in ablation.values()],
@@ -160,34 +192,70 @@ ax.bar(list(ablation), [np.mean(v) for v in ablation.values()], yerr=[np.std(v) 
 ax.set(title="Ablations of the search", ylabel=f"test accuracy (mean ± sd, {len(cfg.ablation_seeds)} seeds)")
 ax.tick_params(axis="x", rotation=20)
 for name, v in ablation.items():
-    print(f"{name:22s} {np.mean(v):.3f} ± {np.std(v):.3f}")
+    print(f"{name:22s} {mean_sd(v)}")
 
 # %% [markdown]
 # ## Claim checks
+#
+# Every effect is a per-seed paired difference of test accuracy (or, for weak-to-strong, one indicator per run).
+# The criteria, smallest effects and the null control were declared in `icml25.model_swarms` before these runs.
 
 # %%
-check(ms.BEATS_BASELINES, seeds=cfg.seeds, scale=scale,
-      measured={"swarm_test": test["swarm"], "best_expert_test": test["best expert"],
-                "uniform_soup_test": test["uniform soup"]},
-      our_value=f"test: swarm {np.mean(test['swarm']):.3f} ± {np.std(test['swarm']):.3f}, best expert "
-                f"{np.mean(test['best expert']):.3f} ± {np.std(test['best expert']):.3f}, uniform soup "
-                f"{np.mean(test['uniform soup']):.3f} ± {np.std(test['uniform soup']):.3f}")
+swarm_test = np.array([r["test"]["swarm"] for r in single])
+gains = setup.expert_gain_own_domain
+m_beats = {ms._key(b): swarm_test - np.array([r["test"][b] for r in single]) for b in ms.PAPER_BASELINES}
+m_beats |= {"expert_gain_own_domain": gains,
+            "swarm_dev_gain": [r["dev"]["swarm"] - r["dev"]["initial best"] for r in single]}
+v_beats = check(ms.BEATS_BASELINES, measured=m_beats, seeds=cfg.seeds, scale=scale,
+                our_value=f"test: swarm {mean_sd(swarm_test)}; " + ", ".join(
+                    f"{b} {mean_sd([r['test'][b] for r in single])}" for b in ms.PAPER_BASELINES))
+v_beats
 
 # %%
-check(ms.WEAK_TO_STRONG, seeds=cfg.seeds, scale=scale,
-      measured={"share_not_initial_best": share_not_best, "share_weaker_half": share_weak,
-                "initial_ranks": ranks.tolist()},
-      our_value=f"{share_not_best:.0%} not the initial best, {share_weak:.0%} from the weaker half "
-                f"({len(all_runs)} runs)")
+plot.effect_plot(v_beats);
 
 # %%
-check(ms.LOW_DATA, seeds=cfg.seeds, scale=scale,
-      measured={"n_dev": cfg.n_dev, "swarm_test": test["swarm"], "initial_best_test": test["initial best"]},
-      our_value=f"{cfg.n_dev} dev examples: swarm {np.mean(test['swarm']):.3f} ± {np.std(test['swarm']):.3f} vs "
-                f"initial best {np.mean(test['initial best']):.3f} ± {np.std(test['initial best']):.3f} (test)")
+ind, null_ind = ms.weak_to_strong_indicators(all_runs), ms.weak_to_strong_indicators(null_runs)
+v_w2s = check(ms.WEAK_TO_STRONG, measured={**ind, "expert_gain_own_domain": gains}, seeds=cfg.seeds, scale=scale,
+              null=null_ind,
+              our_value=f"{np.mean(ind['not_initial_best']):.0%} not the initial best, "
+                        f"{np.mean(ind['from_weaker_half']):.0%} from the weaker half ({len(all_runs)} runs); "
+                        f"noise utility: {np.mean(null_ind['not_initial_best']):.0%} and "
+                        f"{np.mean(null_ind['from_weaker_half']):.0%}")
+v_w2s
+
+# %%
+plot.effect_plot(v_w2s);
+
+# %%
+low = swarm_test - np.array([r["test"]["initial best"] for r in single])
+v_low = check(ms.LOW_DATA, measured={"swarm_minus_initial_best": low, "expert_gain_own_domain": gains},
+              seeds=cfg.seeds, scale=scale,
+              our_value=f"{cfg.n_dev} dev examples: swarm − initial best on test {mean_sd(low)}")
+v_low
+
+# %%
+plot.effect_plot(v_low);
 
 # %% [markdown]
-# **What we see.** The numbers above are the measurements behind the verdicts; the chapter's introduction
-# discusses them. At this scale the dev utility is coarse (200 problems, so steps of 0.5 points) and the swarm
-# climbs it quickly, so part of its dev gain is selection noise that does not carry over to the test set: compare
-# the dev and test panels.
+# ## What we see
+
+# %%
+def verdict_line(v):
+    e = "; ".join(f"{x['name']} {x['estimate']:.3f} [{x['ci_low']:.3f}, {x['ci_high']:.3f}]"
+                  for x in v.record["effects"])
+    return f"- `{v.claim.id}`: **{v.label}** ({e}). {v.record['reason']}."
+
+
+best_base = max(ms.PAPER_BASELINES, key=lambda b: table.loc[b, "test"])
+display(Markdown(
+    f"Experts beat the base model on their own domains by {min(gains):.3f} to {max(gains):.3f} exact-solution "
+    f"accuracy; on the target the best single expert reaches {expert_test.max():.3f} against the base's "
+    f"{base_test:.3f}. On test the swarm reaches {table.loc['swarm', 'test']:.3f}, the strongest paper baseline "
+    f"({best_base}) {table.loc[best_base, 'test']:.3f} and the oracle trained on the dev set {oracle:.3f}. "
+    f"The swarm's global best scores {table.loc['swarm', 'dev']:.3f} on its {cfg.n_dev} dev problems and "
+    f"{table.loc['swarm', 'test']:.3f} on test. On the noise utility the final global best was not the initial "
+    f"best in {np.mean(null_ind['not_initial_best']):.0%} of runs and came from the weaker half in "
+    f"{np.mean(null_ind['from_weaker_half']):.0%}, against {np.mean(ind['not_initial_best']):.0%} and "
+    f"{np.mean(ind['from_weaker_half']):.0%} on the real utilities.\n\n"
+    + "\n".join(verdict_line(v) for v in (v_beats, v_w2s, v_low))))

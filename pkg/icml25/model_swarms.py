@@ -14,8 +14,11 @@ term is a difference of positions and the swarm starts from crossovers w·x_a + 
 in the affine hull of the initial experts: the search carries each particle's coefficients over the experts next
 to its parameters, which is what the tests check and what the trajectory plots draw.
 
-Experts here are rank-r LoRA adapters on the MLP of the last layer of the zoo's arithmetic model `arith-draft`,
-fine-tuned on different operator "domains". Because the adapters touch only that MLP, everything below it is
+Experts here are rank-r LoRA adapters on the MLP of the last layer of the zoo's arithmetic model `arith-draft`
+(trained on arithmetic modulo 10), each fine-tuned on one operator "domain" of arithmetic modulo 7, a task the
+base model does not know; the target is a mix of all three operators modulo 7. All experts start from one shared
+draw of A (B = 0), as LoRA adapters fine-tuned from one seed do, so that their factors live in a common basis and
+averaging them is not destructive by construction. Because the adapters touch only that MLP, everything below it is
 frozen: it is computed once per problem set (`features`) and all particles are evaluated in one batched pass
 over those cached features (`utilities`). The factors A and B of each adapter are coordinates of the flat
 parameter vector, so every linear combination moves A and B separately, as the official `merge.py` does.
@@ -30,7 +33,7 @@ import numpy as np
 import torch
 
 from .core import arithmetic, zoo
-from .core.claims import Claim
+from .core.claims import Claim, Effect, at_least
 from .core.config import make_config
 from .core.generation import encode_completions
 from .core.seeding import numpy_rng, torch_generator
@@ -39,38 +42,66 @@ CHAPTER = "model_swarms"
 
 config = make_config({
     "smoke": {"seeds": [0, 1], "n_particles": 6, "max_iteration": 3, "patience": 3, "n_dev": 200,
-              "n_test": 200, "n_train": 200, "expert_steps": 20, "rank": 4, "ablation_seeds": [0]},
-    "ci": {"seeds": [0, 1, 2, 3, 4], "n_particles": 12, "max_iteration": 20, "patience": 5, "n_dev": 200,
-           "n_test": 1000, "n_train": 1000, "expert_steps": 100, "rank": 16, "ablation_seeds": [0, 1, 2]},
+              "n_test": 200, "n_train": 200, "expert_steps": 20, "rank": 4, "ablation_seeds": [0],
+              "n_own_test": 100, "tune_configs": 2, "tune_seeds": [100]},
+    "ci": {"seeds": [0, 1, 2, 3, 4], "n_particles": 20, "max_iteration": 20, "patience": 5, "n_dev": 200,
+           "n_test": 1000, "n_train": 1000, "expert_steps": 200, "rank": 16, "ablation_seeds": [0, 1, 2],
+           "n_own_test": 500, "tune_configs": 6, "tune_seeds": [100, 101]},
     "full": {"seeds": list(range(10)), "n_particles": 20, "max_iteration": 50, "patience": 10, "n_dev": 200,
-             "n_test": 5000, "n_train": 10000, "expert_steps": 500, "rank": 8, "ablation_seeds": list(range(5))},
+             "n_test": 5000, "n_train": 10000, "expert_steps": 500, "rank": 8, "ablation_seeds": list(range(5)),
+             "n_own_test": 2000, "tune_configs": 20, "tune_seeds": [100, 101, 102]},
 })
 
-# Swarm hyperparameters: the official defaults (search.py), except patience, which the config sets per scale.
+# Swarm hyperparameters outside the sweep: the official search.py defaults and run scripts (restart patience 0.67).
 DEFAULTS = dict(inertia=0.4, cognitive=0.3, social=0.3, repel=0.3, step_length=1.0, step_factor=0.95,
-                min_step_length=0.1, restart_patience=0.5)
+                min_step_length=0.1, restart_patience=0.67)
+# The official run scripts' sweep (search_*.sh): each run samples one value of each from these lists.
+SWEEP = {"inertia": (0.1, 0.2, 0.3), "cognitive": (0.1, 0.2, 0.3, 0.4, 0.5), "social": (0.2, 0.3, 0.4, 0.5, 0.6),
+         "repel": (0.01, 0.05, 0.1), "step_length": (0.5, 0.6, 0.7, 0.8, 0.9, 1.0)}
 
+MODULUS = 7  # the experts' and the target's arithmetic: modulo 7 on digits 0-6 (the base model knows modulo 10)
 # Expert domains: the operators their training problems use (2-4 operations each).
 DOMAINS = {"add": "+", "sub": "-", "mul": "*", "add-sub": "+-", "add-mul": "+*", "sub-mul": "-*"}
 # Targets: held-out mixes of all three operators.
 TARGET = ("+-*", 3, 3)  # single task: three operations, all operators
 MULTITASK = (("+-*", 1, 2), ("+-*", 3, 3), ("+-*", 4, 5))  # short, medium and long chains
 LORA_TARGETS = ("down_proj",)
+MIN_EXPERT_GAIN = 0.02  # an expert "beats the base on its domain" by at least 2 accuracy points
 
 
 # --------------------------------------------------------------------------------------------------- claims
 
+EXPERTS_LEARN = at_least(
+    "experts_learn", "expert_gain_own_domain", MIN_EXPERT_GAIN,
+    f"every expert beats the unadapted base on its own domain's test problems (smallest exact-solution accuracy "
+    f"gain >= {MIN_EXPERT_GAIN:g})")
+
+PAPER_BASELINES = ("best expert", "uniform soup", "greedy soup", "task arithmetic", "TIES", "DARE", "LoraHub")
+
+
+def _key(baseline: str) -> str:
+    return "swarm_minus_" + baseline.lower().replace(" ", "_")
+
+
 BEATS_BASELINES = Claim(
     chapter=CHAPTER, id="beats_baselines",
     paper_statement="Model Swarms improves over 12 model-composition baselines (best single expert, uniform soup, "
-                    "greedy soup, ...) by up to 21.0% across tasks",
+                    "greedy soup, task arithmetic, TIES, DARE, LoraHub, ...) by up to 21.0% across tasks",
     paper_value="up to +21.0%; e.g. single-task averages above every baseline",
-    criterion="On the held-out test set of the single-task target, the swarm's global best has a higher mean "
-              "exact-solution accuracy over 5 seeds than both the best single expert (chosen on dev) and the "
-              "uniform soup, and beats each of them on at least 3 of the 5 seeds",
-    test=lambda m: all(np.mean(m["swarm_test"]) > np.mean(m[k]) and
-                       sum(s > b for s, b in zip(m["swarm_test"], m[k], strict=True)) >= 3
-                       for k in ("best_expert_test", "uniform_soup_test")),
+    criterion="Single-task target, held-out test set, paired by seed, every baseline at the swarm's budget of "
+              "utility calls on the same dev set: for each of the paper's baselines built here (best expert chosen "
+              "on dev, uniform soup, greedy soup, task arithmetic, TIES, DARE, LoraHub-style search), the 95% t "
+              "interval of swarm − baseline (exact-solution accuracy) lies above 0; refuted if any lies wholly "
+              "below +0.01 (one accuracy point)",
+    effects=[Effect(_key(b), _key(b), min_effect=0.01) for b in PAPER_BASELINES],
+    preconditions=[EXPERTS_LEARN,
+                   at_least("search_climbs", "swarm_dev_gain", 0.005,
+                            "on every seed the search moved: its global best solves at least one more of the 200 "
+                            "dev problems than the best initial particle (dev gain >= 0.005)")],
+    examples=({**{_key(b): [0.03, 0.04, 0.05] for b in PAPER_BASELINES},
+               "expert_gain_own_domain": [0.1, 0.2], "swarm_dev_gain": [0.02, 0.03, 0.01]},
+              {**{_key(b): [0.03, 0.04, 0.05] for b in PAPER_BASELINES}, _key("uniform soup"): [-0.01, 0.0, -0.005],
+               "expert_gain_own_domain": [0.1, 0.2], "swarm_dev_gain": [0.02, 0.03, 0.01]}),
 )
 
 WEAK_TO_STRONG = Claim(
@@ -79,18 +110,32 @@ WEAK_TO_STRONG = Claim(
                     "and often started in the weaker half",
     paper_value="about 90% not the initial best, about 57% from the bottom half (research notes; not checked "
                 "against the paper's text)",
-    criterion="Over all runs (5 seeds × 3 utilities), the particle that found the final global best was not the "
-              "initial best in at least 50% of runs and started in the weaker half in at least 25% of runs",
-    test=lambda m: m["share_not_initial_best"] >= 0.5 and m["share_weaker_half"] >= 0.25,
+    criterion="Over all runs (seeds × utilities), one indicator per run: the 95% bootstrap intervals of the share "
+              "of runs whose final global best was not the initial best lie above 0.5, and of the share that "
+              "started in the weaker half above 0.25; checked beside the same searches on a noise utility",
+    effects=[Effect("not_initial_best", "not_initial_best", null=0.5, method="bootstrap"),
+             Effect("from_weaker_half", "from_weaker_half", null=0.25, method="bootstrap")],
+    preconditions=[EXPERTS_LEARN],
+    examples=({"not_initial_best": [1, 1, 1, 0, 1, 1, 1, 1, 1, 1], "from_weaker_half": [1, 0, 1, 1, 0, 1, 1, 0, 1, 1],
+               "expert_gain_own_domain": [0.1, 0.2]},
+              {"not_initial_best": [0, 0, 1, 0, 0, 0, 0, 1, 0, 0], "from_weaker_half": [0] * 10,
+               "expert_gain_own_domain": [0.1, 0.2]}),
+    needs_null=True,
+    null_description="the same searches (same seeds, particles and budget) on a utility that is seeded Gaussian "
+                     "noise, so that which particle ends best carries no information about the experts",
 )
 
 LOW_DATA = Claim(
     chapter=CHAPTER, id="low_data",
     paper_statement="Model Swarms works in low-data regimes with as few as 200 examples",
     paper_value="200 dev examples",
-    criterion="With a dev set of at most 200 examples, the swarm's final global best has a higher mean test "
-              "accuracy over 5 seeds than the best initial particle (the global best before any search)",
-    test=lambda m: m["n_dev"] <= 200 and np.mean(m["swarm_test"]) > np.mean(m["initial_best_test"]),
+    criterion="With the utility computed on 200 dev examples (the configuration; a unit test holds it), the 95% t "
+              "interval of the per-seed test gain of the final global best over the best initial particle lies "
+              "above 0; refuted if it lies wholly below +0.01",
+    effects=[Effect("swarm_minus_initial_best", "swarm_minus_initial_best", min_effect=0.01)],
+    preconditions=[EXPERTS_LEARN],
+    examples=({"swarm_minus_initial_best": [0.02, 0.03, 0.025], "expert_gain_own_domain": [0.1, 0.2]},
+              {"swarm_minus_initial_best": [0.0, -0.01, 0.005], "expert_gain_own_domain": [0.1, 0.2]}),
 )
 
 
@@ -316,6 +361,81 @@ def hill_climbing(start: Composition, coef_utility: Callable[[np.ndarray], np.nd
     return Composition(c, best_u, used + start.n_evaluations)
 
 
+def task_vectors(experts: np.ndarray, origin: np.ndarray) -> np.ndarray:
+    """τ_k = x_k − x_0: each expert's change from the common starting adapter x_0 (shared A₀, B = 0)."""
+    return np.asarray(experts) - np.asarray(origin)
+
+
+def merge_task_vectors(tau: np.ndarray, method: str, scale: float, density: float, segments: Sequence[slice],
+                       seed: int = 0) -> np.ndarray:
+    """PEFT's merge utilities (`peft.utils.merge_utils`) on the task vectors [K, D], tensor by tensor (each slice
+    of `segments` is one A or B matrix, as PEFT merges LoRA factors): `task_arithmetic` (λ·Σ τ_k), `ties` (trim to
+    the top `density` by magnitude, elect the sign, disjoint mean; then ×λ) or `dare` (DARE-linear: drop at
+    rate 1 − `density`, rescale, λ·Σ). DARE's random mask is drawn under `seed`."""
+    from peft.utils import merge_utils
+
+    t = torch.as_tensor(tau, dtype=torch.float64)
+    ones = torch.ones(len(t), dtype=torch.float64)
+    out = torch.zeros(t.shape[1], dtype=torch.float64)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for seg in segments:
+            parts = list(t[:, seg])
+            if method == "task_arithmetic":
+                out[seg] = merge_utils.task_arithmetic(parts, scale * ones)
+            elif method == "ties":
+                out[seg] = scale * merge_utils.ties(parts, ones, density)
+            elif method == "dare":
+                out[seg] = merge_utils.dare_linear(parts, scale * ones, density)
+            else:
+                raise ValueError(f"unknown merge {method!r}; valid: task_arithmetic, ties, dare")
+    return out.numpy()
+
+
+def merge_search(method: str, tau: np.ndarray, origin: np.ndarray, utility: Callable[[np.ndarray], np.ndarray],
+                 budget: int, segments: Sequence[slice], seed: int) -> tuple[np.ndarray, float, int]:
+    """A merge's hyperparameters chosen on dev with `budget` utility calls: λ ~ U(0, 2) (task arithmetic), and
+    also density ~ U(0.1, 1) (TIES, DARE), drawn at random; returns (parameters, dev utility, calls)."""
+    rng = numpy_rng(seed, CHAPTER, "merge", method)
+    cands = [origin + merge_task_vectors(tau, method, 2 * rng.random(), 0.1 + 0.9 * rng.random(), segments,
+                                         seed + i) for i in range(budget)]
+    u = utility(np.stack(cands))
+    best = int(np.argmax(u))
+    return cands[best], float(u[best]), budget
+
+
+def lorahub(experts: np.ndarray, loss: Callable[[np.ndarray], np.ndarray], budget: int, l1: float = 0.05,
+            bound: float = 1.5) -> tuple[np.ndarray, int]:
+    """LoraHub-style gradient-free search (Huang et al., 2024) over the weights w of A = Σ w_k A_k, B = Σ w_k B_k:
+    minimise the dev cross-entropy `loss(w·E)` + `l1`·‖w‖₁, w in [−`bound`, `bound`], from w = 0, as LoraHub
+    does, by Nelder-Mead (scipy; LoraHub uses nevergrad's optimiser) with an initial simplex of steps 0.5, within
+    `budget` loss calls. Returns (the best weights seen, calls)."""
+    from scipy.optimize import minimize
+
+    k = len(experts)
+    seen: list[tuple[float, np.ndarray]] = []
+
+    def objective(w):
+        w = np.clip(w, -bound, bound)
+        if len(seen) >= budget:
+            return 1e9  # budget spent: no further calls
+        value = float(loss((w @ experts)[None])[0]) + l1 * np.abs(w).sum()
+        seen.append((value, w))
+        return value
+
+    simplex = np.vstack([np.zeros(k), 0.5 * np.eye(k)])
+    minimize(objective, np.zeros(k), method="Nelder-Mead",
+             options={"maxfev": budget, "initial_simplex": simplex})
+    return min(seen, key=lambda t: t[0])[1], len(seen)
+
+
+def sample_hyperparameters(n: int, seed: int) -> list[dict]:
+    """`n` draws from the official sweep (`SWEEP`), one value of each hyperparameter per draw, as the run scripts
+    draw them."""
+    rng = numpy_rng(seed, CHAPTER, "sweep")
+    return [{k: float(rng.choice(v)) for k, v in SWEEP.items()} for _ in range(n)]
+
+
 # --------------------------------------------------------------------------------------------------- 2-D toy
 
 TOY_EXPERTS = np.array([[-1.5, -1.0], [-0.5, 1.5], [1.0, -1.5], [0.0, 0.0]])
@@ -330,14 +450,25 @@ def toy_utility(x: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------------------------------- LoRA experts
 
-def domain_problems(ops: str, min_ops: int, max_ops: int, n: int, seed: int,
-                    stream: str) -> list[arithmetic.Problem]:
-    """`n` arithmetic problems whose operators all come from `ops`."""
+@dataclass(frozen=True)
+class ModProblem(arithmetic.Problem):
+    """A problem of the core's arithmetic format evaluated modulo `MODULUS` (digits 0..MODULUS−1)."""
+
+    def values(self) -> list[int]:
+        out, acc = [], self.digits[0]
+        for op, d in zip(self.ops, self.digits[1:]):
+            acc = {"+": acc + d, "-": acc - d, "*": acc * d}[op] % MODULUS
+            out.append(acc)
+        return out
+
+
+def domain_problems(ops: str, min_ops: int, max_ops: int, n: int, seed: int, stream: str) -> list[ModProblem]:
+    """`n` problems modulo 7 whose operators all come from `ops`."""
     if not ops or any(o not in arithmetic.OPS for o in ops):
         raise ValueError(f"operators {ops!r} must be a non-empty subset of {arithmetic.OPS!r}")
     rng = numpy_rng(seed, CHAPTER, stream, ops, min_ops, max_ops)
     sizes = rng.integers(min_ops, max_ops + 1, n)
-    return [arithmetic.Problem(tuple(int(d) for d in rng.integers(0, 10, s + 1)), tuple(rng.choice(list(ops), s)))
+    return [ModProblem(tuple(int(d) for d in rng.integers(0, MODULUS, s + 1)), tuple(rng.choice(list(ops), s)))
             for s in sizes]
 
 
@@ -446,15 +577,32 @@ def merged_model(model, flat: np.ndarray, rank: int):
     return merged
 
 
-def train_expert(model, feats: Features, rank: int, steps: int, seed: int, lr: float = 1e-2,
-                 batch: int = 1024) -> np.ndarray:
-    """One LoRA expert: A ~ N(0, 1/in), B = 0, Adam on the cross-entropy of solution tokens of its domain.
-    Returns its flat parameter vector (A and B of each adapted map, in `lora_shapes` order)."""
-    g = torch_generator(seed, CHAPTER, "expert")
+def initial_adapter(model, rank: int) -> np.ndarray:
+    """The starting point x_0 every expert (and the oracle) is fine-tuned from: one seeded draw A₀ ~ N(0, 1/in)
+    shared by all, B = 0, as flat parameters in `lora_shapes` order."""
+    g = torch_generator(0, CHAPTER, "initial-A")
     parts = []
     for _, sa, sb in lora_shapes(model, rank):
         parts += [torch.randn(sa, generator=g) / sa[1] ** 0.5, torch.zeros(sb)]
-    flat = torch.cat([p.flatten() for p in parts])[None].requires_grad_(True)
+    return torch.cat([p.flatten() for p in parts]).double().numpy()
+
+
+def segments(model, rank: int) -> list[slice]:
+    """The slices of a flat LoRA vector that are one factor matrix each (A, then B, per adapted map)."""
+    out, i = [], 0
+    for _, sa, sb in lora_shapes(model, rank):
+        for shape in (sa, sb):
+            out.append(slice(i, i + shape[0] * shape[1]))
+            i += shape[0] * shape[1]
+    return out
+
+
+def train_expert(model, feats: Features, rank: int, steps: int, seed: int, lr: float = 1e-2,
+                 batch: int = 1024) -> np.ndarray:
+    """One LoRA expert: from `initial_adapter` (shared A₀, B = 0), Adam on the cross-entropy of the solution
+    tokens of `feats`, minibatches drawn under `seed`. Returns its flat parameter vector."""
+    g = torch_generator(seed, CHAPTER, "expert")
+    flat = torch.as_tensor(initial_adapter(model, rank), dtype=torch.float32)[None].requires_grad_(True)
     opt = torch.optim.Adam([flat], lr=lr)
     for _ in range(steps):
         idx = torch.randint(len(feats.target), (batch,), generator=g)
@@ -474,16 +622,22 @@ UTILITIES = ("single-task", "multi-task", "reward")
 
 @dataclass
 class Setup:
-    """The frozen base model, the trained experts and the test sets, shared by every seed."""
+    """The frozen base model, the trained experts, their own-domain check and the test sets, shared by every seed."""
 
     model: object
     tokenizer: object
     rank: int
     experts: np.ndarray  # [K, D]
+    origin: np.ndarray  # [D], the adapter every expert started from (shared A₀, B = 0)
     test: dict[str, Features]  # per utility
+    own_domain: dict[str, dict[str, float]]  # per domain: base and expert exact-solution accuracy on its test set
+
+    @property
+    def expert_gain_own_domain(self) -> list[float]:
+        return [d["expert"] - d["base"] for d in self.own_domain.values()]
 
 
-def target_problems(kind: str, n: int, seed: int, stream: str) -> list[arithmetic.Problem]:
+def target_problems(kind: str, n: int, seed: int, stream: str) -> list[ModProblem]:
     """Problems of a utility's target: the held-out mix (single task, reward) or three mixes (multi-task)."""
     if kind == "multi-task":
         sizes = [n // 3 + (i < n % 3) for i in range(3)]
@@ -492,18 +646,27 @@ def target_problems(kind: str, n: int, seed: int, stream: str) -> list[arithmeti
 
 
 def make_setup(cfg) -> Setup:
-    """Load the zoo's `arith-draft`, freeze it, fine-tune one LoRA expert per domain on its cached features."""
+    """Load the zoo's `arith-draft`, freeze it, fine-tune one LoRA expert per domain on its cached features, and
+    score base and expert on a held-out test set of each expert's own domain."""
     base = zoo.get("arith-draft", cfg.scale, 0)
     model, tok = base.model, base.tokenizer
     model.requires_grad_(False)
-    experts = []
+    experts, own = [], {}
     for i, (name, ops) in enumerate(DOMAINS.items()):
         feats = features(model, tok, domain_problems(ops, 2, 4, cfg.n_train, 0, "train"))
         experts.append(train_expert(model, feats, cfg.rank, cfg.expert_steps, seed=i))
+        held_out = features(model, tok, domain_problems(ops, 2, 4, cfg.n_own_test, 0, "own-test"))
+        acc = exact_accuracy(model, held_out, cfg.rank, np.stack([np.zeros_like(experts[-1]), experts[-1]]))
+        own[name] = {"base": float(acc[0]), "expert": float(acc[1])}
     test = {kind: features(model, tok, target_problems(kind, cfg.n_test, 0, "test")) for kind in ("single-task",
                                                                                                   "multi-task")}
     test["reward"] = test["single-task"]
-    return Setup(model, tok, cfg.rank, np.array(experts), test)
+    return Setup(model, tok, cfg.rank, np.array(experts), initial_adapter(model, cfg.rank), test, own)
+
+
+def exact_accuracy(model, feats: Features, rank: int, x: np.ndarray) -> np.ndarray:
+    """Exact-solution accuracy [N] of the adapters x [N, D] (zeros: the base model) on `feats`."""
+    return scores(model, feats, unflatten(model, torch.as_tensor(x, dtype=torch.float32), rank))["exact"].double().numpy()
 
 
 def utility_fn(setup: Setup, feats: Features, kind: str) -> Callable[[np.ndarray], np.ndarray]:
@@ -512,38 +675,116 @@ def utility_fn(setup: Setup, feats: Features, kind: str) -> Callable[[np.ndarray
     metric = "steps" if kind == "reward" else "exact"
 
     def f(x: np.ndarray) -> np.ndarray:
-        lora = unflatten(setup.model, torch.as_tensor(x, dtype=torch.float32), setup.rank)
+        lora = unflatten(setup.model, torch.as_tensor(np.atleast_2d(x), dtype=torch.float32), setup.rank)
         return scores(setup.model, feats, lora)[metric].double().numpy()
 
     return f
 
 
+def loss_fn(setup: Setup, feats: Features) -> Callable[[np.ndarray], np.ndarray]:
+    """Parameter rows [N, D] → mean cross-entropy [N] of the solution tokens of `feats` (LoraHub's objective)."""
+
+    def f(x: np.ndarray) -> np.ndarray:
+        lora = unflatten(setup.model, torch.as_tensor(np.atleast_2d(x), dtype=torch.float32), setup.rank)
+        with torch.no_grad():
+            logits = top_logits(setup.model, feats, lora)  # [N, P, V]
+            ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), feats.target.expand(len(logits), -1),
+                                                   reduction="none")
+        return ce.mean(1).double().numpy()
+
+    return f
+
+
+def noise_utility(seed: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The null control's utility: seeded Gaussian noise, one value per particle, unrelated to the parameters."""
+    rng = numpy_rng(seed, CHAPTER, "noise-utility")
+    return lambda x: rng.normal(size=len(np.atleast_2d(x)))
+
+
+def test_utility(setup: Setup, kind: str, x: np.ndarray) -> np.ndarray:
+    """Test utility of adapters x [M, D] on the target of `kind`."""
+    return utility_fn(setup, setup.test[kind], kind)(np.atleast_2d(x))
+
+
 def test_accuracy(setup: Setup, kind: str, coefficients: np.ndarray) -> np.ndarray:
     """Test utility of combinations of the experts ([M, K] coefficients) on the target of `kind`."""
-    return utility_fn(setup, setup.test[kind], kind)(np.atleast_2d(coefficients) @ setup.experts)
+    return test_utility(setup, kind, np.atleast_2d(coefficients) @ setup.experts)
 
 
-def run_seed(setup: Setup, cfg, kind: str, seed: int, baselines: bool = True, **swarm_overrides) -> dict:
-    """One search on a fresh dev set of `cfg.n_dev` problems: the swarm (with `swarm_overrides`, e.g. the
-    ablations) and, with `baselines`, every composition baseline at the swarm's budget of utility calls."""
-    dev = features(setup.model, setup.tokenizer, target_problems(kind, cfg.n_dev, seed, "dev"))
+def dev_features(setup: Setup, cfg, kind: str, seed: int, stream: str = "dev") -> Features:
+    """A fresh dev set of `cfg.n_dev` problems of the target of `kind`, drawn under `seed`."""
+    return features(setup.model, setup.tokenizer, target_problems(kind, cfg.n_dev, seed, stream))
+
+
+def tune(setup: Setup, cfg) -> tuple[dict, list[tuple[dict, float]]]:
+    """The swarm's hyperparameters chosen on dev: `cfg.tune_configs` draws from the official sweep, each searched on
+    a dev set of every tuning seed (seeds apart from the evaluation seeds) and scored by its global best on a
+    second, held-out dev set of the same size; the draw with the best mean wins. The test set is never seen."""
+    draws = sample_hyperparameters(cfg.tune_configs, 0)
+    scored = []
+    for h in draws:
+        gains = []
+        for s in cfg.tune_seeds:
+            f = utility_fn(setup, dev_features(setup, cfg, "single-task", s), "single-task")
+            check_f = utility_fn(setup, dev_features(setup, cfg, "single-task", s, "dev-check"), "single-task")
+            res = swarm_search(setup.experts, f, s, cfg.n_particles, cfg.max_iteration, cfg.patience, **h)
+            gains.append(float(check_f(res.global_best[None])[0]))
+        scored.append((h, float(np.mean(gains))))
+    return max(scored, key=lambda t: t[1])[0], scored
+
+
+def run_seed(setup: Setup, cfg, kind: str, seed: int, hyper: dict | None = None, baselines: bool = True,
+             **swarm_overrides) -> dict:
+    """One search on a fresh dev set of `cfg.n_dev` problems: the swarm (hyperparameters `hyper`, then
+    `swarm_overrides`, e.g. the ablations) and, with `baselines`, every composition baseline at the swarm's budget
+    of utility calls on the same dev set, and the oracle (a LoRA fine-tuned on the dev set itself)."""
+    dev = dev_features(setup, cfg, kind, seed)
     f = utility_fn(setup, dev, kind)
     res = swarm_search(setup.experts, f, seed, cfg.n_particles, cfg.max_iteration, cfg.patience,
-                       **swarm_overrides)
+                       **{**(hyper or {}), **swarm_overrides})
     init_best = res.coefficients[0][int(np.argmax(res.initial_utilities))]
-    out = {"swarm": res, "dev": {"swarm": res.g},
+    out = {"swarm": res, "dev": {"swarm": res.g, "initial best": float(res.initial_utilities.max())},
            "test": dict(zip(("swarm", "initial best"),
                             test_accuracy(setup, kind, np.stack([res.global_best_coefficients, init_best]))))}
-    if baselines:
-        def fc(c):
-            return f(c @ setup.experts)
-        expert_dev = fc(np.eye(len(setup.experts)))
-        comps = {"best expert": best_expert(expert_dev), "uniform soup": uniform_soup(len(expert_dev), fc),
-                 "greedy soup": greedy_soup(expert_dev, fc),
-                 "random search": random_search(len(expert_dev), fc, res.n_evaluations, cfg.n_particles, seed)}
-        comps["hill climbing"] = hill_climbing(comps["best expert"], fc, res.n_evaluations - len(expert_dev),
-                                               cfg.n_particles, seed)
-        out["dev"] |= {k: c.dev for k, c in comps.items()}
-        out["test"] |= dict(zip(comps, test_accuracy(setup, kind, np.stack([c.coefficients for c in comps.values()]))))
-        out["expert_dev"] = expert_dev
+    if not baselines:
+        return out
+    k, budget = len(setup.experts), res.n_evaluations
+
+    def fc(c):
+        return f(np.atleast_2d(c) @ setup.experts)
+
+    expert_dev = fc(np.eye(k))
+    comps = {"best expert": best_expert(expert_dev), "uniform soup": uniform_soup(k, fc),
+             "greedy soup": greedy_soup(expert_dev, fc),
+             "random search": random_search(k, fc, budget, cfg.n_particles, seed)}
+    comps["hill climbing"] = hill_climbing(comps["best expert"], fc, budget - k, cfg.n_particles, seed)
+    params = {name: c.coefficients @ setup.experts for name, c in comps.items()}
+    dev_u = {name: c.dev for name, c in comps.items()}
+    calls = {name: c.n_evaluations for name, c in comps.items()}
+    tau, segs = task_vectors(setup.experts, setup.origin), segments(setup.model, setup.rank)
+    for name, method in (("task arithmetic", "task_arithmetic"), ("TIES", "ties"), ("DARE", "dare")):
+        params[name], dev_u[name], calls[name] = merge_search(method, tau, setup.origin, f, budget, segs, seed)
+    w, calls["LoraHub"] = lorahub(setup.experts, loss_fn(setup, dev), budget)
+    params["LoraHub"] = w @ setup.experts
+    dev_u["LoraHub"] = float(f(params["LoraHub"][None])[0])
+    params["oracle"] = train_expert(setup.model, dev, setup.rank, cfg.expert_steps, seed=1000 + seed)
+    dev_u["oracle"], calls["oracle"] = float(f(params["oracle"][None])[0]), 0
+    names = list(params)
+    out["dev"] |= dev_u
+    out["test"] |= dict(zip(names, test_utility(setup, kind, np.stack([params[n] for n in names]))))
+    out["calls"] = {"swarm": budget, **calls}
+    out["expert_dev"] = expert_dev
     return out
+
+
+def null_run(setup: Setup, cfg, seed: int, hyper: dict | None = None) -> SwarmResult:
+    """The weak-to-strong null control: the same search (seed, particles, budget) on `noise_utility`."""
+    return swarm_search(setup.experts, noise_utility(seed), seed, cfg.n_particles, cfg.max_iteration, cfg.patience,
+                        **(hyper or {}))
+
+
+def weak_to_strong_indicators(runs: Sequence[SwarmResult]) -> dict[str, list[int]]:
+    """Per run: 1 if the final global best's particle was not the initial best / started in the weaker half."""
+    n = [len(r.initial_utilities) for r in runs]
+    return {"not_initial_best": [int(r.initial_rank > 0) for r in runs],
+            "from_weaker_half": [int(r.initial_rank >= k / 2) for r, k in zip(runs, n)]}
