@@ -36,7 +36,7 @@ from . import ops
 from .core import train as core_train
 from .core.claims import Claim, Effect, at_least, at_most
 from .core.config import make_config
-from .core.seeding import numpy_rng, seeded, torch_generator
+from .core.seeding import numpy_rng, one_thread, seeded, torch_generator
 
 config = make_config({
     "smoke": {"seeds": [0], "d_model": 32, "n_layers": 2, "n_experts": 4, "top_k": 2, "d_ffn": 32,
@@ -391,9 +391,10 @@ def pretraining_experiment(cfg) -> list[dict]:
         for label, kind, d_low in variants(cfg):
             model = build_model(kind, cfg, seed, d_low)
             start = time.perf_counter()
-            result = core_train.train(model, batches(train_ids, cfg.batch_size, seed), cfg.steps, lr=cfg.lr,
-                                      weight_decay=0.1, loss_fn=lm_loss_with_aux, eval_every=cfg.eval_every,
-                                      eval_fn=lambda m: validation_loss(m, val_ids), desc=label)
+            with one_thread():
+                result = core_train.train(model, batches(train_ids, cfg.batch_size, seed), cfg.steps, lr=cfg.lr,
+                                          weight_decay=0.1, loss_fn=lm_loss_with_aux, eval_every=cfg.eval_every,
+                                          eval_fn=lambda m: validation_loss(m, val_ids), desc=label)
             runs.append({"label": label, "seed": seed, "losses": result.losses, "evals": result.evals,
                          "val_loss": result.evals[-1][1], "seconds": time.perf_counter() - start, **baselines,
                          "n_params": sum(p.numel() for p in model.parameters()),
@@ -410,12 +411,13 @@ def throughput(cfg, seed: int, labels: Sequence[str] | None = None) -> dict[str,
     domains = markov_domains(cfg.n_domains, cfg.vocab, seed, cfg.concentration)
     batch = next(batches(sample_sequences(domains, 64, cfg.seq_len, seed, "bench")[0], cfg.batch_size, seed))
     times = {label: [] for label in models}
-    for _ in range(cfg.bench_repeats + 1):
-        for label, model in models.items():
-            start = time.perf_counter()
-            lm_loss_with_aux(model, batch).backward()
-            times[label].append(time.perf_counter() - start)
-            model.zero_grad(set_to_none=True)
+    with one_thread():  # as the models train
+        for _ in range(cfg.bench_repeats + 1):
+            for label, model in models.items():
+                start = time.perf_counter()
+                lm_loss_with_aux(model, batch).backward()
+                times[label].append(time.perf_counter() - start)
+                model.zero_grad(set_to_none=True)
     n_tokens = batch["input_ids"].numel()
     return {label: [n_tokens / x for x in t[1:]] for label, t in times.items()}
 

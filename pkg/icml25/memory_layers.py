@@ -14,7 +14,7 @@ $\text{out} = W_2\,(y \odot \operatorname{SiLU}(W_1 x))$ (3), uses several heads
 one value pool among the few layers whose feed-forward block it replaces, and trains the values with a higher
 learning rate. Equation numbers are this chapter's.
 
-Everything here is laptop-sized: a two-layer Llama with d = 64, and a synthetic *fact world* (subjects,
+Everything here is laptop-sized: a two-layer Llama with d = 32 (at `ci`), and a synthetic *fact world* (subjects,
 relations, objects; a fact is the sequence ``s r o``, scored on ``o``) where capacity is the bottleneck, against
 a control task (the core's modular arithmetic) where it is not.
 """
@@ -37,7 +37,7 @@ from .core import arithmetic, flops, tinylm
 from .core.facts import Facts, sample_facts
 from .core.claims import Claim, Effect, Precondition, at_least, at_most
 from .core.config import make_config
-from .core.seeding import seeded, torch_generator
+from .core.seeding import one_thread, seeded, torch_generator
 from .core.train import lr_at
 
 config = make_config({
@@ -279,7 +279,8 @@ class MemoryPlus(nn.Module):
 
 @dataclass(frozen=True)
 class Arch:
-    """A model of the comparison: dense FFN width `d_ff` everywhere, or memory in `memory_layers`."""
+    """A model of the comparison: dense FFN width `d_ff` everywhere, or memory in `memory_layers` (with the
+    query BatchNorm unless `query_batchnorm` is False)."""
 
     name: str
     d_ff: int
@@ -535,9 +536,10 @@ def run(arch: Arch, task: Task, cfg, seed: int, lr: float, batch_size: int | Non
     seq_len = task.inputs.shape[1]
     model, values = build(arch, task.vocab_size, cfg, seed, seq_len)
     start = time.perf_counter()
-    losses, usage_curve = train(model, task, cfg.steps, batch_size or cfg.batch_size, lr, seed, values,
-                                cfg.value_lr_mult, cfg.weight_decay, probe_every)
-    acc, loss = evaluate(model, task)
+    with one_thread():
+        losses, usage_curve = train(model, task, cfg.steps, batch_size or cfg.batch_size, lr, seed, values,
+                                    cfg.value_lr_mult, cfg.weight_decay, probe_every)
+        acc, loss = evaluate(model, task)
     return {"arch": arch.name, "task": task.name, "seed": seed, "lr": lr, "accuracy": acc, "loss": loss,
             "flops_per_token": flops_per_token(model, seq_len), "params": tinylm.n_params(model),
             "usage": value_usage(model, task) if values is not None else None, "usage_curve": usage_curve,
