@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SCALE ?= ci
 JOBS ?= 2
 
-.PHONY: book test lab bench clean
+.PHONY: book test lab bench clean sandbox
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -14,10 +14,17 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-book: $(STAMP)
+# The efficient_code chapter runs generated code only inside bubblewrap (Debian package `bubblewrap`).
+sandbox:
+	@command -v bwrap >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; else \
+	  echo "bubblewrap is missing: sudo apt-get install bubblewrap (generated code runs only inside it)" >&2; \
+	  exit 1; fi; }
+
+book: $(STAMP) sandbox
 	$(VENV)/bin/icml25 build --scale $(SCALE) --jobs $(JOBS) --keep-going
 
-test: $(STAMP)
+test: $(STAMP) sandbox
 	$(PY) -m pytest -n $(JOBS) --durations=10
 
 bench: $(STAMP)

@@ -52,19 +52,33 @@ cfg
 # %% [markdown]
 # ## The sandbox
 #
-# `run_candidate` has two independent layers. A **static allow-list** reads the program's syntax tree: imports
-# only from `math, heapq, itertools, collections, bisect, functools`, no name or attribute starting with `_`
-# (the classic escape `().__class__.__base__.__subclasses__()`), no `eval`, `open`, `getattr`, `format`, frame
-# attributes and the like; anything else is **BLOCKED** before it runs. Then **process isolation**: a fresh
-# `python -I -S` in its own process group, in a fresh temporary directory, with an empty environment and rlimits
-# on address space (→ **MEMORY**), CPU seconds, file size (0: no writes), core dumps and process count (0: no
-# fork); inside, only whitelisted builtins and a guarded import. The parent kills the whole group at a wall-clock
-# timeout (→ **TIMEOUT**). Below, a gallery of programs, each run with the static check on and off. The unit test
-# `f(3) == 3` only passes if the attack worked. With the static check off, every attempt at a side effect (a file,
-# a socket, a shell command, even `os.system` reached through `object.__subclasses__()`) still fails; pure
-# introspection (`__class__`, `'{0.__class__}'.format`) does run, and through it a determined program can reach
-# objects such as the real `open`. That is why layer 1 refuses every `_` name: the two layers are meant together,
-# and neither replaces an OS-level sandbox (seccomp, namespaces) for code from an adversary rather than a model.
+# Generated code is untrusted, so `run_candidate` runs every program in an **operating-system sandbox**
+# (bubblewrap) and trusts nothing the program says about itself. What it guarantees, and how it was tested
+# (`tests/test_efficient_code.py`, one test per attack, each asserting that the side effect did not happen):
+#
+# | the program tries | what stops it | tested by |
+# |---|---|---|
+# | to write a file on the host (with the real builtins, reached through a `match` class pattern or `__subclasses__`) | read-only root; the only writable place is a private tmpfs that dies with the sandbox | the file is absent afterwards |
+# | to read the parent's environment or processes (`/proc/<pid>/environ`) | new PID namespace with its own `/proc`; empty environment | the secret is absent from every output |
+# | to return the expected answers from the harness's memory | the runner never receives them: it reports outputs, the parent compares | the job the sandbox gets holds no answer |
+# | to fake its timing (replacing the clocks) or its result (a forged PASS line, then exit) | time is the sandbox's CPU time from `wait4`, memory is read from `/proc` by the parent; standard output is never read | a slow program stays slow; the forged line is a FAIL |
+# | to start a process (`fork`, `posix_spawn`) | a user id of its own in a new user namespace, and a process limit that counts it | both are refused |
+# | to outlive the sandbox or hold the caller (an endless loop, `sleep`, a new session) | the parent kills bubblewrap and the sandbox's PID 1 at the wall-clock limit; every wait is bounded | the caller is back within the limit + 1 s and no sandbox process is left |
+# | to connect to the host's network | new network namespace | a listening socket on the host gets no connection |
+#
+# Resource limits cap CPU seconds (**TIMEOUT**), address space (**MEMORY**), file size and core dumps. The static
+# allow-list stays as defence in depth: it reads the syntax tree (including `match` patterns) and refuses
+# imports off the list, names starting with `_` and `eval`-like builtins (**BLOCKED**), but nothing above depends
+# on it. Without bubblewrap, or where user namespaces are refused, `run_candidate` raises `SandboxUnavailable` with
+# the fix; it never falls back to a weaker sandbox.
+#
+# **How ET, MU and TMU are measured.** The parent runs the program's entry `L` times on the performance input in
+# one sandbox, and separately a baseline sandbox that starts the same interpreter and only decodes the input `L`
+# times; the difference of their CPU times, divided by `L`, is ET (`L` grows until the calls cost at least
+# `min_time` of CPU). MU is the runner's resident high-water mark above the baseline's, TMU the difference of
+# their memory-time integrals per call, both read from `/proc` every millisecond. The paper's `mprof` also reads
+# the resident set. Below, a gallery of programs, each run with the static check on and off; the unit test
+# `f(3) == 3` passes only for a program that answers correctly.
 
 # %%
 gallery = {
@@ -82,7 +96,7 @@ gallery = {
                         " if c.__name__ == '_wrap_close'][0]\n    w.__init__.__globals__['system']('true')\n"
                         "    return n\n",
 }
-short = E.Limits(wall_s=2.0, cpu_s=1, repeats=1, min_time=0.0)
+short = E.Limits(wall_s=2.0, cpu_s=1, repeats=1, min_time=0.005)
 print(f"{'program':17s} {'static check on':18s} {'static check off':18s} detail (check off)")
 for name, src in gallery.items():
     on = E.run_candidate(src, [[[3], 3]], [3], limits=short)
@@ -136,14 +150,18 @@ ax.set(title=f"Run-to-run coefficient of variation ({cfg.noise_runs} fresh sandb
        xlabel="coefficient of variation (sd / mean)", ylabel="programs")
 ax.legend();
 
-# %% [markdown]
-# ## What we see
-#
-# The costs of equivalent programs differ by up to three or four orders of magnitude (closed form against a loop,
-# iteration against naive recursion), far above the run-to-run noise of ET (a few percent: the minimum of
-# repeats, each looped to at least 2 ms, filters most scheduler noise). So "the fastest correct candidate" is
-# well defined where it matters. MU and TMU are noisier at these tiny sizes: a few KiB of interpreter bookkeeping
-# (the sampler thread's own lists) sit on top of every program's allocations, and TMU depends on how many 1 ms
-# samples a short call gets. A list comprehension that materialises $n$ elements is the one case where memory,
-# not time, separates two variants. There is no claim checked in this notebook; the claims are in
-# [the fine-tuning notebook](02_finetune).
+# %%
+from IPython.display import Markdown, display
+
+et = {key: v[:, 0].mean() for key, v in noise.items()}
+spread = max(et.values()) / min(et.values())
+display(Markdown(
+    f"**What we see.** The costs of equivalent programs differ by a factor of {spread:,.0f} between the cheapest "
+    f"and the dearest variant here, while the median run-to-run coefficient of variation of ET is "
+    f"{np.median(cv_arr[:, 0]):.1%} (MU {np.median(cv_arr[:, 1]):.1%}, TMU {np.median(cv_arr[:, 2]):.1%}). "
+    "Where the first is far above the second, \"the fastest correct candidate\" is well defined. ET is a CPU-time "
+    "difference between two sandboxes, so its noise is the start-up jitter of a sandbox divided by the number of "
+    "calls; MU and TMU are read from the outside at 1 ms, so a short call may fall between two samples and the "
+    "interpreter's own pages sit under every program's. A list comprehension that materialises $n$ elements is "
+    "the case where memory, not time, separates two variants. No claim is checked in this notebook; the claims "
+    "are in [the fine-tuning notebook](02_finetune)."))

@@ -129,24 +129,42 @@ ax.legend();
 # Both criteria were fixed in `icml25.efficient_code` before the first run.
 
 # %%
+from IPython.display import display
+
 pb, pc = metric["random_correct"]["pass_at_1"], metric["fastest_correct"]["pass_at_1"]
 nb, nc = metric["random_correct"]["net"], metric["fastest_correct"]["net"]
-check(E.FASTER, seeds=cfg.seeds, scale=scale,
-      measured={"net_fastest": float(np.mean(nc)), "net_random_correct": float(np.mean(nb)),
-                "pass_fastest": float(np.mean(pc)), "pass_random_correct": float(np.mean(pb)),
-                "net_fastest_per_seed": nc, "net_random_correct_per_seed": nb},
-      our_value=f"NET {np.mean(nc):.3g} ± {np.std(nc):.2g} (C) vs {np.mean(nb):.3g} ± {np.std(nb):.2g} (B); "
-                f"pass@1 {np.mean(pc):.2f} ± {np.std(pc):.2f} vs {np.mean(pb):.2f} ± {np.std(pb):.2f}")
+faster = check(E.FASTER, seeds=cfg.seeds, scale=scale,
+               measured={"log_net_ratio": E.log_ratios(nc, nb), "pass_at_1_change": list(np.subtract(pc, pb)),
+                         "pass_fastest_per_seed": pc, "pass_random_correct_per_seed": pb,
+                         "net_fastest_per_seed": nc, "net_random_correct_per_seed": nb},
+               our_value=f"NET {np.nanmean(nc):.3g} ± {np.nanstd(nc):.2g} (C) vs {np.nanmean(nb):.3g} ± "
+                         f"{np.nanstd(nb):.2g} (B); pass@1 {np.mean(pc):.2f} ± {np.std(pc):.2f} vs "
+                         f"{np.mean(pb):.2f} ± {np.std(pb):.2f}")
+display(faster)
+plot.effect_plot(faster);
+
+# %% [markdown]
+# The correlation is judged per seed, by Spearman's rank correlation of the log NETs across the fastest-correct
+# shares: ratios spanning several orders of magnitude would let one task dominate a Pearson r on raw means. The
+# same statistic on the same models with the generated NETs shuffled among the shares of each seed is the null
+# control: a criterion that passes there would be passing on noise.
 
 # %%
-check(E.CORRELATION, seeds=cfg.seeds, scale=scale,
-      measured={"pearson_r": r, "train_net": x, "generated_net": y},
-      our_value=f"r = {r:.2f} over {int(ok.sum())} models (shares {cfg.mix_shares} × {len(cfg.seeds)} seeds)")
+rng = np.random.default_rng(seed)
+y_null = np.array([rng.permutation(row) for row in y])
+passes = np.array([[runs[s][k].evaluation.pass_at_1 for k in shares] for s in cfg.seeds])
+measured = {"spearman_rho": E.spearman_per_seed(x, y), "min_pass_at_1": float(passes.min()),
+            "train_net_spread": [float(np.nanmax(row) / np.nanmin(row)) for row in x]}
+corr = check(E.CORRELATION, seeds=cfg.seeds, scale=scale, measured=measured,
+             null=dict(measured, spearman_rho=E.spearman_per_seed(x, y_null)),
+             our_value=f"Spearman ρ per seed {[round(v, 2) for v in measured['spearman_rho']]} over "
+                       f"{len(cfg.mix_shares)} shares (Pearson r of raw means, for reference: {r:.2f})")
+display(corr)
 
 # %% [markdown]
 # ## What we see
 #
-# The numbers above are computed when the notebook runs; the chapter page discusses them. At this scale the
+# The numbers above are computed when the notebook runs; the claim boxes give the verdicts. At this scale the
 # mechanism is blunt: a tiny LM trained on one program per task learns, per family, the solution that dominates
 # its training set, and greedy decoding writes that one. Dataset C's programs are (almost) all the canonical
 # efficient ones, so its model writes efficient code wherever it writes correct code; B inherits the generators'

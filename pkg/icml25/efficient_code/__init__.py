@@ -9,14 +9,19 @@
 
 from __future__ import annotations
 
-from ..core.claims import Claim
+import math
+
+import numpy as np
+
+from ..core.claims import Claim, Effect, at_least
 from ..core.config import make_config
 from . import pipeline, sandbox, tasks
 from .pipeline import Measurer, build_datasets, candidate_pool, evaluate, finetune, run_seed, select_fastest
 from .sandbox import Execution, Limits, run_candidate
 
 __all__ = ["pipeline", "sandbox", "tasks", "Measurer", "build_datasets", "candidate_pool", "evaluate", "finetune", "run_seed",
-           "select_fastest", "Execution", "Limits", "run_candidate", "config", "FASTER", "CORRELATION"]
+           "select_fastest", "Execution", "Limits", "run_candidate", "config", "FASTER", "CORRELATION", "log_ratios",
+           "spearman_per_seed"]
 
 config = make_config({
     "smoke": {"seeds": [0], "families": ["sum_mult", "member", "gen_sum"], "constants": [3, 4, 5, 6],
@@ -31,15 +36,50 @@ config = make_config({
              "mix_shares": [0.0, 0.25, 0.5, 0.75, 1.0], "workers": 4},
 })
 
+LEARNS = 0.2
+"""The declared precondition: on every seed, each compared model solves at least this share of the held-out
+tasks (a model that writes no correct code has no efficiency to compare)."""
+
+
+def log_ratios(a, b) -> list[float]:
+    """Per seed, log(a / b) over the seeds where both are finite (a model that solved nothing has no NET)."""
+    return [math.log(x / y) for x, y in zip(a, b) if x is not None and y is not None and math.isfinite(x)
+            and math.isfinite(y)]
+
+
+def spearman_per_seed(x, y) -> list[float]:
+    """Per seed (rows), Spearman's rank correlation of log training-set NET with log generated NET across the
+    fastest-correct shares (columns), over the finite pairs; a seed with fewer than three is left out."""
+    from scipy import stats
+
+    out = []
+    for xs, ys in zip(np.asarray(x, dtype=float), np.asarray(y, dtype=float)):
+        ok = np.isfinite(xs) & np.isfinite(ys)
+        if ok.sum() >= 3 and np.ptp(xs[ok]) > 0 and np.ptp(ys[ok]) > 0:
+            out.append(float(stats.spearmanr(np.log(xs[ok]), np.log(ys[ok])).statistic))
+    return out
+
+
 FASTER = Claim(
     chapter="efficient_code", id="faster",
     paper_statement="Fine-tuning on the fastest correct solutions makes the generated code faster without hurting "
                     "correctness (Qwen2.5-Coder-7B-Instruct on EffiBench: ET -48.4%, pass@1 44.8% -> 57.7%)",
     paper_value="ET 0.52x of the base model, pass@1 +12.9 points",
-    criterion="Mean over seeds: the fastest-correct model's NET is at most 0.7x the random-correct model's, and "
-              "its pass@1 is not lower by more than 0.05",
-    test=lambda m: None not in (m["net_fastest"], m["net_random_correct"])  # None: a model solved nothing
-    and m["net_fastest"] <= 0.7 * m["net_random_correct"] and m["pass_fastest"] >= m["pass_random_correct"] - 0.05,
+    criterion="Paired by seed: log(NET of the fastest-correct model / NET of the random-correct model) below 0 "
+              "(95% t interval; refuted when it lies wholly above log 0.9, i.e. less than 10% faster), AND the "
+              "change in pass@1 above -0.05 (non-inferiority)",
+    effects=[Effect("log_net_ratio", "log_net_ratio", direction="less", min_effect=math.log(0.9)),
+             Effect("pass_at_1_change", "pass_at_1_change", null=-0.05)],
+    preconditions=[at_least("fastest_learns", "pass_fastest_per_seed", LEARNS,
+                            f"the fastest-correct model solves >= {LEARNS:.0%} of held-out tasks on every seed"),
+                   at_least("random_correct_learns", "pass_random_correct_per_seed", LEARNS,
+                            f"the random-correct model solves >= {LEARNS:.0%} of held-out tasks on every seed"),
+                   at_least("paired_seeds", lambda m: len(m["log_net_ratio"]), 3,
+                            "at least 3 seeds where both models solve a task")],
+    examples=({"log_net_ratio": [-0.7, -0.6, -0.65], "pass_at_1_change": [0.0, 0.02, 0.01],
+               "pass_fastest_per_seed": [0.5] * 3, "pass_random_correct_per_seed": [0.5] * 3},
+              {"log_net_ratio": [0.0, -0.02, 0.01], "pass_at_1_change": [0.0, 0.05, 0.0],
+               "pass_fastest_per_seed": [0.5] * 3, "pass_random_correct_per_seed": [0.5] * 3}),
 )
 
 CORRELATION = Claim(
@@ -47,7 +87,17 @@ CORRELATION = Claim(
     paper_statement="The efficiency of the training data correlates strongly with the efficiency of the generated "
                     "code",
     paper_value="Pearson r = 0.972 (ET), 0.950 (MU), 0.986 (TMU) [from the research notes, unverified]",
-    criterion="Pearson r between training-set NET and generated-code NET over every (fastest-correct share, seed) "
-              "model is at least 0.8",
-    test=lambda m: m["pearson_r"] is not None and m["pearson_r"] >= 0.8,
+    criterion="Per seed, Spearman's rank correlation of log training-set NET with log generated-code NET across "
+              "the fastest-correct shares; its mean over seeds above 0 (95% t interval; refuted when wholly below "
+              "0.5), and not also on the same pipeline with the generated NETs permuted within each seed",
+    effects=[Effect("spearman_rho", "spearman_rho", min_effect=0.5)],
+    preconditions=[at_least("models_learn", "min_pass_at_1", LEARNS,
+                            f"every model of the share sweep solves >= {LEARNS:.0%} of held-out tasks"),
+                   at_least("training_sets_differ", "train_net_spread", 1.2,
+                            "on every seed the training sets' NET spans at least a factor 1.2 across the shares"),
+                   at_least("seeds_ranked", lambda m: len(m["spearman_rho"]), 3,
+                            "at least 3 seeds with three or more models that solve a task")],
+    examples=({"spearman_rho": [1.0, 0.5, 1.0], "min_pass_at_1": 0.4, "train_net_spread": [2.0, 1.8, 2.2]},
+              {"spearman_rho": [-0.5, 0.5, 0.0], "min_pass_at_1": 0.4, "train_net_spread": [2.0, 1.8, 2.2]}),
+    needs_null=True, null_description="the generated NETs permuted among the shares within each seed",
 )
