@@ -63,7 +63,8 @@ cfg
 
 # %%
 results = ke.lifelong(cfg)
-setup = results.pop("setup")
+setup = results["setup"]
+by_method = {m: runs for m, runs in results.items() if m != "setup"}
 alpha_scores = setup[0]["alpha_scores"]
 display(Markdown(f"Merge weight tuned on seed {cfg.seeds[0]}'s tuning stream: α = {setup[0]['alpha']} "
                  f"(score = mean of success and retention of learned edits: "
@@ -76,7 +77,7 @@ display(Markdown(f"Merge weight tuned on seed {cfg.seeds[0]}'s tuning stream: α
 
 # %%
 fig, axes = plt.subplots(2, 3, figsize=(13, 7), sharey=True)
-ke.plot_lifelong(results, axes)
+ke.plot_lifelong(by_method, axes)
 fig.suptitle(f"{cfg.edits_per_window} edits per window, mean ± sd over {len(cfg.seeds)} seeds")
 fig.tight_layout()
 
@@ -85,15 +86,15 @@ fig.tight_layout()
 
 # %%
 rows = []
-for m in results:
+for m in by_method:
     rows.append(f"{ke.LABELS[m]:22s} " + " ".join(f"{mean_sd(ke.final(results, m, k), '±'):>9s}" for k in ke.METRICS)
                 + f"   {np.mean([r['flops'] for r in results[m]]):.2e}")
 print(f"{'':22s} " + " ".join(f"{k:>9s}" for k in ke.METRICS) + "   FLOPs/question")
 print("\n".join(rows))
 
 fig, ax = plt.subplots(figsize=(7, 3))
-cost = [np.mean([r["flops"] for r in results[m]]) for m in results]
-ax.barh([ke.LABELS[m] for m in results], cost, color=plot.PALETTE[: len(results)])
+cost = [np.mean([r["flops"] for r in results[m]]) for m in by_method]
+ax.barh([ke.LABELS[m] for m in by_method], cost, color=plot.PALETTE[: len(by_method)])
 ax.set(xscale="log", xlabel="inference FLOPs per question (LM forward + retriever encoder)")
 ax.invert_yaxis()
 
@@ -138,7 +139,7 @@ plot.effect_plot(verdicts[-1]);
 # %%
 lines = [f"- {ke.LABELS[m]}: final success {fmt(m, 'success')}, locality {fmt(m, 'locality')}, retention "
          f"{fmt(m, 'retention')}, retention of learned edits {fmt(m, 'retention_learned')}, multi-hop "
-         f"{fmt(m, 'multihop')}." for m in results]
+         f"{fmt(m, 'multihop')}." for m in by_method]
 lines.append(f"- Base model before editing: held-out two-hop accuracy {mean_sd(measured['base_heldout_two_hop'])}, "
              f"copying a context line {mean_sd(measured['base_copy_accuracy'])}.")
 lines += [f"- `{v.claim.id}`: **{v.label}** ({v.record['reason']})." for v in verdicts]
