@@ -120,7 +120,7 @@ def test_every_method_gets_the_same_sft_batches_and_their_loss(tiny):
 
 def test_summary_pairs_methods_by_seed_and_ignores_the_final_principle_reward():
     def run(method, seed, final_plain, final_principle=0.0):
-        return ple.Run(method, seed, {"plain": 0.4, "principle": 0.6, "repeat_diff": 0.01},
+        return ple.Run(method, seed, {"plain": 0.4, "principle": 0.6, "sem": 0.01},
                        {"plain": final_plain, "principle": final_principle})
 
     runs = {"ple": [run("ple", 0, 0.5), run("ple", 1, 0.6)], "sft": [run("sft", 0, 0.45), run("sft", 1, 0.5)],

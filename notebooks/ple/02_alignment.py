@@ -60,7 +60,12 @@ cfg = ple.config(scale, seeds=seeds, ablation_seeds=ablation_seeds, ablations=ab
 cfg
 
 # %%
-runs = ple.run_all(cfg)
+starts = ple.start_evaluations(cfg)
+half = len(cfg.methods) // 2  # two cells, so that neither runs long
+runs = ple.run_all(cfg, cfg.methods[:half], starts)
+
+# %%
+runs |= ple.run_all(cfg, [*cfg.methods[half:], *cfg.ablations], starts)
 measured = ple.summary(runs)
 {k: np.round(v, 3).tolist() for k, v in measured.items()}
 
@@ -121,7 +126,7 @@ plt.show()
 final = {m: np.array([r.final["plain"] for r in runs[m]]) for m in runs}
 v_beats = check(ple.BEATS_SFT, seeds=cfg.seeds, scale=scale,
                 measured={k: measured[k] for k in ("ple_minus_sft", "ple_minus_raft", "ple_minus_dpo",
-                                                   "initial_gap", "eval_repeat_diff")},
+                                                   "initial_gap", "eval_sem")},
                 our_value=f"final plain reward: PLE {final['ple'].mean():.3f}, SFT {final['sft'].mean():.3f}, "
                           f"RAFT {final['raft'].mean():.3f}, DPO {final['dpo'].mean():.3f}")
 v_beats
@@ -131,7 +136,7 @@ plot.effect_plot(v_beats);
 
 # %%
 v_gap = check(ple.CLOSES_GAP, seeds=cfg.seeds, scale=scale,
-              measured={k: measured[k] for k in ("share_of_gap_closed", "initial_gap", "eval_repeat_diff")},
+              measured={k: measured[k] for k in ("share_of_gap_closed", "initial_gap", "eval_sem")},
               our_value=f"PLE closes {np.mean(measured['share_of_gap_closed']):.2f} of the starting gap "
                         f"{np.mean(measured['initial_gap']):.3f}")
 v_gap

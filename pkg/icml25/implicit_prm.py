@@ -45,7 +45,7 @@ PRM_NAME = "implicit-prm"  # this chapter's zoo entry: the CE-trained implicit P
 _PRM = {
     "smoke": dict(ref_seed=0, beta=0.1, n_prompts=60, responses_per_prompt=2, temperature=1.0,
                   train_steps=10, batch_size=16, lr=3e-3),
-    "ci": dict(ref_seed=0, beta=0.1, n_prompts=300, responses_per_prompt=4, temperature=1.0,
+    "ci": dict(ref_seed=0, beta=0.1, n_prompts=200, responses_per_prompt=4, temperature=1.0,
                train_steps=80, batch_size=32, lr=3e-3),
     "full": dict(ref_seed=0, beta=0.1, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
                  train_steps=1000, batch_size=64, lr=3e-3),
@@ -54,7 +54,7 @@ _ARMS = dict(objectives=["ce", "dpo", "kto", "nca"], betas=[0.02, 0.1, 0.5], arm
 PRESETS = {
     "smoke": dict(_PRM["smoke"], **_ARMS, seeds=[0], n_test=20, n_candidates=4, best_of=[1, 4], tabular_vocab=3,
                   tabular_length=3),
-    "ci": dict(_PRM["ci"], **_ARMS, seeds=[0, 1, 2], n_test=100, n_candidates=16, best_of=[1, 4, 16],
+    "ci": dict(_PRM["ci"], **_ARMS, seeds=[0, 1, 2], n_test=60, n_candidates=16, best_of=[1, 4, 16],
                tabular_vocab=3, tabular_length=4),
     "full": dict(_PRM["full"], **dict(_ARMS, arm_seeds=[0, 1, 2, 3, 4]), seeds=[0, 1, 2, 3, 4], n_test=500,
                  n_candidates=64, best_of=[1, 4, 16, 64], tabular_vocab=4, tabular_length=5),

@@ -73,12 +73,12 @@ config = make_config({
 # Claims, fixed before any experiment ran. Every effect is one value per seed, from the same start model, the same
 # SFT batches and the same evaluation samples (common random numbers), so methods are paired by seed.
 PREMISE_GAP = 0.05  # the principle-guided prompt must beat the plain one at the start by at least this
-EVAL_REPEAT = 0.05  # two evaluations of one model with different sampling seeds may differ by at most this
+EVAL_SEM = 0.03  # the standard error of the start model's mean held-out reward may be at most this
 
 _PREMISE = at_least("premise", "initial_gap", PREMISE_GAP,
                     f"at the start, reward(P⊕x) − reward(x) of sampled answers >= {PREMISE_GAP}")
-_REPEAT = at_most("eval_repeatable", "eval_repeat_diff", EVAL_REPEAT,
-                  f"|difference| of two sampled evaluations of the start model <= {EVAL_REPEAT}")
+_REPEAT = at_most("eval_precise", "eval_sem", EVAL_SEM,
+                  f"standard error of the start model's mean plain-prompt reward <= {EVAL_SEM}")
 
 BEATS_SFT = Claim(
     chapter="ple", id="beats_sft",
@@ -90,9 +90,9 @@ BEATS_SFT = Claim(
     effects=[Effect(f"ple_minus_{m}", f"ple_minus_{m}", min_effect=0.01) for m in ("sft", "raft", "dpo")],
     preconditions=[_PREMISE, _REPEAT],
     examples=({"ple_minus_sft": [0.05, 0.04, 0.06], "ple_minus_raft": [0.03, 0.02, 0.04],
-               "ple_minus_dpo": [0.05, 0.06, 0.04], "initial_gap": [0.2] * 3, "eval_repeat_diff": [0.01] * 3},
+               "ple_minus_dpo": [0.05, 0.06, 0.04], "initial_gap": [0.2] * 3, "eval_sem": [0.02] * 3},
               {"ple_minus_sft": [-0.05, -0.04, -0.06], "ple_minus_raft": [0.03, 0.02, 0.04],
-               "ple_minus_dpo": [0.05, 0.06, 0.04], "initial_gap": [0.2] * 3, "eval_repeat_diff": [0.01] * 3}),
+               "ple_minus_dpo": [0.05, 0.06, 0.04], "initial_gap": [0.2] * 3, "eval_sem": [0.02] * 3}),
 )
 CLOSES_GAP = Claim(
     chapter="ple", id="closes_gap",
@@ -105,9 +105,9 @@ CLOSES_GAP = Claim(
               "principle-guided prompt that got worse cannot pass it",
     effects=[Effect("share_of_gap_closed", "share_of_gap_closed", min_effect=0.2)],
     preconditions=[_PREMISE, _REPEAT],
-    examples=({"share_of_gap_closed": [0.6, 0.5, 0.7], "initial_gap": [0.2] * 3, "eval_repeat_diff": [0.01] * 3},
+    examples=({"share_of_gap_closed": [0.6, 0.5, 0.7], "initial_gap": [0.2] * 3, "eval_sem": [0.02] * 3},
               {"share_of_gap_closed": [-0.1, 0.05, -0.05], "initial_gap": [0.2] * 3,
-               "eval_repeat_diff": [0.01] * 3}),
+               "eval_sem": [0.02] * 3}),
 )
 
 
@@ -271,10 +271,12 @@ def generate_pairs(model, tok, problems: Sequence[arithmetic.Problem], generator
 
 def evaluate(model, tok, problems: Sequence[arithmetic.Problem], generator: torch.Generator) -> dict[str, float]:
     """Mean reward (fraction of verified steps) of one sampled answer per held-out query, without (`plain`) and with
-    (`principle`) the principle marker. Methods evaluated with equally seeded generators share their random
-    numbers, so their difference is paired."""
+    (`principle`) the principle marker, and the standard error of the plain mean (`sem`). Methods evaluated with
+    equally seeded generators share their random numbers, so their difference is paired."""
     pairs = generate_pairs(model, tok, problems, generator)
-    return {"plain": float(pairs.reward_plain.mean()), "principle": float(pairs.reward_principle.mean())}
+    r = pairs.reward_plain
+    return {"plain": float(r.mean()), "principle": float(pairs.reward_principle.mean()),
+            "sem": float(r.std(ddof=1) / np.sqrt(len(r))) if len(r) > 1 else float("inf")}
 
 
 # --- the training step of every method ----------------------------------------------------------------------
@@ -441,27 +443,26 @@ def eval_problems(cfg) -> list[arithmetic.Problem]:
     return arithmetic.sample_problems(cfg.n_eval, 0, stream="ple-eval")
 
 
-def start_evaluation(cfg, seed: int) -> dict[str, float]:
-    """The start model's held-out rewards, and a second evaluation with other samples (the repeatability check)."""
-    model, tok = start_model(cfg.scale, seed)
+def start_evaluations(cfg) -> dict[int, dict[str, float]]:
+    """Every seed's start model on the held-out queries (shared by all its methods)."""
     problems = eval_problems(cfg)
-    first = evaluate(model, tok, problems, eval_generator(seed, "start"))
-    again = evaluate(model, tok, problems, eval_generator(seed, "repeat"))
-    return {**first, "repeat_diff": max(abs(first[k] - again[k]) for k in ("plain", "principle"))}
+    return {s: evaluate(*start_model(cfg.scale, s), problems, eval_generator(s, "start"))
+            for s in dict.fromkeys([*cfg.seeds, *cfg.ablation_seeds])}
 
 
-def run_all(cfg) -> dict[str, list[Run]]:
-    """The config's methods at `cfg.seeds` and its ablations at `cfg.ablation_seeds`, on the same held-out queries."""
+def run_all(cfg, methods: Sequence[str] | None = None, starts: dict | None = None) -> dict[str, list[Run]]:
+    """`methods` (default: the config's methods and ablations) at `cfg.seeds`, ablations at `cfg.ablation_seeds`,
+    on the same held-out queries."""
     problems = eval_problems(cfg)
-    starts = {s: start_evaluation(cfg, s) for s in dict.fromkeys([*cfg.seeds, *cfg.ablation_seeds])}
-    runs = {m: [run_method(m, cfg, s, problems, starts[s]) for s in cfg.seeds] for m in cfg.methods}
-    return runs | {m: [run_method(m, cfg, s, problems, starts[s]) for s in cfg.ablation_seeds]
-                   for m in cfg.ablations}
+    starts = start_evaluations(cfg) if starts is None else starts
+    methods = [*cfg.methods, *cfg.ablations] if methods is None else methods
+    return {m: [run_method(m, cfg, s, problems, starts[s])
+                for s in (cfg.ablation_seeds if m in ABLATIONS else cfg.seeds)] for m in methods}
 
 
 def summary(runs: dict[str, list[Run]]) -> dict[str, list[float]]:
     """The claims' per-seed measurements: PLE's final plain reward minus each baseline's (paired by seed), the
-    share of the starting gap PLE's plain policy closes, the starting gap, and the evaluation's repeatability."""
+    share of the starting gap PLE's plain policy closes, the starting gap, and the evaluation's standard error."""
     ple_runs = runs["ple"]
     out = {f"ple_minus_{m}": [p.final["plain"] - b.final["plain"] for p, b in zip(ple_runs, runs[m], strict=True)]
            for m in ("sft", "raft", "dpo") if m in runs}
@@ -470,5 +471,5 @@ def summary(runs: dict[str, list[Run]]) -> dict[str, list[float]]:
     out["share_of_gap_closed"] = [(r.final["plain"] - r.start["plain"]) / g if g > 0 else 0.0
                                   for r, g in zip(ple_runs, gap0)]
     out["initial_gap"] = gap0
-    out["eval_repeat_diff"] = [r.start["repeat_diff"] for r in ple_runs]
+    out["eval_sem"] = [r.start["sem"] for r in ple_runs]
     return out
