@@ -67,15 +67,22 @@ print(f"{len(runs)} runs; N = {N:,d} linear weights, D up to {D_max:,d} tokens (
       f"entropy rate (loss floor) {language.entropy_rate():.3f}, unigram entropy {language.unigram_entropy():.3f} "
       "nats/token")
 specs = [(None, None, None), (E, M, B), (E, M, cfg.small_block), (*cfg.alt_format, B)]
-fig, ax = plot.subplots(figsize=(7, 4))
+D_axis = np.array(runs[0].D)
+fig, (ax, ax2) = plot.subplots(1, 2, figsize=(11, 4))
 for (e, m, b), color in zip(specs, plot.PALETTE):
     curves = np.array([fq.find_run(runs, s, e, m, b).loss for s in cfg.seeds])
     label = "full precision" if e is None else f"E{e}M{m}, B = {b}"
-    plot.seed_errorbar(ax, curves, np.array(runs[0].D), color, label)
-ax.axhline(language.entropy_rate(), color="gray", ls=":", label="entropy rate (floor)")
+    plot.seed_errorbar(ax, curves, D_axis, color, label)
+    if e is not None:
+        gap = curves - np.array([fp[s].loss for s in cfg.seeds])
+        plot.seed_errorbar(ax2, gap, D_axis, color, label)
 ax.set(xscale="log", title=f"Held-out loss against training tokens (N = {N:,d})", xlabel="training tokens D",
        ylabel=f"loss (nats / token, mean ± sd over {len(cfg.seeds)} seeds)")
-ax.legend(fontsize=8);
+ax.legend(fontsize=8)
+ax2.axhline(0, color="gray", ls="--", lw=1)
+ax2.set(xscale="log", title="Penalty over full precision (same seed)", xlabel="training tokens D",
+        ylabel="loss minus full precision's (nats / token)")
+ax2.legend(fontsize=8);
 
 # %% [markdown]
 # ## The penalty and its noise
