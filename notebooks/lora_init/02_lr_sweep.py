@@ -122,8 +122,8 @@ ax.axhline(0, color="k", lw=0.8)
 for lr, f in zip(cfg.lrs, frozen):
     if f:
         ax.axvspan(lr / lora_init.HALF_DECADE ** 0.5, lr * lora_init.HALF_DECADE ** 0.5, color="grey", alpha=0.15)
-ax.set(title="Gain of non-zero init over Init[A] per learning rate (shaded: training does not move)",
-       xlabel="learning rate (Adam, peak)", ylabel="log(loss Init[A]) − log(loss) (≈ relative gain)", xscale="log")
+ax.set(title="Gain over Init[A] per learning rate (shaded: no move)", xlabel="learning rate (Adam, peak)",
+       ylabel="log-loss gain over Init[A]", xscale="log")
 ax.legend();
 
 # %% [markdown]
