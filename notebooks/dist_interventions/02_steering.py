@@ -61,7 +61,14 @@ cfg
 # ## Training every placement (a base model per seed, then every intervention on it)
 
 # %%
-runs = di.run_experiment(cfg)
+half = (len(cfg.seeds) + 1) // 2  # two cells, so that no cell runs long on a loaded machine
+runs = di.run_experiment(di.config(scale, seeds=cfg.seeds[:half], steps=steps, rank=rank, layers=layers,
+                                   beta_kl=beta_kl))
+
+# %%
+if cfg.seeds[half:]:
+    runs += di.run_experiment(di.config(scale, seeds=cfg.seeds[half:], steps=steps, rank=rank, layers=layers,
+                                        beta_kl=beta_kl))
 print(f"{len(runs)} interventions trained")
 where = [f"layer {l}" for l in cfg.layers]
 measured = di.measure_claims(runs, cfg)
