@@ -1,9 +1,11 @@
 """The training loop every chapter shares: AdamW, linear warmup then cosine decay, gradient clipping,
-a `tqdm.auto` progress bar, periodic evaluation, and explicit seeding through the batches it is given."""
+a `tqdm.auto` progress bar when interactive (one line per model in a log), periodic evaluation, and explicit seeding through the batches it is given."""
 
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -44,6 +46,17 @@ def lr_at(step: int, steps: int, lr: float, warmup: int) -> float:
     return lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
+def _interactive() -> bool:
+    """A terminal or a running notebook kernel: somewhere a redrawn progress bar is read, not logged."""
+    if sys.stderr.isatty():
+        return True
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    return get_ipython() is not None
+
+
 def train(model: torch.nn.Module, batches: Iterator[dict], steps: int, lr: float = 3e-3, warmup: int | None = None,
           weight_decay: float = 0.01, clip: float = 1.0,
           loss_fn: Callable[[torch.nn.Module, dict], torch.Tensor] = lm_loss,
@@ -58,7 +71,8 @@ def train(model: torch.nn.Module, batches: Iterator[dict], steps: int, lr: float
     warmup = max(1, steps // 20) if warmup is None else warmup
     result = TrainResult()
     model.train()
-    bar = tqdm(range(steps), desc=desc, leave=False)
+    interactive = _interactive()
+    bar = tqdm(range(steps), desc=desc, leave=False, disable=not interactive or None)
     for step in bar:
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps, lr, warmup)
@@ -76,4 +90,7 @@ def train(model: torch.nn.Module, batches: Iterator[dict], steps: int, lr: float
         if step % 20 == 0:
             bar.set_postfix(loss=f"{result.losses[-1]:.3f}")
     model.eval()
+    if not interactive and not os.environ.get("TQDM_DISABLE"):  # a log gets one line per model, not a bar
+        print(f"{desc}: {steps} steps, final loss {result.losses[-1]:.4f}" if steps else f"{desc}: 0 steps",
+              file=sys.stderr, flush=True)
     return result
