@@ -92,6 +92,7 @@ def test_shared_zoo_models_are_those_of_the_selected_chapters():
     seeds = workbench.config("ci").seeds
     assert build.shared_models(tasks, "ci") == [(n, s) for s in seeds for n in build.SHARED_ZOO]
     assert build.shared_models(build.discover(["kabb"]), "ci") == []  # nothing to train for a chapter without them
+    assert build.shared_models(build.discover(["mpo"]), "ci") == [(n, 0) for n in build.SHARED_ZOO]
 
 
 def test_zoo_warmup_is_recorded_beside_the_notebooks(project, monkeypatch):

@@ -36,6 +36,8 @@ TIMEOUT_S = {"smoke": 300, "ci": 900, "full": 24 * 3600}  # per cell
 # is spent waiting on a zoo lock while another trains them; at the seeds of the chapters that use every seed.
 SHARED_ZOO = ("arith-draft", "arith-target")
 SHARED_ZOO_USERS = ("workbench", "rsd")
+# chapters that start from the shared models at seed 0 only
+SHARED_ZOO_SEED0_USERS = ("implicit_prm", "mpo", "hybrid_winrate", "lora_init", "model_swarms")
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,10 @@ def shared_models(tasks: list[Task], scale: str) -> list[tuple[str, int]]:
     """(zoo name, seed) of every shared model the selected notebooks will ask for."""
     import importlib
 
-    users = sorted({t.slug for t in tasks} & set(SHARED_ZOO_USERS))
-    seeds = sorted({s for slug in users for s in importlib.import_module(f"icml25.{slug}").config(scale).seeds})
+    slugs = {t.slug for t in tasks}
+    users = sorted(slugs & set(SHARED_ZOO_USERS))
+    seeds = sorted({s for slug in users for s in importlib.import_module(f"icml25.{slug}").config(scale).seeds}
+                   | ({0} if slugs & set(SHARED_ZOO_SEED0_USERS) else set()))
     return [(name, seed) for seed in seeds for name in SHARED_ZOO]
 
 
