@@ -167,7 +167,8 @@ class _Run:
     cpu: float  # user + system seconds of the whole sandbox
     peak: int  # bytes: the runner's resident high-water mark
     area: float  # byte·seconds of the runner's resident memory
-    report: dict | None  # the runner's JSON line on fd 3
+    report: dict | None  # the runner's JSON line on its result pipe
+    pid: int | None = None  # the runner's pid (outside the sandbox's namespace)
 
 
 def _memory(pid: int) -> tuple[int, int] | None:
@@ -294,7 +295,8 @@ def _sandboxed_as(uid: int, job: dict, limits: Limits) -> _Run:
         report = json.loads(buf.decode().splitlines()[0]) if buf else None
     except (ValueError, IndexError):
         report = {"error": "unreadable report"}
-    return _Run(returncode, usage.ru_utime + usage.ru_stime, samples["peak"], samples["area"], report)
+    return _Run(returncode, usage.ru_utime + usage.ru_stime, samples["peak"], samples["area"], report,
+                samples["pid"])
 
 
 @cache
