@@ -312,12 +312,22 @@ def _probe() -> None:
 # ---------------------------------------------------------------------------------------------- measurement
 
 
-def _failure(run: _Run, limits: Limits) -> Execution | None:
-    """The Execution for a run that did not finish normally, or None."""
+def _timeout(run: _Run, limits: Limits) -> Execution | None:
+    """TIMEOUT for a run stopped at the wall-clock or CPU limit, else None."""
     if run.returncode is None:
         return Execution("TIMEOUT", f"wall-clock limit of {limits.wall_s} s")
-    if run.returncode in (-signal.SIGXCPU, -signal.SIGKILL) or run.cpu >= limits.cpu_s:
+    # killed by the CPU limit: the signal itself, or bubblewrap's 128 + signal for its child
+    killed = {-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGKILL}
+    if run.returncode in killed or run.cpu >= 0.95 * limits.cpu_s:
         return Execution("TIMEOUT", f"CPU limit of {limits.cpu_s} s")
+    return None
+
+
+def _failure(run: _Run, limits: Limits) -> Execution | None:
+    """The Execution for a run that did not finish normally, or None."""
+    timed_out = _timeout(run, limits)
+    if timed_out:
+        return timed_out
     if run.report and "MemoryError" in str(run.report.get("error", "")):
         return Execution("MEMORY", "MemoryError")
     if run.returncode == EXIT_MEMORY:
@@ -378,7 +388,10 @@ def run_candidate(source: str, tests: list, perf: list, entry: str = "f", limits
     job = {"source": source, "entry": entry, "inputs": [args for args, _ in tests], "perf": perf, "mode": "run"}
     perf_json = json.dumps(perf)
     run = sandboxed(dict(job, calls=1), limits)
-    wrong = _compare(run.report, tests) if run.returncode is not None else None
+    timed_out = _timeout(run, limits)
+    if timed_out:
+        return timed_out
+    wrong = _compare(run.report, tests)
     if wrong:
         return Execution("MEMORY" if "MemoryError" in wrong else "FAIL", wrong)
     calls, startup = 1, _baseline(perf_json, 0, limits).cpu
@@ -388,16 +401,18 @@ def run_candidate(source: str, tests: list, perf: list, entry: str = "f", limits
             return failed
         spent = run.cpu - startup
         if spent >= limits.min_time or calls >= limits.max_calls:
-            break
+            runs = [run]
+            for _ in range(limits.repeats - 1):
+                runs.append(sandboxed(dict(job, calls=calls), limits))
+                failed = _failure(runs[-1], limits)
+                if failed:
+                    return failed
+            base = _baseline(perf_json, calls, limits)
+            spent = min(r.cpu for r in runs) - base.cpu  # start-up jitter only ever adds CPU: the minimum
+            if spent >= limits.min_time / 2 or calls >= limits.max_calls:
+                break
         calls = _round_up(min(limits.max_calls, calls * min(100, max(2, limits.min_time / max(spent, 1e-4)))))
         run = sandboxed(dict(job, calls=calls), limits)
-    base = _baseline(perf_json, calls, limits)
-    runs = [run]
-    for _ in range(limits.repeats - 1):
-        runs.append(sandboxed(dict(job, calls=calls), limits))
-        failed = _failure(runs[-1], limits)
-        if failed:
-            return failed
     return Execution("PASS", f"{calls} calls per timed run",
                      time=max((min(r.cpu for r in runs) - base.cpu) / calls, 1e-9),
                      peak=float(max(max(r.peak for r in runs) - base.peak, 0)),
