@@ -395,12 +395,17 @@ def run_candidate(source: str, tests: list, perf: list, entry: str = "f", limits
     if wrong:
         return Execution("MEMORY" if "MemoryError" in wrong else "FAIL", wrong)
     calls, startup = 1, _baseline(perf_json, 0, limits).cpu
+    def growth(spent: float, cpu: float) -> float:
+        """How much to multiply the calls by: towards min_time, but keeping a timed run well inside the CPU limit
+        (decoding a large input may cost more than the call itself)."""
+        return min(100.0, max(2.0, limits.min_time / max(spent, 1e-4)), 0.25 * limits.cpu_s / max(cpu, 1e-3))
+
     while True:  # more calls until they cost at least min_time of CPU beyond the sandbox's start-up
         failed = _failure(run, limits)
         if failed:
             return failed
         spent = run.cpu - startup
-        if spent >= limits.min_time or calls >= limits.max_calls:
+        if spent >= limits.min_time or calls >= limits.max_calls or growth(spent, run.cpu) < 2:
             runs = [run]
             for _ in range(limits.repeats - 1):
                 runs.append(sandboxed(dict(job, calls=calls), limits))
@@ -409,9 +414,9 @@ def run_candidate(source: str, tests: list, perf: list, entry: str = "f", limits
                     return failed
             base = _baseline(perf_json, calls, limits)
             spent = min(r.cpu for r in runs) - base.cpu  # start-up jitter only ever adds CPU: the minimum
-            if spent >= limits.min_time / 2 or calls >= limits.max_calls:
+            if spent >= limits.min_time / 2 or calls >= limits.max_calls or growth(spent, run.cpu) < 2:
                 break
-        calls = _round_up(min(limits.max_calls, calls * min(100, max(2, limits.min_time / max(spent, 1e-4)))))
+        calls = _round_up(min(limits.max_calls, calls * growth(spent, run.cpu)))
         run = sandboxed(dict(job, calls=calls), limits)
     return Execution("PASS", f"{calls} calls per timed run",
                      time=max((min(r.cpu for r in runs) - base.cpu) / calls, 1e-9),
