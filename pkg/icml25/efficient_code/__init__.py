@@ -28,7 +28,7 @@ config = make_config({
               "n_test": 4, "perf_size": 1, "noise_runs": 3, "model": "nano", "steps": 40, "generator_steps": 10,
               "batch_size": 16, "lr": 1e-2, "max_tokens": 16, "mix_shares": [0.0, 0.5, 1.0], "workers": 2},
     "ci": {"seeds": [0, 1, 2], "families": list(tasks.FAMILIES), "constants": [3, 4, 5, 6, 7, 8, 9, 10],
-           "n_test": 16, "perf_size": 4, "noise_runs": 5, "model": "nano", "steps": 150, "generator_steps": 40,
+           "n_test": 16, "perf_size": 4, "noise_runs": 3, "model": "nano", "steps": 150, "generator_steps": 40,
            "batch_size": 24, "lr": 1e-2, "max_tokens": 16, "mix_shares": [0.0, 0.5, 1.0], "workers": 2},
     "full": {"seeds": [0, 1, 2, 3, 4], "families": list(tasks.FAMILIES), "constants": list(range(3, 23)),
              "n_test": 40, "perf_size": 20, "noise_runs": 30, "model": "micro", "steps": 1500,
