@@ -142,3 +142,8 @@ def test_scorecard_shows_three_verdicts_with_reasons_and_never_mixes_scales(proj
     assert lo < est < hi < 1  # wholly short of the paper's smallest effect (1 on this axis)
     scorecard.write()
     assert (project / "book" / scorecard.FIGURE).stat().st_size > 1000
+
+
+def test_standardised_effect_whose_smallest_effect_is_the_null_uses_the_interval_half_width():
+    e = {"direction": "less", "null": 0.01, "min_effect": 0.01, "estimate": 0.004, "ci_low": 0.002, "ci_high": 0.006}
+    assert scorecard.standardised(e) == pytest.approx((3.0, 2.0, 4.0))  # (0.01 - x) / 0.002, the paper's side positive

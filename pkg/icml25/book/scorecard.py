@@ -82,15 +82,14 @@ def _warmup(manifest: dict) -> list[str]:
 
 def standardised(e: dict) -> tuple[float, float, float]:
     """An effect's estimate and interval on one axis for every claim: 0 is no effect and 1 the paper's smallest
-    effect (or, for an equivalence, the margin; or, with neither declared, the interval's half-width), signed so
-    that the paper's direction is positive."""
+    effect (or, for an equivalence, the margin; or, where the smallest effect is the null itself or none is declared,
+    the interval's half-width), signed so that the paper's direction is positive."""
     if e.get("direction") == "equivalent":
         scale, centre, sign = e["margin"], 0.0, 1.0
     else:
         centre, sign = e.get("null", 0.0), (1.0 if e.get("direction", "greater") == "greater" else -1.0)
-        if "min_effect" in e:
-            scale = abs(e["min_effect"] - centre)
-        else:
+        scale = abs(e.get("min_effect", centre) - centre)
+        if scale == 0:  # no smallest effect beyond the null: the interval's half-width is the unit
             scale = max(abs(e["ci_high"] - e["ci_low"]) / 2, 1e-12)
     pts = sorted(sign * (v - centre) / scale for v in (e["ci_low"], e["ci_high"]))
     return sign * (e["estimate"] - centre) / scale, pts[0], pts[1]
