@@ -1,31 +1,36 @@
-"""The book's plot style: one call at the top of every notebook, so all figures look alike."""
+"""The book's plot style, built on seaborn's theme: one call at the top of every notebook, so all figures look
+alike; and the claim figures (`effect_plot`, `show_verdicts`) that draw a verdict's per-seed points and interval."""
 
 from __future__ import annotations
 
-import matplotlib as mpl
 import matplotlib.pyplot as plt
 import numpy as np
 
 PALETTE = ["#1f5aa6", "#d1495b", "#2e8b57", "#edae49", "#6c4f9c", "#00798c", "#8c564b", "#7f7f7f"]
 
 
+# the book's sizes and spines on top of seaborn's theme
+RC = {
+    "figure.figsize": (7.0, 4.0),
+    "figure.dpi": 110,
+    "savefig.dpi": 110,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.titlesize": 12,
+    "axes.titleweight": "bold",
+    "axes.labelsize": 11,
+    "legend.frameon": False,
+    "font.size": 10,
+}
+
+
 def use_style() -> None:
-    """Readable defaults: light grid, colour-blind-friendly palette, titles and labels big enough to read."""
-    mpl.rcParams.update({
-        "figure.figsize": (7.0, 4.0),
-        "figure.dpi": 110,
-        "savefig.dpi": 110,
-        "axes.prop_cycle": mpl.cycler(color=PALETTE),
-        "axes.grid": True,
-        "grid.alpha": 0.3,
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-        "axes.titlesize": 12,
-        "axes.titleweight": "bold",
-        "axes.labelsize": 11,
-        "legend.frameon": False,
-        "font.size": 10,
-    })
+    """The one style of every figure: seaborn's whitegrid theme with the book's colour-blind-friendly palette,
+    and titles and labels big enough to read."""
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", palette=PALETTE, rc=RC)
 
 
 def subplots(nrows: int = 1, ncols: int = 1, **kw):
@@ -49,11 +54,8 @@ VERDICT_COLOURS = {"reproduced": "#2e8b57", "refuted": "#d1495b", "inconclusive"
 
 
 def use_seaborn_style() -> None:
-    """seaborn's whitegrid theme with the book's palette and sizes: the style of every interval figure."""
-    import seaborn as sns
-
-    sns.set_theme(style="whitegrid", palette=PALETTE, rc={"axes.spines.top": False, "axes.spines.right": False,
-                                                          "axes.titleweight": "bold", "legend.frameon": False})
+    """`use_style` under the name of what it is built on (the scorecard's figure calls it so)."""
+    use_style()
 
 
 def effect_plot(verdict, ax=None, samples=None):
@@ -63,7 +65,7 @@ def effect_plot(verdict, ax=None, samples=None):
     `samples` maps effect names to their per-unit values (default: read from the record's measurements)."""
     import seaborn as sns
 
-    use_seaborn_style()
+    use_style()
     record = verdict.record
     effects = record["effects"]
     if ax is None:
@@ -79,12 +81,15 @@ def effect_plot(verdict, ax=None, samples=None):
         if e["ci_low"] is None:  # fewer than two units: the points only
             ax.plot(values, np.full(len(values), row), "o", color=colour)
             continue
+        outer = np.random.get_state()  # seaborn jitters with the global generator: a fixed draw, state restored,
+        np.random.seed(0)  # so a figure is the same on every build and the experiment's random numbers are untouched
         sns.stripplot(x=values, y=np.full(len(values), row), orient="h", native_scale=True, ax=ax, color=colour,
                       alpha=0.6, size=6, jitter=0.12, legend=False)
+        np.random.set_state(outer)
         ax.errorbar(e["estimate"], row, xerr=[[e["estimate"] - e["ci_low"]], [e["ci_high"] - e["estimate"]]],
                     fmt="D", color="black", ms=6, capsize=5, lw=1.5, zorder=5)
         if "margin" in e:
-            ax.axvspan(-e["margin"], e["margin"], ymin=0, ymax=1, color=colour, alpha=0.08)
+            ax.fill_betweenx([row - 0.4, row + 0.4], -e["margin"], e["margin"], color=colour, alpha=0.12, lw=0)
         if "null" in e:
             ax.plot([e["null"]] * 2, [row - 0.4, row + 0.4], ls="--", color="black", lw=1)
         if "min_effect" in e:
@@ -94,3 +99,15 @@ def effect_plot(verdict, ax=None, samples=None):
     ax.set_xlabel("per-unit value (points), estimate and interval (black)")
     ax.set_title(f"{verdict.claim.id}: {record['verdict']}")
     return ax
+
+
+def show_verdicts(*verdicts) -> None:
+    """The end of a claim cell: each verdict's box (its markdown) followed by its `effect_plot`, in order, each
+    figure shown and closed at once so that boxes and figures alternate (and no figure is shown twice)."""
+    from IPython.display import display
+
+    for verdict in verdicts:
+        display(verdict)
+        ax = effect_plot(verdict)
+        display(ax.figure)
+        plt.close(ax.figure)
