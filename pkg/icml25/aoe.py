@@ -35,7 +35,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from . import ops
 from .core import train as core_train
 from .core.claims import Claim, Effect, at_least, at_most
-from .core.config import make_config
+from .core.config import COUNT, NONNEGATIVE, POSITIVE, SEED, Range, make_config
 from .core.seeding import numpy_rng, one_thread, seeded, torch_generator
 
 config = make_config({
@@ -51,7 +51,10 @@ config = make_config({
              "d_lows": [32, 64, 128], "claim_d_low": 64, "alpha": 0.01, "n_domains": 8, "vocab": 256, "concentration": 0.1,
              "seq_len": 128, "n_train": 65536, "batch_size": 32, "steps": 5000, "lr": 1e-3, "n_val": 512,
              "eval_every": 250, "bench_repeats": 50},
-})
+},
+    seeds=SEED, d_model=COUNT, n_layers=COUNT, n_experts=COUNT, top_k=COUNT, d_ffn=COUNT, d_lows=COUNT,
+    claim_d_low=COUNT, alpha=NONNEGATIVE, n_domains=COUNT, vocab=COUNT, concentration=POSITIVE, seq_len=Range(ge=2),
+    n_train=COUNT, batch_size=COUNT, steps=COUNT, lr=POSITIVE, n_val=COUNT, eval_every=COUNT, bench_repeats=COUNT)
 
 
 def paired(a: Sequence[float], b: Sequence[float]) -> list[float]:

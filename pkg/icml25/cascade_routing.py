@@ -35,7 +35,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from .core.claims import Claim, Effect, at_least
-from .core.config import make_config
+from .core.config import COUNT, POSITIVE, SEED, Range, make_config, one_of
 from .core.seeding import derive_seed, numpy_rng
 
 CHAPTER = "cascade_routing"
@@ -58,7 +58,10 @@ config = make_config({
              "noise_levels": ["low", "medium", "high"], "n_lambdas": 60, "qmc_samples": 128, "max_depth": 5,
              "step_ratios": [0.25, 0.5, 1.0, 2.0, 4.0], "train_fraction": 0.2, "n_domains": 4, "real_members": 11,
              "real_n_fit": 200},
-})
+},
+    seeds=SEED, n_queries=COUNT, pool_sizes=Range(ge=2), noise_levels=one_of(*NOISE_LEVELS), n_lambdas=COUNT,
+    qmc_samples=COUNT, max_depth=COUNT, step_ratios=POSITIVE, train_fraction=Range(gt=0, lt=1), n_domains=COUNT,
+    real_members=Range(ge=2), real_n_fit=COUNT)
 
 # The cells every claim is decided on: the paper's 3- and 5-model pools (its 11-model pool is not simulated).
 CLAIM_POOL_SIZES = (3, 5)

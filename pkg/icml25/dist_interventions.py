@@ -40,7 +40,7 @@ from torch import nn
 
 from .core import tinylm, zoo
 from .core.claims import Claim, Effect, at_least
-from .core.config import make_config
+from .core.config import COUNT, FRACTION, INDEX, NONNEGATIVE, POSITIVE, SEED, make_config
 from .core.seeding import numpy_rng, seeded, torch_generator
 from .core.train import train
 
@@ -60,7 +60,10 @@ config = make_config({
     "full": {"seeds": [0, 1, 2, 3, 4, 5, 6, 7], "n_train": 256, "n_test": 5000, "rank": 8, "n_edge": 2, "steps": 600,
              "lr": 3e-3, "max_rounds": 4, "converge_at": 0.99, "batch_size": 64, "beta_kl": 0.0, "noise_levels": [0.0, 0.25, 0.5, 1.0, 1.5],
              "corrupt_rates": [0.05, 0.1, 0.2], "layers": [0, 1, 2, 3]},
-})
+},
+    seeds=SEED, n_train=COUNT, n_test=COUNT, rank=COUNT, n_edge=COUNT, steps=COUNT, lr=POSITIVE, max_rounds=COUNT,
+    converge_at=NONNEGATIVE, batch_size=COUNT, beta_kl=NONNEGATIVE, noise_levels=NONNEGATIVE,
+    corrupt_rates=FRACTION, layers=INDEX)
 
 # The base model: a 4-layer tiny Llama (d = 32) trained on rule A; the zoo trains it once per scale and seed.
 BASE_PRESETS = {

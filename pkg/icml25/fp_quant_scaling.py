@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from .core import tinylm
 from .core.claims import Claim, Effect, Precondition, at_most
-from .core.config import make_config
+from .core.config import COUNT, NONNEGATIVE, POSITIVE, SEED, Range, make_config
 from .core.seeding import numpy_rng, one_thread, torch_generator
 from .ops import FPFormat, fp_quantize
 
@@ -294,7 +294,10 @@ config = make_config({
     "full": {"seeds": [0, 1, 2, 3, 4], "vocab": 64, "zipf": 1.2, "seq_len": 64, "batch_size": 64, "lr": 3e-2,
              "model": (8, 16), "steps": 8000, "n_checkpoints": 16, "n_eval": 256,
              "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2), "fit_share": 0.5},
-})
+},
+    seeds=SEED, vocab=COUNT, zipf=POSITIVE, seq_len=Range(ge=2), batch_size=COUNT, lr=POSITIVE, model=COUNT,
+    steps=COUNT, n_checkpoints=COUNT, n_eval=COUNT, low=(Range(ge=1), NONNEGATIVE, COUNT), small_block=COUNT,
+    alt_format=(Range(ge=1), NONNEGATIVE), fit_share=Range(gt=0, lt=1))
 
 
 LATE_SHARE = 0.5  # "late in training": checkpoints with at least this share of the run's tokens

@@ -36,7 +36,7 @@ import torch
 from .core import arithmetic, reasoners, zoo
 from .core.generation import encode_completions, token_logprobs
 from .core.claims import Claim, Effect, Equivalence, at_least, at_most
-from .core.config import make_config
+from .core.config import COUNT, NONNEGATIVE, SEED, Range, make_config
 from .core.seeding import numpy_rng, torch_generator
 
 CHAPTER = "hybrid_winrate"
@@ -55,7 +55,10 @@ config = make_config({
              "n_grid": [10, 20, 50, 100, 200, 500, 1000], "repeats": 20000, "n_claim": 200, "n_coverage_min": 50,
              "tie_rate": 0.1, "gap_mean": 0.2, "judge_noise": 1.0, "length_bias": 1.0,
              "zoo_problems": 5000},
-})
+},
+    seeds=SEED, n_population=COUNT, n_finetune=COUNT, n_grid=Range(ge=2), repeats=COUNT, n_claim=Range(ge=2),
+    n_coverage_min=Range(ge=2), tie_rate=Range(ge=0, lt=1), gap_mean=Range(), judge_noise=NONNEGATIVE,
+    length_bias=Range(), zoo_problems=COUNT)
 
 # Declared before the runs of this version. Units: a (seed, judge) pair at n = n_claim unless said otherwise; every
 # estimator of a unit is computed on the same draws of prompts and labels.

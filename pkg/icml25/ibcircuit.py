@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from .core.claims import Claim, Effect, Equivalence, at_least
-from .core.config import make_config
+from .core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, make_config
 from .core.seeding import numpy_rng, seeded, torch_generator
 
 # --------------------------------------------------------------------------------------------------------------
@@ -484,7 +484,10 @@ config = make_config({
     "full": {"seeds": [0, 1, 2, 3, 4], "d_model": 96, "n_heads": 6, "n_layers": 2, "lr": 1e-3,
              "train_steps": 5000, "batch_size": 128, "n_prompts": 256, "ib_steps": 1300, "ib_lr": 0.05,
              "beta": 1.0, "recovery_threshold": 0.9, "beta_sweep": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0]},
-})
+},
+    seeds=SEED, d_model=COUNT, n_heads=COUNT, n_layers=COUNT, lr=POSITIVE, train_steps=COUNT, batch_size=COUNT,
+    n_prompts=COUNT, ib_steps=COUNT, ib_lr=POSITIVE, beta=NONNEGATIVE, recovery_threshold=FRACTION,
+    beta_sweep=NONNEGATIVE)
 
 METHODS = ("IBCircuit", "attribution patching", "activation patching", "greedy pruning", "random")
 

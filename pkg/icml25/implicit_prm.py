@@ -31,7 +31,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .core import arithmetic, zoo
 from .core.claims import Claim, Effect, at_least
-from .core.config import make_config
+from .core.config import COUNT, POSITIVE, SEED, Range, make_config, one_of
 from .core.generation import encode_completions, generate, sequence_logprobs, token_logprobs
 from .core.seeding import numpy_rng, torch_generator
 from .core.train import train
@@ -59,7 +59,11 @@ PRESETS = {
     "full": dict(_PRM["full"], **dict(_ARMS, arm_seeds=[0, 1, 2, 3, 4]), seeds=[0, 1, 2, 3, 4], n_test=500,
                  n_candidates=64, best_of=[1, 4, 16, 64], tabular_vocab=4, tabular_length=5),
 }
-config = make_config(PRESETS)
+config = make_config(
+    PRESETS, ref_seed=SEED, beta=POSITIVE, n_prompts=COUNT, responses_per_prompt=COUNT, temperature=POSITIVE,
+    train_steps=COUNT, batch_size=COUNT, lr=POSITIVE, objectives=one_of("ce", "dpo", "kto", "nca"), betas=POSITIVE,
+    arm_seeds=SEED, seeds=SEED, n_test=COUNT, n_candidates=COUNT, best_of=COUNT, tabular_vocab=Range(ge=2),
+    tabular_length=COUNT)
 PRM_KEYS = tuple(_PRM["ci"])
 
 # ---------------------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from itertools import combinations
 import numpy as np
 
 from .core.claims import Claim, Effect, at_least, at_most
-from .core.config import make_config
+from .core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, Range, make_config
 from .core.seeding import numpy_rng
 from .core.sentence import embed
 
@@ -56,7 +56,10 @@ config = make_config({
     "full": {"seeds": list(range(200)), "n_rounds": 5000, "n_experts": 10, "k": 2, "gamma": 0.99, "floor": 0.05,
              "prior_alpha": 3.0, "prior_beta": 2.0, "recovery_window": 300, "epsilon": 0.1, "drift_pairs": 2,
              "synergy_eta": 1.0, "gammas": list(GAMMAS)},
-})
+},
+    seeds=SEED, n_rounds=COUNT, n_experts=COUNT, k=COUNT, gamma=Range(gt=0, le=1), floor=POSITIVE,
+    prior_alpha=POSITIVE, prior_beta=POSITIVE, recovery_window=COUNT, epsilon=FRACTION, drift_pairs=NONNEGATIVE,
+    synergy_eta=NONNEGATIVE, gammas=Range(gt=0, le=1))
 
 # ---------------------------------------------------------------------------------------------------- claims
 

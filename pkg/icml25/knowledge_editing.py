@@ -41,7 +41,7 @@ from torch import nn
 from .core import flops, sentence, tinylm, zoo
 from .core.adapters import lora_model
 from .core.claims import Claim, Effect, at_least
-from .core.config import make_config
+from .core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, make_config, one_of
 from .core.facts import sample_facts
 from .core.seeding import derive_seed, numpy_rng, seeded
 from .core.train import train
@@ -57,7 +57,12 @@ config = make_config({
            "n_layers": 4, "n_windows": 4, "edits_per_window": 10} | _EDITORS,
     "full": {"seeds": [0, 1, 2, 3, 4], "n_entities": 1000, "n_relations": 6, "base_steps": 20000, "preset": "small",
              "n_layers": 6, "n_windows": 8, "edits_per_window": 100} | _EDITORS,
-})
+},
+    seeds=SEED, n_entities=COUNT, n_relations=COUNT, base_steps=COUNT, preset=one_of(*tinylm.PRESETS),
+    n_layers=COUNT, n_windows=COUNT, edits_per_window=COUNT, v_steps=COUNT, v_lr=POSITIVE, kl_factor=NONNEGATIVE,
+    v_weight_decay=NONNEGATIVE, clamp_norm_factor=POSITIVE, stop_loss=NONNEGATIVE, memit_lambda=POSITIVE,
+    ft_steps=COUNT, ft_lr=POSITIVE, lora_rank=COUNT, lora_steps=COUNT, lora_lr=POSITIVE, merge_alpha=FRACTION,
+    merge_alphas=FRACTION, tune_windows=COUNT)
 METHODS = ("rome", "memit", "finetune", "lora_merge", "retrieval")  # the methods the claims compare
 BASELINES = ("retrieval_lexical",)  # shown beside them: exact-match retrieval, an upper bound for the retriever
 METRICS = ("success", "rephrase", "persona", "locality", "multihop", "retention")

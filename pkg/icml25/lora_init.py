@@ -47,7 +47,7 @@ from torch import nn
 from .core import arithmetic, zoo
 from .core.adapters import lora_model  # noqa: F401  (the chapter's LoRA; tests and notebooks call it from here)
 from .core.claims import Claim, Equivalence, Effect, at_least, at_most
-from .core.config import make_config
+from .core.config import COUNT, NONNEGATIVE, POSITIVE, SEED, make_config
 from .core.generation import encode_completions
 from .core.seeding import seeded, torch_generator
 from .core.train import lm_loss
@@ -79,7 +79,11 @@ config = make_config({
              "lm_batch_size": 64, "lm_rank": 8, "lm_eval": 1000, "curve_lr": 1e-3, "widths": [128, 512, 2048],
              "width_lrs": half_decades(-8, -4), "width_seeds": [0, 1, 2],
              "lm_seeds": [0, 1, 2]},
-})
+},
+    seeds=SEED, lrs=POSITIVE, init_scales=POSITIVE, scale_lr=POSITIVE, width=COUNT, d_in=COUNT, d_out=COUNT,
+    rank=COUNT, alpha=POSITIVE, pretrain_steps=COUNT, finetune_steps=COUNT, batch_size=COUNT, shift=NONNEGATIVE,
+    lm_lrs=POSITIVE, lm_steps=COUNT, lm_batch_size=COUNT, lm_rank=COUNT, lm_eval=COUNT, curve_lr=POSITIVE,
+    widths=COUNT, width_lrs=POSITIVE, width_seeds=SEED, lm_seeds=SEED)
 
 # --------------------------------------------------------------------------------------------------- claims
 # Declared before the experiments of this version ran. Every effect is a per-seed paired difference of log final

@@ -36,7 +36,7 @@ from . import ops
 from .core import arithmetic, flops, tinylm
 from .core.facts import Facts, sample_facts
 from .core.claims import Claim, Effect, Precondition, at_least, at_most
-from .core.config import make_config
+from .core.config import COUNT, NONNEGATIVE, POSITIVE, SEED, make_config
 from .core.seeding import one_thread, seeded, torch_generator
 from .core.train import lr_at
 
@@ -60,7 +60,11 @@ config = make_config({
              "weight_decay": 0.1, "d_model": 128, "n_keys": 256, "heads": 4, "knn": 16, "k_dim": 64,
              "dense_flop_multiples": [2.0, 4.0], "usage_every": 250, "control_problems": 10000,
              "control_batch_size": 128, "lookup_sizes": [16, 32, 64, 128, 256, 512, 1024], "lookup_tokens": 4096},
-})
+},
+    seeds=SEED, n_facts=COUNT, n_relations=COUNT, n_objects=COUNT, steps=COUNT, batch_size=COUNT,
+    lr_centres=POSITIVE, lr_factors=POSITIVE, tune_seed=SEED, value_lr_mult=POSITIVE, weight_decay=NONNEGATIVE,
+    d_model=COUNT, n_keys=COUNT, heads=COUNT, knn=COUNT, k_dim=COUNT, dense_flop_multiples=POSITIVE,
+    usage_every=COUNT, control_problems=COUNT, control_batch_size=COUNT, lookup_sizes=COUNT, lookup_tokens=COUNT)
 
 
 def paired(a: Sequence[float], b: Sequence[float]) -> list[float]:

@@ -34,7 +34,7 @@ import torch
 
 from .core import arithmetic, zoo
 from .core.claims import Claim, Effect, at_least
-from .core.config import make_config
+from .core.config import COUNT, SEED, Range, make_config
 from .core.generation import encode_completions
 from .core.seeding import numpy_rng, torch_generator
 
@@ -50,7 +50,10 @@ config = make_config({
     "full": {"seeds": list(range(10)), "n_particles": 20, "max_iteration": 50, "patience": 10, "n_dev": 200,
              "n_test": 5000, "n_train": 10000, "expert_steps": 500, "rank": 8, "ablation_seeds": list(range(5)),
              "n_own_test": 2000, "tune_configs": 20, "tune_seeds": [100, 101, 102]},
-})
+},
+    seeds=SEED, n_particles=Range(ge=2), max_iteration=COUNT, patience=COUNT, n_dev=COUNT, n_test=COUNT,
+    n_train=COUNT, expert_steps=COUNT, rank=COUNT, ablation_seeds=SEED, n_own_test=COUNT, tune_configs=COUNT,
+    tune_seeds=SEED)
 
 # Swarm hyperparameters outside the sweep: the official search.py defaults and run scripts (restart patience 0.67).
 DEFAULTS = dict(inertia=0.4, cognitive=0.3, social=0.3, repel=0.3, step_length=1.0, step_factor=0.95,

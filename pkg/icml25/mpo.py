@@ -33,7 +33,7 @@ from scipy.special import logsumexp, softmax
 
 from .core import arithmetic, zoo
 from .core.claims import Claim, Effect, at_least, at_most
-from .core.config import make_config
+from .core.config import COUNT, POSITIVE, SEED, make_config
 from .core.generation import encode_completions, left_pad, token_logprobs
 from .core.seeding import numpy_rng, torch_generator
 from .core.train import train
@@ -54,7 +54,11 @@ config = make_config({
              "prompts_per_step": 8, "pg_lrs": [0.1, 0.3, 1.0, 3.0], "pg_compute_factor": 4.0, "eval_every": 500,
              "lm_prompts": 512, "lm_samples": 16, "lm_finetune_steps": 400, "lm_batch_size": 64, "lm_lr": 5e-4,
              "lm_beta": 0.25, "lm_eval_prompts": 2000, "lm_bsmd_steps": 2000, "lm_bsmd_m": 64},
-})
+},
+    seeds=SEED, betas=POSITIVE, n_prompts=COUNT, n_responses=COUNT, bsmd_steps=COUNT, bsmd_m=COUNT, ms=COUNT,
+    step_scale=POSITIVE, prompts_per_step=COUNT, pg_lrs=POSITIVE, pg_compute_factor=POSITIVE, eval_every=COUNT,
+    lm_prompts=COUNT, lm_samples=COUNT, lm_finetune_steps=COUNT, lm_batch_size=COUNT, lm_lr=POSITIVE,
+    lm_beta=POSITIVE, lm_eval_prompts=COUNT, lm_bsmd_steps=COUNT, lm_bsmd_m=COUNT)
 
 # --------------------------------------------------------------------------------------------------- claims
 # Declared before the experiments of this version ran. Paired units: one per (β, seed) in Setting A, one per seed

@@ -28,7 +28,7 @@ import numpy as np
 from scipy import stats
 
 from .core.claims import Claim, Effect, at_least, at_most
-from .core.config import make_config
+from .core.config import COUNT, NONNEGATIVE, POSITIVE, SEED, Range, make_config
 from .core.paths import PROJECT_ROOT
 from .core.seeding import numpy_rng
 
@@ -53,7 +53,10 @@ config = make_config({
              "test_shares": list(TEST_SHARES), "calibration_share": 0.8,
              "active_start_share": 0.2, "active_rounds": len(ACTIVE_SCHEDULE) - 1,
              "sparse_share": 0.95, "cold_start_share": 0.2},
-})
+},
+    seeds=SEED, rank=COUNT, alpha=POSITIVE, n_burn=NONNEGATIVE, n_samples=COUNT, test_shares=Range(gt=0, lt=1),
+    calibration_share=Range(gt=0, lt=1), active_start_share=Range(gt=0, lt=1), active_rounds=Range(ge=1,
+    le=len(ACTIVE_SCHEDULE)), sparse_share=Range(gt=0, lt=1), cold_start_share=Range(gt=0, lt=1))
 
 # ---------------------------------------------------------------------------------------------------- claims
 # Every effect below takes one value per seed: a seed fixes the split and the sampler, and every method compared

@@ -35,7 +35,7 @@ import torch
 
 from .core import arithmetic, tinylm, zoo
 from .core.claims import Claim, Effect, at_least, at_most
-from .core.config import make_config
+from .core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, Range, make_config, one_of
 from .core.generation import encode_completions, generate, token_logprobs
 from .core.seeding import numpy_rng, seeded, torch_generator
 from .core.train import lm_batches, lm_loss, train
@@ -68,7 +68,10 @@ config = make_config({
                batch_size=32, n_eval=150, methods=list(METHODS), ablations=[]),
     "full": dict(_COMMON, seeds=[0, 1, 2, 3, 4], ablation_seeds=[0, 1, 2, 3, 4], n_iterations=8, n_queries=512,
                  train_steps=40, batch_size=64, n_eval=1000, methods=list(METHODS), ablations=list(ABLATIONS)),
-})
+},
+    lr=POSITIVE, tau0=NONNEGATIVE, alpha=Range(gt=0, le=1), sft_temperature=POSITIVE, dpo_beta=POSITIVE,
+    sft_sloppiness=FRACTION, seeds=SEED, ablation_seeds=SEED, n_iterations=COUNT, n_queries=COUNT,
+    train_steps=COUNT, batch_size=COUNT, n_eval=COUNT, methods=one_of(*METHODS), ablations=one_of(*ABLATIONS))
 
 # Claims, fixed before any experiment ran. Every effect is one value per seed, from the same start model, the same
 # SFT batches and the same evaluation samples (common random numbers), so methods are paired by seed.

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from .core.claims import Claim, Effect, Equivalence, at_least
-from .core.config import make_config
+from .core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, Range, make_config
 from .core.seeding import derive_seed, numpy_rng
 
 ARMS = ("ai_only", "random", "random_queries", "rlthf", "rlthf_no_alpha_beta", "self_improve", "full_human")
@@ -55,7 +55,10 @@ config = make_config({
                  ai_slip=0.0, human_error=0.03, hidden=64, epochs=300, lr=0.01, n_iterations=5,
                  budgets=[0.01, 0.02, 0.04, 0.06, 0.08, 0.10, 0.20, 0.50], alpha0=4.0, beta0=0.3,
                  claim_budget=0.06),
-})
+},
+    seeds=SEED, n_train=COUNT, n_test=COUNT, n_features=COUNT, n_style=NONNEGATIVE, ai_accuracy=FRACTION,
+    ai_slip=FRACTION, human_error=FRACTION, hidden=COUNT, epochs=COUNT, lr=POSITIVE, n_iterations=COUNT,
+    budgets=Range(gt=0, le=1), alpha0=POSITIVE, beta0=POSITIVE, claim_budget=Range(gt=0, le=1))
 
 # Declared before the runs of this version; one paired unit per seed, every arm of a seed on the same world.
 HEADROOM = at_least("headroom", "headroom", 5.0,

@@ -30,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from .core import arithmetic, flops, reasoners, tinylm, zoo
 from .core.claims import Claim, Effect, at_least, at_most
-from .core.config import make_config
+from .core.config import COUNT, FRACTION, POSITIVE, SEED, make_config, one_of
 from .core.generation import generate, left_pad
 from .core.seeding import derive_seed, numpy_rng, torch_generator
 from .core.train import lm_batches, train
@@ -52,7 +52,10 @@ config = make_config({
              "delta": 0.7, "epsilon": 0.2, "gamma": 4, "bon_n": 16, "target_bon_n": 4, "bon_temperature": 1.0,
              "patience": PATIENCE, "prm_preset": "micro", "prm_problems": 5000, "prm_steps": 1000,
              "prm_eval_problems": 500, "toy_samples": 1000000},
-})
+},
+    seeds=SEED, n_test=COUNT, deltas=FRACTION, delta=FRACTION, epsilon=FRACTION, gamma=COUNT, bon_n=COUNT,
+    target_bon_n=COUNT, bon_temperature=POSITIVE, patience=COUNT, prm_preset=one_of(*tinylm.PRESETS),
+    prm_problems=COUNT, prm_steps=COUNT, prm_eval_problems=COUNT, toy_samples=COUNT)
 
 # --------------------------------------------------------------------------------------------------- claims
 # Declared before any experiment ran, one claim per PRM (the exact oracle, its noisy copy, the learned PRM), each

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 
 from .core import tinylm, train, zoo
 from .core.claims import Claim, Effect, Precondition, at_least, at_most
-from .core.config import make_config
+from .core.config import COUNT, INDEX, NONNEGATIVE, POSITIVE, SEED, make_config, one_of
 from .core.seeding import numpy_rng, torch_generator
 
 SUPPORTED_N = (3, 5)
@@ -260,7 +260,10 @@ config = make_config({
     for (scale, train), seeds, n_eval, n_probe, n_patch in zip(
         TRAIN_PRESETS.items(), ([0], [0, 1, 2, 3], list(range(10))), (100, 500, 2000), (200, 800, 4000),
         (20, 100, 400))
-})
+},
+    group_n=one_of(*SUPPORTED_N), preset=one_of(*tinylm.PRESETS), n_layers=COUNT, train_length=COUNT,
+    batch_size=COUNT, steps=COUNT, lr=POSITIVE, parity_steps=NONNEGATIVE, seeds=SEED, length_factor=COUNT,
+    n_eval=COUNT, n_probe=COUNT, probe_ridge=NONNEGATIVE, early_layer=INDEX, min_errors=NONNEGATIVE, n_patch=COUNT)
 
 
 def _register(condition: str) -> None:

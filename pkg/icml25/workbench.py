@@ -8,7 +8,7 @@ import numpy as np
 
 from .core import reasoners, zoo
 from .core.claims import Claim, Effect
-from .core.config import make_config
+from .core.config import COUNT, SEED, make_config
 
 MODELS = ("arith-draft", "arith-target")
 
@@ -16,7 +16,8 @@ config = make_config({
     "smoke": {"seeds": [0], "n_test": 40},
     "ci": {"seeds": [0, 1, 2], "n_test": 500},
     "full": {"seeds": [0, 1, 2, 3, 4], "n_test": 2000},
-})
+},
+    seeds=SEED, n_test=COUNT)
 
 _CALIBRATED = {"cost_ratio": [0.12] * 3, "draft_step_accuracy": [0.85] * 3, "target_accuracy": [0.9] * 3}
 

@@ -13,8 +13,9 @@ import math
 
 import numpy as np
 
+from ..core import tinylm
 from ..core.claims import Claim, Effect, at_least
-from ..core.config import make_config
+from ..core.config import COUNT, FRACTION, POSITIVE, SEED, make_config, one_of
 from . import pipeline, sandbox, tasks
 from .pipeline import Measurer, build_datasets, candidate_pool, evaluate, finetune, run_seed, select_fastest
 from .sandbox import Execution, Limits, run_candidate
@@ -34,7 +35,10 @@ config = make_config({
              "n_test": 40, "perf_size": 20, "noise_runs": 30, "model": "micro", "steps": 1500,
              "generator_steps": 500, "batch_size": 64, "lr": 1e-2, "max_tokens": 16,
              "mix_shares": [0.0, 0.25, 0.5, 0.75, 1.0], "workers": 4},
-})
+},
+    seeds=SEED, families=one_of(*tasks.FAMILIES), constants=COUNT, n_test=COUNT, perf_size=COUNT, noise_runs=COUNT,
+    model=one_of(*tinylm.PRESETS), steps=COUNT, generator_steps=COUNT, batch_size=COUNT, lr=POSITIVE,
+    max_tokens=COUNT, mix_shares=FRACTION, workers=COUNT)
 
 LEARNS = 0.2
 """The declared precondition: on every seed, each compared model solves at least this share of the held-out

@@ -16,7 +16,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from ..core.config import make_config
+from ..core.config import COUNT, make_config
 from .build import backend
 from .embedding_bag import embedding_bag, embedding_bag_reference
 from .expert_ffn import Experts, Routing, expert_ffn, expert_ffn_reference
@@ -29,7 +29,9 @@ config = make_config({
            "bag_dim": 64, "moe_tokens": 1024, "moe_dims": (64, 128), "moe_experts": 8, "moe_k": 2, "repeats": 10},
     "full": {"fp_shape": (4096, 4096), "fp_block": 32, "bag_rows": (2**16, 2**20), "bag_batch": 2048, "bag_k": 64,
              "bag_dim": 64, "moe_tokens": 4096, "moe_dims": (64, 256), "moe_experts": 8, "moe_k": 2, "repeats": 10},
-})
+},
+    fp_shape=COUNT, fp_block=COUNT, bag_rows=COUNT, bag_batch=COUNT, bag_k=COUNT, bag_dim=COUNT, moe_tokens=COUNT,
+    moe_dims=COUNT, moe_experts=COUNT, moe_k=COUNT, repeats=COUNT)
 
 
 def interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
