@@ -1,5 +1,6 @@
 """The builder: discovery, one-line errors for bad input, keep-going with a failing notebook, incremental
-skips, the manifest, the generated table of contents and the 19-row scorecard."""
+skips by what each notebook imports, a book of its own per scale, the manifest, the table of contents and the
+19-row scorecard."""
 
 import json
 import subprocess
@@ -20,53 +21,149 @@ plt.plot([0, 1], [seed, 1]); plt.title(f"demo at {scale}")
 BAD = GOOD + '# %%\nraise RuntimeError("deliberate failure")\n'
 
 
+def injected_source(page) -> str:
+    """The parameters papermill injected into an executed page."""
+    cells = json.loads(page.read_text())["cells"]
+    return "".join(*[c["source"] for c in cells if "injected-parameters" in c["metadata"].get("tags", [])])
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    """A throw-away notebooks/ and book/ with one good and one failing notebook in the workbench chapter."""
+    """A throw-away notebooks/ and book/ with one good and one failing notebook in the kabb chapter (a chapter that
+    starts from no shared zoo model), and a package of its own for the import analysis."""
     nbs, book = tmp_path / "notebooks", tmp_path / "book"
-    (nbs / "workbench").mkdir(parents=True)
-    (nbs / "workbench" / "01_good.py").write_text(GOOD)
-    (nbs / "workbench" / "02_bad.py").write_text(BAD)
-    (book / "workbench").mkdir(parents=True)
-    (book / "workbench" / "index.md").write_text("# Workbench\n")
+    (nbs / "kabb").mkdir(parents=True)
+    (nbs / "kabb" / "01_good.py").write_text(GOOD)
+    (nbs / "kabb" / "02_bad.py").write_text(BAD)
+    (book / "kabb").mkdir(parents=True)
+    (book / "kabb" / "index.md").write_text("# KABB\n")
+    (book / "intro.md").write_text("# Intro\n")
+    (tmp_path / "requirements.lock").write_text("numpy==2.0\n")
     monkeypatch.setattr(build, "NOTEBOOKS", nbs)
     monkeypatch.setattr(build, "BOOK", book)
-    monkeypatch.setattr(toc, "BOOK", book)
-    monkeypatch.setattr(scorecard, "BOOK", book)
     monkeypatch.setattr(build, "build_dir", lambda: tmp_path / "_build")
-    monkeypatch.setattr(build, "code_hash", lambda: "pkg-unchanged")  # others may edit pkg/ meanwhile
+    monkeypatch.setattr(build, "PACKAGE", tmp_path / "pkg" / "icml25")  # others may edit pkg/ meanwhile
+    monkeypatch.setattr(build, "KERNELS", tmp_path / "kernels")
+    monkeypatch.setattr(build, "LOCK", tmp_path / "requirements.lock")
     return tmp_path
 
 
 def test_failing_notebook_does_not_stop_the_others_and_keeps_its_traceback(project):
     tasks = build.discover()
-    assert [t.key for t in tasks] == ["workbench/01_good", "workbench/02_bad"]
-    manifest = build.execute(tasks, "smoke", jobs=2, keep_going=True)
+    assert [t.key for t in tasks] == ["kabb/01_good", "kabb/02_bad"]
+    out = build.output("ci")
+    manifest = build.execute(tasks, "ci", jobs=2, keep_going=True)
     good, bad = (manifest["notebooks"][t.key] for t in tasks)
-    assert good["status"] == "ok" and good["scale"] == "smoke" and good["duration_s"] > 0
+    assert good["status"] == "ok" and good["scale"] == "ci" and good["duration_s"] > 0
     assert bad["status"] == "failed" and "deliberate failure" in bad["error"]
-    assert tasks[0].output.exists()
-    rendered = tasks[1].output.read_text()
+    assert out.page(tasks[0]).exists()
+    rendered = out.page(tasks[1]).read_text()
     assert "RuntimeError" in rendered and "deliberate failure" in rendered
+    # each page carries the scale and the input hash of its manifest entry
+    for t, entry in zip(tasks, (good, bad)):
+        assert build.page_meta(out, t) == {"scale": "ci", "hash": entry["hash"], "status": entry["status"]}
     # the injected-parameters cell is hidden from the rendered page
-    cells = json.loads(tasks[0].output.read_text())["cells"]
+    cells = json.loads(out.page(tasks[0]).read_text())["cells"]
     injected = [c for c in cells if "injected-parameters" in c["metadata"].get("tags", [])]
     assert injected and "remove-cell" in injected[0]["metadata"]["tags"]
+    assert 'scale = "ci"' in injected_source(out.page(tasks[0]))
     # a second run skips the unchanged good notebook and retries the failed one
-    again = build.execute(tasks, "smoke", jobs=1, keep_going=True)
-    assert again["notebooks"]["workbench/01_good"]["finished_at"] == good["finished_at"]
-    assert again["notebooks"]["workbench/02_bad"]["finished_at"] >= bad["finished_at"]
+    again = build.execute(tasks, "ci", jobs=1, keep_going=True)
+    assert again["notebooks"]["kabb/01_good"]["finished_at"] == good["finished_at"]
+    assert again["notebooks"]["kabb/02_bad"]["finished_at"] >= bad["finished_at"]
     # a different scale is a different input
-    assert build.input_hash(tasks[0], "ci", "x") != build.input_hash(tasks[0], "smoke", "x")
+    assert build.input_hash(tasks[0], "ci") != build.input_hash(tasks[0], "smoke")
+
+
+def test_a_build_at_another_scale_goes_to_a_book_of_its_own(project):
+    tasks = build.discover()[:1]
+    ci, smoke = build.output("ci"), build.output("smoke")
+    assert ci.book == build.BOOK and smoke.book == project / "_build" / "smoke" / "book"
+    assert smoke.results == smoke.book / "_results" and smoke.html == project / "_build" / "smoke" / "_build" / "html"
+    first = build.execute(tasks, "ci", jobs=1, keep_going=True)["notebooks"]["kabb/01_good"]
+    page = ci.page(tasks[0]).read_text()
+    build.sync_sources(smoke)
+    assert (smoke.book / "kabb" / "index.md").exists() and (smoke.book / "intro.md").exists()
+    other = build.execute(tasks, "smoke", jobs=1, keep_going=True)["notebooks"]["kabb/01_good"]
+    assert other["scale"] == "smoke" and build.page_meta(smoke, tasks[0])["scale"] == "smoke"
+    assert 'scale = "smoke"' in injected_source(smoke.page(tasks[0]))
+    # the ci book is untouched: same page, same manifest
+    assert ci.page(tasks[0]).read_text() == page and build.load_manifest(ci)["notebooks"]["kabb/01_good"] == first
+    assert {e["scale"] for e in build.load_manifest(smoke)["notebooks"].values()} == {"smoke"}
+    assert "kabb/01_good" in toc.render(smoke) and "kabb/02_bad" not in toc.render(smoke)
+    assert {r["scale"] for r in scorecard.rows(smoke) if r["slug"] == "kabb"} == {"smoke"}
+    assert {r["scale"] for r in scorecard.rows(ci) if r["slug"] == "kabb"} == {"ci"}
+
+
+FAKE_PACKAGE = {
+    "__init__.py": "",
+    "core/__init__.py": "",
+    "core/common.py": "VALUE = 1\n",
+    "core/unused.py": "VALUE = 2\n",
+    "kabb.py": "from .core import common\n",
+    "perf_prediction.py": "from icml25.core.common import VALUE\n",
+    "ops/__init__.py": "from . import build\n",
+    "ops/build.py": "SOURCES = 'kernels'\n",
+    "kernels.py": "from .ops import build\n",
+}
+IMPORTING = {"kabb/01_a": "import icml25.kabb", "perf_prediction/01_b": "from icml25 import perf_prediction",
+             "kernels/01_c": "from icml25 import kernels as k"}
+
+
+def test_a_notebook_reruns_when_what_it_imports_changes_and_only_then(project, monkeypatch):
+    pkg = project / "pkg" / "icml25"
+    for rel, text in FAKE_PACKAGE.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    (project / "kernels").mkdir()
+    (project / "kernels" / "k.cpp").write_text("int k();\n")
+    for key, line in IMPORTING.items():
+        (build.NOTEBOOKS / key).parent.mkdir(parents=True, exist_ok=True)
+        (build.NOTEBOOKS / f"{key}.py").write_text(GOOD + f"# %%\n{line}\n")
+    for p in (build.NOTEBOOKS / "kabb").glob("0[2-9]*.py"):
+        p.unlink()
+    (build.NOTEBOOKS / "kabb" / "01_good.py").unlink()
+    monkeypatch.setenv("PYTHONPATH", str(project / "pkg"))  # the kernels import the fake package
+    tasks = build.discover()
+    assert [t.key for t in tasks] == ["kabb/01_a", "perf_prediction/01_b", "kernels/01_c"]
+    names = lambda t: sorted(str(p.relative_to(project)) for p in build.dependencies(t.source.read_text()))  # noqa
+    assert names(tasks[0]) == ["pkg/icml25/__init__.py", "pkg/icml25/core/__init__.py", "pkg/icml25/core/common.py",
+                               "pkg/icml25/kabb.py"]
+    assert "pkg/icml25/core/unused.py" not in names(tasks[1]) and "kernels/k.cpp" in names(tasks[2])
+
+    def finished():
+        return {k: v["finished_at"] + v["hash"] for k, v in build.load_manifest()["notebooks"].items()}
+
+    build.execute(tasks, "ci", jobs=2, keep_going=False)
+    before = finished()
+    assert len(before) == 3 and all(e["status"] == "ok" for e in build.load_manifest()["notebooks"].values())
+    (pkg / "perf_prediction.py").write_text("from icml25.core.common import VALUE\nSPEED = 2\n")
+    build.execute(tasks, "ci", jobs=2, keep_going=False)
+    after = finished()
+    assert [k for k in before if before[k] != after[k]] == ["perf_prediction/01_b"]  # only the edited chapter
+    # what each notebook's key depends on: the shared core module, the kernel sources, an unused module
+    hashes = lambda: [build.input_hash(t, "ci") for t in tasks]  # noqa: E731
+    h0 = hashes()
+    (pkg / "core" / "unused.py").write_text("VALUE = 3\n")
+    assert hashes() == h0
+    (project / "kernels" / "k.cpp").write_text("int k(int);\n")
+    h1 = hashes()
+    assert [a != b for a, b in zip(h0, h1)] == [False, False, True]
+    (pkg / "core" / "common.py").write_text("VALUE = 4\n")
+    h2 = hashes()
+    assert [a != b for a, b in zip(h1, h2)] == [True, True, False]
+    (project / "requirements.lock").write_text("numpy==2.1\n")
+    assert all(a != b for a, b in zip(h2, hashes()))
 
 
 def test_toc_lists_built_pages_and_scorecard_lists_all_nineteen_papers(project):
-    (build.BOOK / "workbench" / "01_good.ipynb").write_text("{}")
+    (build.BOOK / "kabb" / "01_good.ipynb").write_text("{}")
     text = toc.render()
-    assert "workbench/01_good" in text and "file: scorecard" in text and "rsd" not in text
+    assert "kabb/01_good" in text and "file: scorecard" in text and "rsd" not in text
     rows = scorecard.rows()
     assert len(rows) == 19 and all(r["verdict"] == "not yet checked" for r in rows)
-    assert [r["chapter"] for r in rows] == [c.title for c in catalog.CHAPTERS]
+    assert [r["chapter"] for r in rows] == [f"[{c.title}](kabb/index.md)" if c.slug == "kabb" else c.title
+                                            for c in catalog.CHAPTERS]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -98,11 +195,11 @@ def test_shared_zoo_models_are_those_of_the_selected_chapters():
 def test_zoo_warmup_is_recorded_beside_the_notebooks(project, monkeypatch):
     trained = []
     monkeypatch.setattr(build, "shared_models", lambda tasks, scale: [("arith-draft", 0)])
-    monkeypatch.setattr(build, "ProcessPoolExecutor", _InlinePool)
+    monkeypatch.setattr(build, "_pool", _InlinePool)
     monkeypatch.setattr(build, "_train_shared", lambda name, scale, seed: trained.append((name, scale, seed)))
-    build.warm_zoo(build.discover(), "smoke", jobs=2)
+    build.warm_zoo(build.discover(), "ci", jobs=2)
     manifest = build.load_manifest()
-    assert trained == [("arith-draft", "smoke", 0)]
+    assert trained == [("arith-draft", "ci", 0)]
     assert manifest["zoo_warmup"]["models"] == ["arith-draft seed 0"] and manifest["notebooks"] == {}
 
 
@@ -113,8 +210,8 @@ class _InlinePool:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        return False
+    def shutdown(self, **kwargs):
+        pass
 
     def map(self, fn, *iterables):
         return map(fn, *iterables)
@@ -131,9 +228,14 @@ def test_scorecard_shows_three_verdicts_with_reasons_and_never_mixes_scales(proj
     monkeypatch.setenv("ICML25_NOTEBOOK", "01_x")
     check(claim, {"r": [0.95, 0.97, 0.99], "acc": 0.9}, seeds=[0, 1, 2], scale="ci")
     check(claim, {"r": [0.5, 0.52, 0.55], "acc": 0.9}, seeds=[0], scale="smoke")
-    build._record("rsd/01_x", {"status": "ok", "duration_s": 3.0, "scale": "ci", "error": None})
+    monkeypatch.setenv("ICML25_NOTEBOOK", "interactive")
+    other = Claim("rsd", "demo_other", "x", "y", "z", claim.effects, claim.preconditions, claim.examples)
+    claims.REGISTRY.pop(("rsd", "demo_other"))
+    check(other, {"r": [0.5, 0.52, 0.55], "acc": 0.9}, seeds=[0, 1, 2], scale="ci")  # not from a built notebook
+    build._record(build.output("ci"), "rsd/01_x", {"status": "ok", "duration_s": 3.0, "scale": "ci", "error": None})
     table = [r for r in scorecard.rows() if r["slug"] == "rsd"]
-    assert [(r["verdict"], r["seeds"]) for r in table] == [("refuted", "0, 1, 2 (ci)")]  # the smoke record is not shown
+    # neither the smoke record nor the record of a notebook the book does not show is on the scorecard
+    assert [(r["verdict"], r["seeds"]) for r in table] == [("refuted", "0, 1, 2 (ci)")]
     assert "excludes the paper's effect" in table[0]["reason"] and "ratio = 0.97" in table[0]["effect"]
     text = scorecard.render(with_figure=False)
     assert "0 reproduced, 1 refuted, 0 inconclusive** of 1 claims" in text

@@ -1,24 +1,44 @@
-"""The book builder: jupytext → papermill (a process pool) → executed notebooks in book/ → Jupyter Book.
+"""The book builder: jupytext → papermill (a process pool, or Ray tasks) → executed notebooks → Jupyter Book.
 
-Each notebook `notebooks/<slug>/<name>.py` becomes `book/<slug>/<name>.ipynb`, executed with `scale` injected.
-A notebook whose inputs (its source, the scale, and the hashes of pkg/, kernels/ and the lock file) match its
-last successful run is not run again. The manifest `book/_results/build.json` records each notebook's status,
-duration and scale. A failed notebook keeps its traceback in its page and does not stop the others. Before the
-notebooks fan out, the zoo models several chapters share are trained once (recorded as the manifest's
-`zoo_warmup`), so no chapter's runtime includes waiting for another's training.
+Each notebook `notebooks/<slug>/<name>.py` becomes the page `<slug>/<name>.ipynb` of the book of its scale: the
+`ci` book is `book/` (rendered to `_build/html`); a build at another scale writes a book of its own under
+`_build/<scale>/` (pages, results, manifest and HTML), so a book never mixes scales.
+
+A notebook is not run again while its inputs match its last successful run: its source, the scale, the lock file,
+and the package modules it imports, directly or through them (with the kernel sources when it reaches
+`icml25.ops`); editing one chapter's module re-runs only the notebooks that import it. The manifest
+`<results>/build.json` records each notebook's status, duration, scale and input hash. A failed notebook keeps
+its traceback in its page and does not stop the others.
+
+A notebook runs in a worker with its claims' records staged in a folder of its own; only the builder process
+writes the book: the page, the chapter's records and the manifest entry together, under the manifest's lock, with
+SIGINT and SIGTERM held off meanwhile. Workers and kernels die with the builder (parent-death signal), and SIGINT
+or SIGTERM cancel the build: running notebooks are killed and the book keeps its previous pages and entries.
+
+Before the notebooks fan out, the zoo models several chapters share are trained once (recorded as the manifest's
+`zoo_warmup`), so no chapter's runtime includes waiting for another's training; on Ray they are tasks the
+notebooks of those chapters depend on.
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import ctypes
 import datetime as _dt
+import functools
 import hashlib
 import json
+import multiprocessing
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +51,10 @@ from ..core.paths import PROJECT_ROOT, build_dir, results_dir
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 BOOK = PROJECT_ROOT / "book"
 HTML = PROJECT_ROOT / "_build" / "html"
+PACKAGE = PROJECT_ROOT / "pkg" / "icml25"
+KERNELS = PROJECT_ROOT / "kernels"
+LOCK = PROJECT_ROOT / "requirements.lock"
+BOOK_SCALE = "ci"  # the scale of book/; the book of any other scale is built under _build/<scale>/
 TIMEOUT_S = {"smoke": 300, "ci": 1800, "full": 24 * 3600}  # per cell (ci: twice the longest cell seen under load)
 # Zoo models that several chapters start from, trained before the notebooks fan out so that no notebook's time
 # is spent waiting on a zoo lock while another trains them; at the seeds of the chapters that use every seed.
@@ -38,6 +62,7 @@ SHARED_ZOO = ("arith-draft", "arith-target")
 SHARED_ZOO_USERS = ("workbench", "rsd")
 # chapters that start from the shared models at seed 0 only
 SHARED_ZOO_SEED0_USERS = ("implicit_prm", "mpo", "hybrid_winrate", "lora_init", "model_swarms")
+GENERATED = ("_results", "_toc.yml", "scorecard.md", "scorecard_effects.png", "[0-9]*.ipynb", "_build")
 
 
 @dataclass(frozen=True)
@@ -53,9 +78,35 @@ class Task:
     def source(self) -> Path:
         return NOTEBOOKS / self.slug / f"{self.name}.py"
 
+
+@dataclass(frozen=True)
+class Output:
+    """The book of one scale: its source tree with the executed pages, its results (claims' records and the
+    manifest) and where Jupyter Book writes its HTML (`<html_root>/_build/html`)."""
+    scale: str
+    book: Path
+    results: Path
+    html_root: Path
+
     @property
-    def output(self) -> Path:
-        return BOOK / self.slug / f"{self.name}.ipynb"
+    def manifest(self) -> Path:
+        return self.results / "build.json"
+
+    @property
+    def html(self) -> Path:
+        return self.html_root / "_build" / "html"
+
+    def page(self, task: Task) -> Path:
+        return self.book / task.slug / f"{task.name}.ipynb"
+
+
+def output(scale: str) -> Output:
+    """`book/` for the book's own scale (results in `results_dir()`), `_build/<scale>/book` for any other."""
+    check_scale(scale)
+    if scale == BOOK_SCALE:
+        return Output(scale, BOOK, results_dir(), PROJECT_ROOT)
+    root = build_dir() / scale
+    return Output(scale, root / "book", root / "book" / "_results", root)
 
 
 def discover(only: list[str] | None = None) -> list[Task]:
@@ -71,34 +122,182 @@ def discover(only: list[str] | None = None) -> list[Task]:
             for p in sorted((NOTEBOOKS / c.slug).glob("[0-9]*.py"))]
 
 
-def _tree_hash(*roots: Path) -> str:
-    h = hashlib.sha256()
-    for root in roots:
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()
-                                                     and "__pycache__" not in p.parts and p.suffix != ".pyc")
-        for p in files:
-            h.update(str(p.relative_to(PROJECT_ROOT)).encode())
-            h.update(p.read_bytes())
+# ---- what a notebook imports -------------------------------------------------------------------------------
+
+def _module_file(module: str) -> Path | None:
+    """The file of `icml25.a.b` under PACKAGE (a module or a package's __init__), or None."""
+    parts = module.split(".")[1:]
+    base = PACKAGE.joinpath(*parts)
+    for p in (base.with_suffix(".py") if parts else None, base / "__init__.py"):
+        if p is not None and p.is_file():
+            return p
+    return None
+
+
+def _imported(tree: ast.AST, module: str, is_package: bool) -> set[str]:
+    """The icml25 modules an AST imports (`from x import y` counts `x.y` when that is a module)."""
+    found = set()
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}
+    return {m for m in found if m == "icml25" or m.startswith("icml25.")}
+
+
+@functools.lru_cache(maxsize=None)
+def _module_imports(path: Path, mtime_ns: int, module: str) -> frozenset[str]:
+    return frozenset(_imported(ast.parse(path.read_text()), module, path.name == "__init__.py"))
+
+
+def dependencies(source: str) -> list[Path]:
+    """The package files a notebook's source imports, transitively (with each module's parent packages), and the
+    kernel sources when `icml25.ops` is among them; every package file if the source cannot be parsed."""
+    try:
+        todo = _imported(ast.parse(source), "__notebook__", False)
+    except SyntaxError:
+        return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+    seen: dict[str, Path] = {}
+    while todo:
+        module = todo.pop()
+        parents = [".".join(module.split(".")[:i]) for i in range(1, module.count(".") + 1)]
+        for name in [module, *parents]:
+            path = _module_file(name)
+            if name in seen or path is None:
+                continue
+            seen[name] = path
+            todo |= _module_imports(path, path.stat().st_mtime_ns, name) - set(seen)
+    files = sorted(set(seen.values()))
+    if any(m == "icml25.ops" or m.startswith("icml25.ops.") for m in seen) and KERNELS.exists():
+        files += sorted(p for p in KERNELS.rglob("*") if p.is_file())
+    return files
+
+
+def input_hash(task: Task, scale: str) -> str:
+    """The hash of a notebook's inputs: its source, the scale, the lock file and the files it imports."""
+    source = task.source.read_text()
+    h = hashlib.sha256(f"{source}\0{scale}\0".encode())
+    for p in ([LOCK] if LOCK.exists() else []) + dependencies(source):
+        h.update(str(p.relative_to(PROJECT_ROOT) if p.is_relative_to(PROJECT_ROOT) else p.name).encode())
+        h.update(p.read_bytes())
     return h.hexdigest()
 
 
-def code_hash() -> str:
-    """The hash of everything a notebook imports: the package, the kernel sources and the pinned versions."""
-    roots = [PROJECT_ROOT / "pkg", PROJECT_ROOT / "kernels", PROJECT_ROOT / "requirements.lock"]
-    return _tree_hash(*[r for r in roots if r.exists()])
+# ---- the manifest and the book's files (written by the builder process only) ------------------------------
 
-
-def input_hash(task: Task, scale: str, code: str) -> str:
-    return hashlib.sha256(f"{task.source.read_text()}\0{scale}\0{code}".encode()).hexdigest()
-
-
-def manifest_path() -> Path:
-    return results_dir() / "build.json"
-
-
-def load_manifest() -> dict:
-    path = manifest_path()
+def load_manifest(out: Output | None = None) -> dict:
+    path = (out or output(BOOK_SCALE)).manifest
     return json.loads(path.read_text()) if path.exists() else {"notebooks": {}}
+
+
+def _write_json(path: Path, data) -> None:
+    """Write through a temporary file in the same folder and rename it over `path` (atomic)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(data if isinstance(data, str) else json.dumps(data, indent=1))
+    tmp.replace(path)
+
+
+def _record(out: Output, key: str, entry: dict, section: str | None = "notebooks") -> dict:
+    """Merge one entry (a notebook's, or with `section=None` a top-level one) into the manifest on disk, under
+    its lock: builds may run side by side."""
+    out.manifest.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out.manifest) + ".lock"):
+        manifest = load_manifest(out)
+        (manifest if section is None else manifest[section])[key] = entry
+        _write_json(out.manifest, manifest)
+    return manifest
+
+
+def _merge_records(out: Output, task: Task, records: list[dict]) -> None:
+    """Replace the records `task` made at this scale with those of its new run, in each chapter's results file
+    (under the lock `icml25.core.claims` takes); a newer record of the same claim and scale replaces an older."""
+    chapters = {task.slug} | {r["chapter"] for r in records}
+    for chapter in sorted(chapters):
+        path = out.results / f"{chapter}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock"):
+            data = json.loads(path.read_text()) if path.exists() else {"chapter": chapter, "records": []}
+            new = [r for r in records if r["chapter"] == chapter]
+            replaced = {(r["claim_id"], r["scale"]) for r in new}
+            data["records"] = [r for r in data["records"] if (r["notebook"], r["scale"]) != (task.name, out.scale)
+                               and (r["claim_id"], r["scale"]) not in replaced] + new
+            _write_json(path, data)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM wait until the block is done (they arrive right after it)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def commit(out: Output, task: Task, result: dict, h: str) -> dict:
+    """Put a run's page, records and manifest entry into the book together, under the manifest's lock; returns
+    the updated manifest. The page carries its scale and input hash in its metadata."""
+    entry = dict(result["entry"], hash=h)
+    with _signals_held(), FileLock(str(out.manifest) + ".lock"):
+        if result["notebook"] is not None:
+            nb = json.loads(result["notebook"])
+            nb["metadata"]["icml25"] = {"scale": out.scale, "hash": h, "status": entry["status"]}
+            _write_json(out.page(task), json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        _merge_records(out, task, result["records"])
+        manifest = load_manifest(out)
+        manifest["notebooks"][task.key] = entry
+        _write_json(out.manifest, manifest)
+    return manifest
+
+
+def page_meta(out: Output, task: Task) -> dict:
+    """The scale, input hash and status a page was built with ({} for a page the builder did not write)."""
+    try:
+        return json.loads(out.page(task).read_text())["metadata"].get("icml25", {})
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+# ---- running one notebook (in a worker: a pool process or a Ray task) ------------------------------------
+
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies; exit now if it already has."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _worker_init(parent: int) -> None:
+    """A pool worker dies with the builder, leaves SIGINT (a terminal's Ctrl-C) to it, and dies of SIGTERM."""
+    _die_with_parent(parent)
+    signal.signal(signal.SIGINT, lambda signum, frame: None)  # not SIG_IGN, which the kernels would inherit
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _kernel_manager_class():
+    """A kernel manager whose kernels die with the process that started them."""
+    from jupyter_client import AsyncKernelManager
+
+    class BoundKernelManager(AsyncKernelManager):
+        async def _launch_kernel(self, kernel_cmd, **kw):
+            parent = os.getpid()
+            return await super()._launch_kernel(kernel_cmd, preexec_fn=lambda: _die_with_parent(parent), **kw)
+
+    return BoundKernelManager
 
 
 def _hide_injected_parameters(nb) -> None:
@@ -108,53 +307,44 @@ def _hide_injected_parameters(nb) -> None:
             cell.metadata["tags"] = [*tags, "remove-cell"]
 
 
-def run_notebook(task: Task, scale: str, threads: int) -> dict:
-    """Execute one notebook (in a worker process) and put the executed copy in book/; never raises."""
+def run_notebook(task: Task, source: str, scale: str, threads: int) -> dict:
+    """Execute one notebook from its jupytext `source`; never raises. Returns its manifest entry, the executed
+    notebook (JSON text, None if it never started) and the claims' records it made, staged in a folder of its
+    own: nothing of the book is written here."""
     import jupytext
     import nbformat
     import papermill
 
-    from ..core.claims import forget_notebook
-
     os.environ.update({"ICML25_NOTEBOOK": task.name, "TQDM_DISABLE": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1",
                        "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
-    work = build_dir() / "notebooks" / task.slug
-    work.mkdir(parents=True, exist_ok=True)
-    src, executed = work / f"{task.name}.ipynb", work / f"{task.name}.executed.ipynb"
-    nb = jupytext.read(task.source)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, src)
-    forget_notebook(task.slug, task.name, scale)
-    start, error = time.perf_counter(), None
-    try:
-        papermill.execute_notebook(str(src), str(executed), parameters={"scale": scale}, kernel_name="python3",
-                                   cwd=str(task.source.parent), progress_bar=False,
-                                   execution_timeout=TIMEOUT_S[scale])
-    except Exception as exc:  # the executed copy (with its traceback) is still rendered
-        error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
-    duration = time.perf_counter() - start
-    if executed.exists():
-        out = nbformat.read(executed, as_version=4)
-        _hide_injected_parameters(out)
-        task.output.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(out, task.output)
-    return {"status": "failed" if error else "ok", "duration_s": round(duration, 1), "scale": scale,
-            "error": error, "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    with tempfile.TemporaryDirectory(prefix=f"icml25-{task.slug}-{task.name}-") as work:
+        work = Path(work)
+        os.environ["ICML25_RESULTS"] = str(work / "_results")
+        src, executed = work / f"{task.name}.ipynb", work / f"{task.name}.executed.ipynb"
+        nb = jupytext.reads(source, fmt="py")
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        nbformat.write(nb, src)
+        cwd = task.source.parent if task.source.parent.is_dir() else work
+        start, error = time.perf_counter(), None
+        try:
+            papermill.execute_notebook(str(src), str(executed), parameters={"scale": scale}, kernel_name="python3",
+                                       cwd=str(cwd), progress_bar=False, execution_timeout=TIMEOUT_S[scale],
+                                       kernel_manager_class=_kernel_manager_class())
+        except Exception as exc:  # the executed copy (with its traceback) is still rendered
+            error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
+        duration = time.perf_counter() - start
+        page = None
+        if executed.exists():
+            out = nbformat.read(executed, as_version=4)
+            _hide_injected_parameters(out)
+            page = nbformat.writes(out)
+        records = [r for p in sorted((work / "_results").glob("*.json")) for r in json.loads(p.read_text())["records"]]
+    entry = {"status": "failed" if error else "ok", "duration_s": round(duration, 1), "scale": scale,
+             "error": error, "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    return {"entry": entry, "notebook": page, "records": records}
 
 
-def _record(key: str, entry: dict, section: str | None = "notebooks") -> dict:
-    """Merge one entry (a notebook's, or with `section=None` a top-level one) into the manifest on disk, under
-    a lock: builds may run side by side."""
-    path = manifest_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
-        manifest = load_manifest()
-        (manifest if section is None else manifest[section])[key] = entry
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(manifest, indent=1))
-        tmp.replace(path)
-    return manifest
-
+# ---- the shared zoo models --------------------------------------------------------------------------------
 
 def shared_models(tasks: list[Task], scale: str) -> list[tuple[str, int]]:
     """(zoo name, seed) of every shared model the selected notebooks will ask for."""
@@ -173,45 +363,181 @@ def _train_shared(name: str, scale: str, seed: int) -> None:
     zoo.get(name, scale, seed)
 
 
-def warm_zoo(tasks: list[Task], scale: str, jobs: int) -> None:
+# ---- executors ----------------------------------------------------------------------------------------------
+
+class Cancelled(Exception):
+    """The build got SIGINT or SIGTERM."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _cancel_on_signals():
+    """SIGINT and SIGTERM raise `Cancelled` in the builder (main thread only; elsewhere they are left alone)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def cancel(signum, frame):
+        raise Cancelled(signum)
+
+    old = {s: signal.signal(s, cancel) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=multiprocessing.get_context("fork"),
+                               initializer=_worker_init, initargs=(os.getpid(),))
+
+
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    """Kill a pool's workers and everything they started (kernels and their children), then drop the pool."""
+    import psutil
+
+    procs = []
+    for pid in list(getattr(pool, "_processes", {}) or {}):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p = psutil.Process(pid)
+            procs += [p, *p.children(recursive=True)]
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(procs, timeout=10)
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def warm_zoo(tasks: list[Task], scale: str, jobs: int, out: Output | None = None) -> None:
     """Train the shared zoo models (cached ones are only loaded) and record the time in the manifest."""
     models = shared_models(tasks, scale)
     if not models:
         return
     start = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
+    pool = _pool(jobs)
+    try:
         list(pool.map(_train_shared, *zip(*[(name, scale, seed) for name, seed in models])))
-    entry = {"duration_s": round(time.perf_counter() - start, 1), "scale": scale,
-             "models": [f"{name} seed {seed}" for name, seed in models]}
-    _record("zoo_warmup", entry, section=None)
+    except BaseException:
+        _kill_pool(pool)
+        raise
+    pool.shutdown()
+    _record_warmup(out or output(scale), models, scale, time.perf_counter() - start)
+
+
+def _record_warmup(out: Output, models: list[tuple[str, int]], scale: str, seconds: float) -> None:
+    entry = {"duration_s": round(seconds, 1), "scale": scale, "models": [f"{n} seed {s}" for n, s in models]}
+    _record(out, "zoo_warmup", entry, section=None)
     print(f"Shared zoo models ready in {entry['duration_s']:.0f} s: {', '.join(entry['models'])}", flush=True)
 
 
-def execute(tasks: list[Task], scale: str, jobs: int, keep_going: bool) -> dict:
-    """Run the tasks that are out of date; returns the updated manifest."""
-    manifest, code = load_manifest(), code_hash()
+def _report(i: int, n: int, task: Task, entry: dict) -> None:
+    print(f"  [{i}/{n}] {entry['status']:6s} {task.key} {entry['duration_s']:.1f} s"
+          + (f"  -- {entry['error']}" if entry["error"] else ""), flush=True)
+
+
+def _run_local(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: bool) -> None:
+    warm_zoo([t for t, _ in todo], out.scale, jobs, out)
+    threads = 1 if jobs > 1 else max(1, os.cpu_count() or 1)
+    pool = _pool(jobs)
+    try:
+        futures = {pool.submit(run_notebook, t, t.source.read_text(), out.scale, threads): (t, h) for t, h in todo}
+        pending, i = set(futures), 0
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                t, h = futures[fut]
+                i += 1
+                entry = commit(out, t, fut.result(), h)["notebooks"][t.key]
+                _report(i, len(todo), t, entry)
+                if entry["status"] == "failed" and not keep_going:
+                    for f in pending:
+                        f.cancel()
+                    pending = {f for f in pending if not f.cancelled()}
+    except BaseException:
+        _kill_pool(pool)
+        raise
+    pool.shutdown()
+
+
+def _ray_notebook(task: Task, source: str, scale: str, *zoo_models) -> dict:
+    """A notebook as a Ray task; `zoo_models` are the shared models' tasks it waits for."""
+    return run_notebook(task, source, scale, 1)
+
+
+RAY_RESOURCES = {"smoke": {"num_cpus": 1}, "ci": {"num_cpus": 1}, "full": {"num_cpus": 1, "num_gpus": 1}}
+
+
+def _run_ray(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: bool, address: str | None) -> None:
+    """Each notebook a Ray task (RAY_RESOURCES); the shared zoo models are tasks the notebooks of the chapters that
+    start from them wait for; pages, records and the manifest are written here, on the driver."""
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, num_cpus=None if address else max(1, jobs), include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)
+    try:
+        resources = dict(RAY_RESOURCES[out.scale])
+        if resources.get("num_gpus") and not ray.cluster_resources().get("GPU"):
+            print("  the Ray cluster has no GPU: full-scale notebooks run on CPUs", flush=True)
+            resources.pop("num_gpus")
+        models = shared_models([t for t, _ in todo], out.scale)
+        train = ray.remote(num_cpus=1)(_train_shared)
+        start = time.perf_counter()
+        zoo_refs = [train.remote(name, out.scale, seed) for name, seed in models]
+        users = set(SHARED_ZOO_USERS) | set(SHARED_ZOO_SEED0_USERS)
+        run = ray.remote(**resources)(_ray_notebook)
+        refs = {run.remote(t, t.source.read_text(), out.scale, *(zoo_refs if t.slug in users else [])): (t, h)
+                for t, h in todo}
+        if zoo_refs:
+            ray.get(zoo_refs)
+            _record_warmup(out, models, out.scale, time.perf_counter() - start)
+        pending, i = list(refs), 0
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1, timeout=1.0)  # a timeout lets signals in
+            if not done:
+                continue
+            t, h = refs[done[0]]
+            i += 1
+            entry = commit(out, t, ray.get(done[0]), h)["notebooks"][t.key]
+            _report(i, len(todo), t, entry)
+            if entry["status"] == "failed" and not keep_going:
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+                break
+    except BaseException:
+        for ref in locals().get("refs", {}):
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
+        raise
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def execute(tasks: list[Task], scale: str, jobs: int, keep_going: bool, executor: str = "local",
+            address: str | None = None) -> dict:
+    """Run the tasks that are out of date in the book of `scale`; returns its updated manifest."""
+    out = output(scale)
+    manifest = load_manifest(out)
     todo = []
     for t in tasks:
-        entry, h = manifest["notebooks"].get(t.key, {}), input_hash(t, scale, code)
-        if entry.get("status") == "ok" and entry.get("hash") == h and t.output.exists():
+        entry, h = manifest["notebooks"].get(t.key, {}), input_hash(t, scale)
+        if entry.get("status") == "ok" and entry.get("hash") == h and page_meta(out, t).get("hash") == h:
             print(f"  cached  {t.key} ({entry['duration_s']:.0f} s at {scale})")
         else:
             todo.append((t, h))
-    warm_zoo([t for t, _ in todo], scale, jobs)
-    threads = 1 if jobs > 1 else max(1, os.cpu_count() or 1)
-    with ProcessPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(run_notebook, t, scale, threads): (t, h) for t, h in todo}
-        for i, fut in enumerate(as_completed(futures), 1):
-            t, h = futures[fut]
-            entry = dict(fut.result(), hash=h)
-            manifest = _record(t.key, entry)
-            print(f"  [{i}/{len(todo)}] {entry['status']:6s} {t.key} {entry['duration_s']:.1f} s"
-                  + (f"  -- {entry['error']}" if entry["error"] else ""), flush=True)
-            if entry["status"] == "failed" and not keep_going:
-                for f in futures:
-                    f.cancel()
-                break
-    return manifest
+    if todo:
+        with _cancel_on_signals():
+            if executor == "ray":
+                _run_ray(out, todo, jobs, keep_going, address)
+            else:
+                _run_local(out, todo, jobs, keep_going)
+    return load_manifest(out)
 
 
 def print_table(manifest: dict, tasks: list[Task]) -> None:
@@ -222,35 +548,52 @@ def print_table(manifest: dict, tasks: list[Task]) -> None:
             print(f"{t.key:40s} {e['status']:8s} {e['scale']:6s} {e['duration_s']:8.1f}")
 
 
-def render(strict: bool = True) -> int:
+def sync_sources(out: Output) -> None:
+    """Copy the book's hand-written sources (landing page, chapter introductions, references) into the book of
+    another scale."""
+    if out.book != BOOK:
+        shutil.copytree(BOOK, out.book, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*GENERATED))
+
+
+def render(out: Output | None = None, strict: bool = True) -> int:
     """Write the table of contents and the scorecard, then run Jupyter Book; returns its exit code."""
     from . import scorecard, toc
 
-    toc.write()
-    scorecard.write()
-    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(BOOK), "--config",
-           str(PROJECT_ROOT / "_config.yml"), "--toc", str(BOOK / "_toc.yml"), "--path-output", str(PROJECT_ROOT)]
+    out = out or output(BOOK_SCALE)
+    toc.write(out)
+    scorecard.write(out)
+    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(out.book), "--config",
+           str(PROJECT_ROOT / "_config.yml"), "--toc", str(out.book / "_toc.yml"), "--path-output",
+           str(out.html_root)]
     if strict:
         cmd += ["-W", "-n", "--keep-going"]
     return subprocess.call(cmd, cwd=PROJECT_ROOT)
 
 
 def build(scale: str = "ci", only: list[str] | None = None, jobs: int = 2, keep_going: bool = False,
-          render_book: bool = True) -> int:
+          render_book: bool = True, executor: str = "local", address: str | None = None) -> int:
     check_scale(scale)
     tasks = discover(only)
+    out = output(scale)
+    sync_sources(out)
     from .. import ops
 
     ops.prepare()  # compiled kernels are built once, here, before the notebooks fan out
     start = time.perf_counter()
-    print(f"Executing {len(tasks)} notebook(s) at scale {scale!r} with {jobs} worker(s)")
-    manifest = execute(tasks, scale, jobs, keep_going)
+    where = "" if out.book == BOOK else f" into {out.book}"
+    print(f"Executing {len(tasks)} notebook(s) at scale {scale!r}{where} with {jobs} worker(s) ({executor})")
+    try:
+        manifest = execute(tasks, scale, jobs, keep_going, executor, address)
+    except Cancelled as exc:
+        print(f"\nCancelled by {exc}: running notebooks were stopped; the book keeps its previous pages for "
+              "them.", flush=True)
+        return 128 + exc.signum
     print_table(manifest, tasks)
-    rc = render() if render_book else 0
+    rc = render(out) if render_book else 0
     minutes = (time.perf_counter() - start) / 60
     failed = [t.key for t in tasks if manifest["notebooks"].get(t.key, {}).get("status") != "ok"]
     print(f"\nBuilt {len(tasks) - len(failed)}/{len(tasks)} notebook(s) in {minutes:.1f} min; "
-          f"HTML: {HTML / 'index.html'}")
+          f"HTML: {out.html / 'index.html'}")
     if failed:
         print(f"Failed: {', '.join(failed)}")
     return 1 if failed or rc else 0

@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--jobs", type=int, default=2, help="notebooks run at once (default 2)")
     b.add_argument("--keep-going", action="store_true", help="run every notebook even after one fails")
     b.add_argument("--no-render", action="store_true", help="execute the notebooks but do not render the HTML")
+    b.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="run the notebooks in a local process pool (default) or as Ray tasks")
+    b.add_argument("--address", metavar="ADDR", help="with --executor ray: the cluster to join (default: start a "
+                   "local Ray with --jobs CPUs)")
     sub.add_parser("list", help="list the chapters and their notebooks")
     bn = sub.add_parser("bench", help="benchmark the compiled kernels against their references")
     bn.add_argument("--scale", type=_scale, default="full", help="the shapes of this scale (default full)")
@@ -41,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build":
         from .build import build
 
-        return build(args.scale, args.only, args.jobs, args.keep_going, not args.no_render)
+        if args.address and args.executor != "ray":
+            parser.error("--address needs --executor ray")
+        return build(args.scale, args.only, args.jobs, args.keep_going, not args.no_render, args.executor,
+                     args.address)
     if args.command == "list":
         from .build import discover
 

@@ -1,11 +1,15 @@
 """The scorecard page: every claim of every paper, its verdict (reproduced / refuted / inconclusive) with the reason,
-its effect and interval, and each chapter's runtime, from book/_results/; and one figure of every claim's effect."""
+its effect and interval, and each chapter's runtime, from the results of one book (one scale: book/_results/ for
+ci); and one figure of every claim's effect. Only records made at the book's scale by the notebooks its manifest
+lists count, so the scorecard shows what the pages show and never mixes scales."""
 
 from __future__ import annotations
 
+import json
+
 from .. import catalog
-from ..core.claims import INCONCLUSIVE, REFUTED, REPRODUCED, VERDICTS, load_results
-from .build import BOOK, load_manifest
+from ..core.claims import INCONCLUSIVE, REFUTED, REPRODUCED, VERDICTS
+from . import build
 
 VERDICT_TEXT = {REPRODUCED: "**reproduced**", REFUTED: "refuted", INCONCLUSIVE: "*inconclusive*"}
 FIGURE = "scorecard_effects.png"
@@ -15,13 +19,22 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def chapter_runtime(manifest: dict, slug: str) -> tuple[float, str | None, list[str]]:
-    """Seconds spent on the chapter's notebooks, the scale, and the notebooks that failed."""
+def chapter_runtime(manifest: dict, slug: str) -> tuple[float, list[str], list[str]]:
+    """Seconds spent on the chapter's notebooks, the notebooks built, and those that failed."""
     entries = {k: v for k, v in manifest["notebooks"].items() if k.split("/")[0] == slug}
     seconds = sum(v["duration_s"] for v in entries.values())
-    scales = {v["scale"] for v in entries.values()}
     failed = [k for k, v in entries.items() if v["status"] != "ok"]
-    return seconds, (scales.pop() if len(scales) == 1 else None), failed
+    return seconds, [k.split("/")[1] for k in entries], failed
+
+
+def chapter_records(out: build.Output, manifest: dict, slug: str) -> list[dict]:
+    """The chapter's claim records that the book's pages show: made at the book's scale by a notebook of the
+    chapter that the manifest lists at that scale."""
+    path = out.results / f"{slug}.json"
+    records = json.loads(path.read_text())["records"] if path.exists() else []
+    built = {k.split("/")[1] for k, v in manifest["notebooks"].items()
+             if k.split("/")[0] == slug and v["scale"] == out.scale}
+    return [r for r in records if r["scale"] == out.scale and r["notebook"] in built]
 
 
 def _effect_text(e: dict | None) -> str:
@@ -32,29 +45,29 @@ def _effect_text(e: dict | None) -> str:
     return f"{e['name']} = {e['estimate']:.3g} [{e['ci_low']:.3g}, {e['ci_high']:.3g}], n={e['n']}"
 
 
-def rows(manifest: dict | None = None) -> list[dict]:
+def rows(out: build.Output | None = None, manifest: dict | None = None) -> list[dict]:
     """One row per claim (or one per chapter without claims), for all 19 papers; `verdict` is one of the three
-    verdicts, "failed" or "not yet checked". Only records at the scale the chapter's pages were built at count,
-    so the scorecard never mixes scales."""
-    manifest, out = manifest or load_manifest(), []
+    verdicts, "failed" or "not yet checked". Only the records `chapter_records` accepts count."""
+    out = out or build.output(build.BOOK_SCALE)
+    manifest, table = manifest or build.load_manifest(out), []
     for ch in catalog.CHAPTERS:
-        seconds, scale, failed = chapter_runtime(manifest, ch.slug)
-        records = [r for r in load_results(ch.slug)["records"] if scale is not None and r["scale"] == scale]
-        link = f"[{ch.title}]({ch.slug}/index.md)" if (BOOK / ch.slug / "index.md").exists() else ch.title
+        seconds, built, failed = chapter_runtime(manifest, ch.slug)
+        records = chapter_records(out, manifest, ch.slug)
+        link = f"[{ch.title}]({ch.slug}/index.md)" if (out.book / ch.slug / "index.md").exists() else ch.title
         base = {"slug": ch.slug, "chapter": link, "runtime": f"{seconds:.0f} s" if seconds else "",
-                "failed": failed, "scale": scale or ""}
+                "failed": failed, "scale": out.scale if built else ""}
         if failed:
             base["runtime"] += " (failed: " + ", ".join(f.split("/")[1] for f in failed) + ")"
         if not records:
-            out.append(dict(base, claim="", paper="", ours="", verdict="failed" if failed else "not yet checked",
+            table.append(dict(base, claim="", paper="", ours="", verdict="failed" if failed else "not yet checked",
                             reason="", effect="", effects=[], seeds=""))
         for r in records:
-            out.append(dict(base, claim=f"`{r['claim_id']}`: {r['paper_statement']}", claim_id=r["claim_id"],
+            table.append(dict(base, claim=f"`{r['claim_id']}`: {r['paper_statement']}", claim_id=r["claim_id"],
                             paper=r["paper_value"], ours=r["our_value"], verdict=r["verdict"],
                             reason=r["reason"] if r["verdict"] != REPRODUCED else "",
                             effect=_effect_text(r.get("effect")), effects=r.get("effects", []),
                             seeds=", ".join(map(str, r["seeds"])) + f" ({r['scale']})"))
-    return out
+    return table
 
 
 def _summary(table: list[dict]) -> list[str]:
@@ -131,16 +144,16 @@ HOW = ("How a verdict is made: each claim declares, before its experiment runs, 
        "[How this book decides](decides.md).")
 
 
-def render(manifest: dict | None = None, with_figure: bool = True) -> str:
-    manifest = manifest or load_manifest()
-    table = rows(manifest)
+def render(out: build.Output | None = None, with_figure: bool = True) -> str:
+    out = out or build.output(build.BOOK_SCALE)
+    manifest = build.load_manifest(out)
+    table = rows(out, manifest)
     checked = [r for r in table if r["verdict"] in VERDICTS]
     counts = {v: sum(r["verdict"] == v for r in checked) for v in VERDICTS}
-    scales = sorted({r["scale"] for r in checked})
     lines = [
         "# Scorecard", "",
         f"Every claim the book checks, from every chapter's executed notebooks at scale "
-        f"{', '.join(f'`{s}`' for s in scales) or '(none)'}: **{counts[REPRODUCED]} reproduced, "
+        f"`{out.scale}`: **{counts[REPRODUCED]} reproduced, "
         f"{counts[REFUTED]} refuted, {counts[INCONCLUSIVE]} inconclusive** of {len(checked)} claims, across "
         f"{len({r['slug'] for r in checked})} of {len(catalog.CHAPTERS)} papers.", "", HOW, "",
         "## By paper", "", *_summary(table), "", *_warmup(manifest),
@@ -160,10 +173,10 @@ def render(manifest: dict | None = None, with_figure: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write() -> None:
-    manifest = load_manifest()
-    table = rows(manifest)
+def write(out: build.Output | None = None) -> None:
+    out = out or build.output(build.BOOK_SCALE)
+    table = rows(out)
     if any(r["effects"] for r in table):
         fig = figure(table)
-        fig.savefig(BOOK / FIGURE)
-    (BOOK / "scorecard.md").write_text(render(manifest))
+        fig.savefig(out.book / FIGURE)
+    (out.book / "scorecard.md").write_text(render(out))
