@@ -142,24 +142,21 @@ v_loss = check(aoe.LOSS, seeds=cfg.seeds, scale=scale,
                measured={"loss_diff": loss_diff, "gap_closed": closed},
                our_value=f"{claimed} - MoE validation loss {aoe.mean_sd3(loss_diff)} nats "
                          f"(MoE {aoe.mean_sd3(final['MoE'])}, {claimed} {aoe.mean_sd3(final[claimed])})")
-plot.effect_plot(v_loss)
-v_loss
+plot.show_verdicts(v_loss)
 
 # %%
 gap = conf[claimed] - conf["MoE"]  # [seeds, layers], paired by seed
 v_conf = check(aoe.CONFIDENCE, seeds=cfg.seeds, scale=scale,
                measured={"entropy_diff": gap.mean(1), "gap_closed": closed},
                our_value=f"Ent_conf gap {claimed} - MoE, mean over layers, {aoe.mean_sd3(gap.mean(1))} nats")
-plot.effect_plot(v_conf)
-v_conf
+plot.show_verdicts(v_conf)
 
 # %%
 v_deep = check(aoe.DEEPER, seeds=cfg.seeds, scale=scale,
                measured={"deeper_diff": gap[:, -1] - gap[:, 0], "gap_closed": closed},
                our_value=f"gap in layer 0 {aoe.mean_sd3(gap[:, 0])}, in layer {cfg.n_layers - 1} "
                          f"{aoe.mean_sd3(gap[:, -1])} nats")
-plot.effect_plot(v_deep)
-v_deep
+plot.show_verdicts(v_deep)
 
 # %% [markdown]
 # ## Throughput
@@ -178,8 +175,7 @@ ratio = np.array(tps[claimed]) / np.array(tps["MoE"])
 v_tp = check(aoe.THROUGHPUT, seeds=[seed], scale=scale,
              measured={"ratio": ratio, "moe_cv": float(np.std(tps["MoE"]) / np.mean(tps["MoE"]))},
              our_value=f"{claimed}: {np.mean(ratio):.1%} of MoE's tokens/s (mean of {len(ratio)} rounds)")
-plot.effect_plot(v_tp)
-v_tp
+plot.show_verdicts(v_tp)
 
 # %% [markdown]
 # **What we see.**

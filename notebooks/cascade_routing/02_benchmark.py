@@ -147,20 +147,17 @@ measured = cr.claim_measurements(cells)
 v = check(cr.BEATS_BOTH, seeds=cfg.seeds, scale=scale, measured=measured,
           our_value="; ".join(f"{k} models {n}: {gains[(k, n)]:+.2f} ± {np.std(seed_gain[(k, n)]):.2f}"
                               for k, n in table if n in ("low", "medium") and k in cr.CLAIM_POOL_SIZES))
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)
 
 # %%
 diff = {key: row["optimal cascade"][0] - row["threshold cascade"][0] for key, row in table.items()}
 v = check(cr.OPTIMAL_CASCADE, seeds=cfg.seeds, scale=scale, measured=measured,
           our_value="; ".join(f"{k}/{n}: {d:+.2f}" for (k, n), d in diff.items() if k in cr.CLAIM_POOL_SIZES))
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)
 
 # %%
 if "low_minus_high" in measured:
     v = check(cr.ESTIMATORS_MATTER, seeds=cfg.seeds, scale=scale, measured=measured,
               our_value="; ".join(f"{k} models: low {gains[(k, 'low')]:+.2f}, high {gains[(k, 'high')]:+.2f}"
                                   for k in cr.CLAIM_POOL_SIZES if (k, "low") in gains))
-    display(v)
-    plot.effect_plot(v)
+    plot.show_verdicts(v)

@@ -122,5 +122,4 @@ display(Markdown(
 v = check(cr.REAL_POOL_BEATS_BOTH, seeds=cfg.seeds, scale=scale, measured=measured,
           our_value=f"cascade routing {row['cascade routing'][0]:.2f} vs routing {row['routing'][0]:.2f}, optimal "
                     f"cascade {row['optimal cascade'][0]:.2f} (gain {g.mean():+.3f} ± {g.std():.3f})")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)

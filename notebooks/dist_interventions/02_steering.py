@@ -157,29 +157,25 @@ pre = {"min_clean_accuracy": measured["min_clean_accuracy"],
 v_robust = check(di.ROBUST, measured={"drop_advantage": measured["drop_advantage"]} | pre, seeds=cfg.seeds,
                  scale=scale, our_value=f"layer {cfg.layers[0]}: LoReFT drop − D-ReFT drop = "
                                         f"{pts(measured['drop_advantage'])}")
-display(v_robust)
-plot.effect_plot(v_robust);
+plot.show_verdicts(v_robust)
 
 # %%
 v_clean = check(di.CLEAN, measured={"clean_gain": measured["clean_gain"]} | pre, seeds=cfg.seeds, scale=scale,
                 our_value=f"layer {cfg.layers[0]}, clean: D-ReFT − LoReFT = {pts(measured['clean_gain'])}")
-display(v_clean)
-plot.effect_plot(v_clean);
+plot.show_verdicts(v_clean)
 
 # %%
 v_dist = check(di.DISTRIBUTION, measured={"drop_advantage_over_noise": measured["drop_advantage_over_noise"]} | pre,
                seeds=cfg.seeds, scale=scale,
                our_value=f"layer {cfg.layers[0]}: noisy-LoReFT drop − D-ReFT drop = "
                          f"{pts(measured['drop_advantage_over_noise'])}")
-display(v_dist)
-plot.effect_plot(v_dist);
+plot.show_verdicts(v_dist)
 
 # %%
 v_early = check(di.EARLY, measured={"advantage_slope": measured["advantage_slope"]} | pre, seeds=cfg.seeds,
                 scale=scale, our_value="slope of the drop advantage: "
                                        f"{pts(measured['advantage_slope'])} per layer")
-display(v_early)
-plot.effect_plot(v_early);
+plot.show_verdicts(v_early)
 
 # %% [markdown]
 # **What we see.** The summary below is generated from this run's measurements.

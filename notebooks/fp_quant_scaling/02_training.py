@@ -175,8 +175,7 @@ base = {"penalty": pen, "fp_gain": fp_gain}
 v = check(fq.BLOCK_SIZE, seeds=cfg.seeds, scale=scale, measured={**base, "block_slope": slopes},
           our_value=f"rise per doubling of B {np.mean(slopes):.4f} nats; penalty {np.mean(pen):.4f} "
                     f"({resolution:.1f} sd)")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)
 
 # %% [markdown]
 # In this convention (the paper's: every code a finite value, bias $2^{E-1} - 1$) E1M2 has no exponent range to
@@ -187,15 +186,13 @@ plot.effect_plot(v);
 print("E1M2 grid:", fq.format_grid(1, 2), " E2M1 grid:", fq.format_grid(2, 1))
 v = check(fq.EXPONENT_BITS, seeds=cfg.seeds, scale=scale, measured={**base, "e1m2_minus_e2m1": e_gap},
           our_value=f"E1M2 - E2M1 at B = {B}: {np.mean(e_gap):+.4f} nats")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)
 
 # %%
 r2 = [fits[s].r2_late for s in cfg.seeds]
 v = check(fq.FIT, seeds=cfg.seeds, scale=scale, measured={**base, "r2_late": r2},
           our_value=f"R² on the later checkpoints {np.mean(r2):.3f} (per seed {np.round(r2, 3).tolist()})")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)
 
 # %%
 dcrit_ratio = [fits[s].dcrit / D_max if np.isfinite(fits[s].dcrit) else 1e30 for s in cfg.seeds]
@@ -205,5 +202,4 @@ v = check(fq.CRITICAL_DATA, seeds=cfg.seeds, scale=scale,
                     "dcrit_paper_constants": dcrit_paper},
           our_value=f"late slope of E2M1 {np.mean(late_low):+.4f} nats per doubling of D (full precision "
                     f"{np.mean(late_fp):+.4f}); fitted D_crit / trained {np.median(dcrit_ratio):.3g}")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)

@@ -179,9 +179,7 @@ for claim, text in (
         (hw.COVERAGE, f"coverage − 95: {min(meas['coverage_minus_95_pts']):+.1f} to {max(meas['coverage_minus_95_pts']):+.1f} "
                       f"points for n ≥ {cfg.n_coverage_min}")):
     verdicts[claim.id] = check(claim, measured=meas, seeds=cfg.seeds, scale=scale, our_value=text)
-    display(verdicts[claim.id])
-    if len(cfg.seeds) > 1:
-        plot.effect_plot(verdicts[claim.id])
+    plot.show_verdicts(verdicts[claim.id])
 
 # %% [markdown]
 # ## What we see

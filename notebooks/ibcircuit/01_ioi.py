@@ -43,7 +43,6 @@ import numpy as np
 from icml25 import ibcircuit as ib
 from icml25.core import check, plot
 from icml25.core.claims import mean_sd
-from IPython.display import display
 
 plot.use_style()
 cfg = ib.config(scale, seeds=seeds, beta=beta, ib_steps=ib_steps, n_prompts=n_prompts)
@@ -119,8 +118,4 @@ verdicts = [
         our_value=f"(best baseline − IBCircuit) regret / random's regret: "
                   f"{ms(m['best_baseline_minus_ib_regret_share'])}"),
 ]
-for v in verdicts:
-    display(v)
-fig, axes = plot.subplots(1, 3, figsize=(15, 2.8))
-for v, ax in zip(verdicts, axes):
-    plot.effect_plot(v, ax=ax)
+plot.show_verdicts(*verdicts)

@@ -36,7 +36,6 @@ import numpy as np
 from icml25 import ibcircuit as ib
 from icml25.core import check, plot
 from icml25.core.claims import mean_sd
-from IPython.display import display
 
 plot.use_style()
 cfg = ib.config(scale, seeds=seeds, beta=beta, ib_steps=ib_steps, n_prompts=n_prompts, beta_sweep=beta_sweep)
@@ -111,5 +110,4 @@ v = check(ib.GREATER_THAN, seeds=cfg.seeds, scale=scale, measured={k: m[k] for k
     "random_minus_best_baseline_area")},
     our_value=f"IBCircuit − greedy pruning regret, small circuits {mean_sd(m['ib_minus_greedy_small_regret'])} nats; "
               f"large circuits, as a share of random's {mean_sd(m['ib_minus_greedy_large_regret_share'])}")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)

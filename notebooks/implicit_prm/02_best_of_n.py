@@ -190,10 +190,7 @@ mean = {k: float(np.mean(v)) for k, v in measured.items()}
 v_step = check(implicit_prm.STEP_SIGNAL, seeds=cfg.seeds, scale=scale,
                measured={k: measured[k] for k in ("step_auc", "train_outcome_auc", "control_step_auc")},
                our_value=f"held-out step AUC {mean['step_auc']:.2f} (control {mean['control_step_auc']:.2f})")
-v_step
-
-# %%
-plot.effect_plot(v_step);
+plot.show_verdicts(v_step)
 
 # %%
 v_best = check(implicit_prm.BEST_OF_N, seeds=cfg.seeds, scale=scale,
@@ -201,19 +198,13 @@ v_best = check(implicit_prm.BEST_OF_N, seeds=cfg.seeds, scale=scale,
                                                   "control_minus_majority")},
                our_value=f"best-of-{N}: CE PRM − majority {mean['prm_minus_majority']:+.3f} "
                          f"(control {mean['control_minus_majority']:+.3f})")
-v_best
-
-# %%
-plot.effect_plot(v_best);
+plot.show_verdicts(v_best)
 
 # %%
 v_one = check(implicit_prm.ONE_RESPONSE, seeds=cfg.seeds, scale=scale,
               measured={k: measured[k] for k in ("n1_minus_random", "n1_train_outcome_auc", "control_minus_random")},
               our_value=f"best-of-{N}: CE on 1 response − random {mean['n1_minus_random']:+.3f}")
-v_one
-
-# %%
-plot.effect_plot(v_one);
+plot.show_verdicts(v_one)
 
 # %% [markdown]
 # ## Why: what did outcome training change?

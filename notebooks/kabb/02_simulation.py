@@ -190,20 +190,17 @@ measured = kabb.claim_measurements(runs, cfg)
 rr = measured["regret_ratio"]
 v = check(kabb.REGRET, seeds=cfg.seeds, scale=scale, measured=measured,
           our_value=f"KABB / TS regret {rr.mean():.3f} ± {rr.std():.3f} over {cfg.n_rounds} rounds")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)
 
 # %%
 ratio = measured["reward_ratio"]
 v = check(kabb.COST, seeds=cfg.seeds, scale=scale, measured=measured,
           our_value=f"KABB reward {ratio.mean():.1%} of call-all at {measured['calls_share']:.0%} of its calls")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)
 
 # %%
 rec = measured["recovery_gain"]
 v = check(kabb.DRIFT, seeds=cfg.seeds, scale=scale, measured=measured,
           our_value=f"decay − no decay, {cfg.recovery_window} rounds after the drift: {rec.mean():+.3f} ± "
                     f"{rec.std():.3f}")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)

@@ -115,11 +115,8 @@ ax.legend();
 # too far) makes the verdict inconclusive rather than a coin toss.
 
 # %%
-from IPython.display import display
-
 measured = {"worst_case_log_speedup": kernels.worst_case_log_speedup(rows), "rounds": cfg.repeats,
             "copy_spread": max(r["copy_spread"] for r in rows if "copy_spread" in r)}
 verdict = check(kernels.FASTER_THAN_REFERENCE, seeds=[seed], scale=scale, measured=measured,
                 our_value=", ".join(f"{r['kernel']} {r['label']}: {r['x_reference']:.1f}x" for r in rows))
-display(verdict)
-plot.effect_plot(verdict);
+plot.show_verdicts(verdict)

@@ -84,27 +84,18 @@ display(Markdown(f"Init[A]'s best rate on this grid is η* = {m['lr_star']:.3g};
 v_small = check(lora_init.SMALL_LR, measured=m, seeds=cfg.seeds, scale=scale,
                 our_value="log-loss gain Init[A] − Init[AB]: " + "; ".join(
                     f"η*/{name[3:]} {lora_init.format_mean_sd(m[f'a_minus_ab_{name}'])}" for name in lora_init.JUDGED))
-v_small
-
-# %%
-plot.effect_plot(v_small);
+plot.show_verdicts(v_small)
 
 # %%
 v_best = check(lora_init.SAME_AT_BEST, measured=m, seeds=cfg.seeds, scale=scale,
                our_value=f"at each init's best rate, log-loss AB − A {lora_init.format_mean_sd(m['ab_minus_a_best'])}, "
                          f"AB+ − A {lora_init.format_mean_sd(m['abplus_minus_a_best'])}")
-v_best
-
-# %%
-plot.effect_plot(v_best);
+plot.show_verdicts(v_best)
 
 # %%
 v_noise = check(lora_init.NOISE_HARMLESS, measured=m, seeds=cfg.seeds, scale=scale,
                 our_value=f"log-loss AB − AB+ over η*/10^1.5..η*: {lora_init.format_mean_sd(m['ab_minus_abplus'])}")
-v_noise
-
-# %%
-plot.effect_plot(v_noise);
+plot.show_verdicts(v_noise)
 
 # %% [markdown]
 # ## The small-rate gain across the whole grid

@@ -178,8 +178,7 @@ v = check(ml.QUERY_BN, seeds=cfg.seeds, scale=scale,
                     "acc_bn": facts["memory"], "acc_no_bn": facts["memory, no query BN"]},
           our_value=f"usage {mean_sd(usage['memory'])} with vs {mean_sd(usage['memory, no query BN'])} without; "
                     f"accuracy {mean_sd(facts['memory'])} vs {mean_sd(facts['memory, no query BN'])}")
-plot.effect_plot(v)
-v
+plot.show_verdicts(v)
 
 # %% [markdown]
 # ## The claim checks
@@ -198,8 +197,7 @@ iso = check(ml.ISO_FLOP, seeds=cfg.seeds, scale=scale,
                       "flop_ratio": flops_of("memory") / flops_of("dense"), **common},
             our_value=f"memory {mean_sd(facts['memory'])} vs dense {mean_sd(facts['dense'])} at "
                       f"{flops_of('memory') / flops_of('dense'):.2f}x FLOPs")
-plot.effect_plot(iso)
-iso
+plot.show_verdicts(iso)
 
 # %%
 wide = f"dense {cfg.dense_flop_multiples[0]:g}x"
@@ -208,8 +206,7 @@ b2 = check(ml.BEATS_2X, seeds=cfg.seeds, scale=scale,
                      "dense_flop_ratio": flops_of(wide) / flops_of("memory"), "dense2x_loss": fact_loss[wide],
                      "dense_loss": fact_loss["dense"], **common},
            our_value=f"memory {mean_sd(facts['memory'])} vs {wide} {mean_sd(facts[wide])}")
-plot.effect_plot(b2)
-b2
+plot.show_verdicts(b2)
 
 # %%
 fig, ax = plot.subplots()
@@ -226,8 +223,7 @@ fa = check(ml.FACTUAL, seeds=cfg.seeds, scale=scale,
                      "control_memory": control["memory"], "control_dense": control["dense"], **common},
            our_value=f"advantage on facts {np.mean(ml.paired(facts['memory'], facts['dense'])):+.3f}, on the "
                      f"control {np.mean(ml.paired(control['memory'], control['dense'])):+.3f}")
-plot.effect_plot(fa)
-fa
+plot.show_verdicts(fa)
 
 # %% [markdown]
 # **What we see.**

@@ -209,10 +209,7 @@ m_beats |= {"expert_gain_own_domain": gains,
 v_beats = check(ms.BEATS_BASELINES, measured=m_beats, seeds=cfg.seeds, scale=scale,
                 our_value=f"test: swarm {mean_sd(swarm_test)}; " + ", ".join(
                     f"{b} {mean_sd([r['test'][b] for r in single])}" for b in ms.PAPER_BASELINES))
-v_beats
-
-# %%
-plot.effect_plot(v_beats);
+plot.show_verdicts(v_beats)
 
 # %%
 ind, null_ind = ms.weak_to_strong_indicators(all_runs), ms.weak_to_strong_indicators(null_runs)
@@ -222,20 +219,14 @@ v_w2s = check(ms.WEAK_TO_STRONG, measured={**ind, "expert_gain_own_domain": gain
                         f"{np.mean(ind['from_weaker_half']):.0%} from the weaker half ({len(all_runs)} runs); "
                         f"noise utility: {np.mean(null_ind['not_initial_best']):.0%} and "
                         f"{np.mean(null_ind['from_weaker_half']):.0%}")
-v_w2s
-
-# %%
-plot.effect_plot(v_w2s);
+plot.show_verdicts(v_w2s)
 
 # %%
 low = swarm_test - np.array([r["test"]["initial best"] for r in single])
 v_low = check(ms.LOW_DATA, measured={"swarm_minus_initial_best": low, "expert_gain_own_domain": gains},
               seeds=cfg.seeds, scale=scale,
               our_value=f"{cfg.n_dev} dev examples: swarm − initial best on test {mean_sd(low)}")
-v_low
-
-# %%
-plot.effect_plot(v_low);
+plot.show_verdicts(v_low)
 
 # %% [markdown]
 # ## What we see

@@ -187,8 +187,7 @@ v = check(mpo.MAXMIN, seeds=cfg.seeds, scale=scale, measured=meas,
                     f"{100 * max(meas['relative_dual_gap']):.3f}%), value gap beside it "
                     f"{100 * np.mean(meas['relative_value_gap']):.2f}% (max {100 * max(meas['relative_value_gap']):.2f}%), "
                     f"m = {cfg.bsmd_m}, over {len(units)} (β, seed) units")
-plot.effect_plot(v)
-v
+plot.show_verdicts(v)
 
 # %%
 v = check(mpo.COMPUTE, seeds=cfg.seeds, scale=scale,
@@ -196,8 +195,7 @@ v = check(mpo.COMPUTE, seeds=cfg.seeds, scale=scale,
           our_value=f"V_MPO − V_PG(4× compute) = {np.mean(meas['mpo_minus_pg_at_4x']):.3f} |V*| (min "
                     f"{min(meas['mpo_minus_pg_at_4x']):.3f}); PG closed {100 * min(meas['pg_progress']):.0f}–"
                     f"{100 * max(meas['pg_progress']):.0f}% of the gap from π_ref")
-plot.effect_plot(v)
-v
+plot.show_verdicts(v)
 
 # %% [markdown]
 # ## What we see

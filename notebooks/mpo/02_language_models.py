@@ -114,9 +114,7 @@ v = check(mpo.BALANCED_LM, seeds=cfg.seeds, scale=scale, measured=meas,
                     f"best single {100 * np.mean(meas['mpo_minus_best_single']):.1f}, MPO − uniform mix "
                     f"{100 * np.mean(meas['mpo_minus_uniform']):.1f} ({len(runs)} seeds, {cfg.lm_eval_prompts} "
                     "test prompts each)")
-if len(runs) > 1:  # one seed (smoke scale) has no interval to draw
-    plot.effect_plot(v)
-v
+plot.show_verdicts(v)
 
 # %% [markdown]
 # ## What we see

@@ -167,8 +167,7 @@ v = check(pp.ACCURACY, seeds=cfg.seeds, scale=scale, measured=measured,
           our_value=f"{data} data, {shares[i20]:.0%} held out: PMF {r['PMF'][i20].mean():.3f} ± "
                     f"{r['PMF'][i20].std():.3f} vs mean of means {r['mean of means'][i20].mean():.3f}; at "
                     f"{shares[i95]:.0%}: PMF {r['PMF'][i95].mean():.3f} vs {r['mean of means'][i95].mean():.3f}")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)
 
 # %%
 n_cells = min(len(sd_c) for sd_c, _ in sweep["calibration"])
@@ -178,5 +177,4 @@ v = check(pp.UNCERTAINTY, seeds=cfg.seeds, scale=scale,
                 "spearman": pp.sd_error_spearman(sweep["calibration"], shuffle_seed=seed)},
           our_value=f"{data} data, {cfg.calibration_share:.0%} held out: Spearman(sd, |error|) "
                     f"{np.mean(rhos):.3f} ± {np.std(rhos):.3f} over {len(rhos)} seeds")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)

@@ -141,8 +141,7 @@ v = check(pp.ACTIVE, seeds=cfg.seeds, scale=scale,
                     "rounds": cfg.active_rounds, "random_minus_active": rnd - act},
           our_value=f"{data} data: RMSE over rounds 1..{cfg.active_rounds} active {act.mean():.4f} ± {act.std():.4f}"
                     f" vs random {rnd.mean():.4f} ± {rnd.std():.4f}")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)
 
 # %%
 per_model = float(np.mean([pp.split_cells(matrix.observed, cfg.sparse_share, s)[0].sum(1).mean()
@@ -153,8 +152,7 @@ v = check(pp.SPARSE, seeds=cfg.seeds, scale=scale,
           our_value=f"{data} data, {cfg.sparse_share:.0%} held out: PMF {m['PMF']:.3f}, Bayesian PMF "
                     f"{m['Bayesian PMF']:.3f}, profile PMF {m['profile PMF']:.3f}, mean of means "
                     f"{m['mean of means']:.3f}")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)
 
 # %%
 v = check(pp.COLD_START, seeds=cfg.seeds, scale=scale,
@@ -163,5 +161,4 @@ v = check(pp.COLD_START, seeds=cfg.seeds, scale=scale,
                     "column_mean_minus_profile": np.subtract(cold["column mean"], cold["profile PMF"])},
           our_value=f"{data} data, {cfg.cold_start_share:.0%} of models unseen: column mean {c['column mean']:.3f}, "
                     f"PMF {c['PMF']:.3f}, profile PMF {c['profile PMF']:.3f}")
-display(v)
-plot.effect_plot(v);
+plot.show_verdicts(v)

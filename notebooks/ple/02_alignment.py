@@ -129,20 +129,14 @@ v_beats = check(ple.BEATS_SFT, seeds=cfg.seeds, scale=scale,
                                                    "initial_gap", "eval_sem")},
                 our_value=f"final plain reward: PLE {final['ple'].mean():.3f}, SFT {final['sft'].mean():.3f}, "
                           f"RAFT {final['raft'].mean():.3f}, DPO {final['dpo'].mean():.3f}")
-v_beats
-
-# %%
-plot.effect_plot(v_beats);
+plot.show_verdicts(v_beats)
 
 # %%
 v_gap = check(ple.CLOSES_GAP, seeds=cfg.seeds, scale=scale,
               measured={k: measured[k] for k in ("share_of_gap_closed", "initial_gap", "eval_sem")},
               our_value=f"PLE closes {np.mean(measured['share_of_gap_closed']):.2f} of the starting gap "
                         f"{np.mean(measured['initial_gap']):.3f}")
-v_gap
-
-# %%
-plot.effect_plot(v_gap);
+plot.show_verdicts(v_gap)
 
 # %% [markdown]
 # ## What we see

@@ -127,21 +127,18 @@ def fmt(arm):
 
 v = check(rlthf.NEAR_FULL, measured=measured, seeds=cfg.seeds, scale=scale,
           our_value=f"at {100 * b:.0f}% human labels: RLTHF {fmt('rlthf')} vs full human {fmt('full_human')}")
-plot.effect_plot(v)
-v
+plot.show_verdicts(v)
 
 # %%
 v = check(rlthf.TARGETING, measured=measured, seeds=cfg.seeds, scale=scale,
           our_value=f"at {100 * b:.0f}%: RLTHF {fmt('rlthf')} vs the loop with random queries "
                     f"{fmt('random_queries')} (one-shot random {fmt('random')})")
-plot.effect_plot(v)
-v
+plot.show_verdicts(v)
 
 # %%
 v = check(rlthf.NEEDS_HUMANS, measured=measured, seeds=cfg.seeds, scale=scale,
           our_value=f"self-improvement {fmt('self_improve')} vs AI-only {fmt('ai_only')}")
-plot.effect_plot(v)
-v
+plot.show_verdicts(v)
 
 # %% [markdown]
 # ## What we see

@@ -53,7 +53,6 @@ from IPython.display import Markdown, display
 from icml25 import rsd
 from icml25.core import check, plot
 from icml25.core.claims import mean_sd
-from icml25.core.plot import effect_plot
 
 plot.use_style()
 cfg = rsd.config(scale, seeds=seeds, n_test=n_test, deltas=deltas, delta=delta, epsilon=epsilon, gamma=gamma,
@@ -149,8 +148,7 @@ for prm in rsd.PRMS:
         rsd.EFFICIENCY[prm], measured=e, seeds=cfg.seeds, scale=scale,
         our_value=f"FLOPs {mean_sd(e[f'flop_ratio_{prm}'])}x (written only {mean_sd(e[f'generated_flop_ratio_{prm}'])}x), "
                   f"accuracy gap {mean_sd(e[f'accuracy_gap_{prm}'])}")
-    display(verdicts[f"efficiency_{prm}"])
-    effect_plot(verdicts[f"efficiency_{prm}"])
+    plot.show_verdicts(verdicts[f"efficiency_{prm}"])
 
 # %%
 for prm in rsd.PRMS:
@@ -158,8 +156,7 @@ for prm in rsd.PRMS:
     verdicts[f"beats_parallel_{prm}"] = check(
         rsd.BEATS_PARALLEL[prm], measured=b, seeds=cfg.seeds, scale=scale,
         our_value=f"RSD − best-of-N (N={b['bon_n']}) {mean_sd(b[f'rsd_minus_bon_{prm}'])}")
-    display(verdicts[f"beats_parallel_{prm}"])
-    effect_plot(verdicts[f"beats_parallel_{prm}"])
+    plot.show_verdicts(verdicts[f"beats_parallel_{prm}"])
 
 # %%
 for prm in rsd.PRMS:
@@ -167,8 +164,7 @@ for prm in rsd.PRMS:
     verdicts[f"threshold_matters_{prm}"] = check(
         rsd.THRESHOLD_MATTERS[prm], measured=t, seeds=cfg.seeds, scale=scale,
         our_value=f"threshold − random {mean_sd(t[f'threshold_minus_random_{prm}'])}")
-    display(verdicts[f"threshold_matters_{prm}"])
-    effect_plot(verdicts[f"threshold_matters_{prm}"])
+    plot.show_verdicts(verdicts[f"threshold_matters_{prm}"])
 
 # %%
 display(Markdown("| claim | verdict |\n|---|---|\n" + "\n".join(

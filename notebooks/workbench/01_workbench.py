@@ -36,7 +36,6 @@ from IPython.display import Markdown, display
 from icml25 import workbench
 from icml25.core import arithmetic, check, flops, plot, reasoners
 from icml25.core.claims import mean_sd
-from icml25.core.plot import effect_plot
 
 plot.use_style()
 cfg = workbench.config(scale, seeds=seeds, n_test=n_test)
@@ -163,7 +162,4 @@ m = workbench.claim_measurements(calib)
 v = check(workbench.LARGER_IS_BETTER, measured=m, seeds=cfg.seeds, scale=scale,
           our_value=f"target − draft on the draft's mix {mean_sd(m['target_minus_draft_seen'])}; target "
                     f"{mean_sd(m['target_accuracy'])}, draft {mean_sd(m['draft_accuracy'])} on the test mix")
-v
-
-# %%
-effect_plot(v);
+plot.show_verdicts(v)
