@@ -1,22 +1,29 @@
 """Batched decoding with the KV cache, step-wise decoding, and prompt-masked sequence log-probabilities.
 
 Prompts are left-padded so every row's next token sits in the last column; position ids follow the attention
-mask, so a padded row computes exactly what it would compute alone.
+mask, so a padded row computes exactly what it would compute alone. Every tensor, the KV cache included, lives on
+the model's device.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+#: a batch is never compacted below this many rows: CPU matrix products switch to other kernels for a handful of
+#: rows, whose rounding differs, and a row's tokens must not depend on when the other rows finished
+MIN_ROWS = 8
+
 
 @dataclass
 class Generation:
-    """Completions of a batch: token ids per row (stop token included when it was hit), their text, and
-    whether each row stopped on a stop token (rather than on `max_new_tokens`)."""
+    """Completions of a batch: token ids per row (the token that completed a stop string included), their text
+    (cut just after the first stop string), and whether each row stopped on a stop string or the
+    end-of-sequence token (rather than on `max_new_tokens`)."""
 
     token_ids: list[list[int]]
     texts: list[str]
@@ -50,27 +57,80 @@ def _next_token(logits: torch.Tensor, temperature: float, generator: torch.Gener
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
+_TOKEN_TEXTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def token_texts(tokenizer: PreTrainedTokenizerBase) -> list[str]:
+    """Each token id's own text (special tokens as ""), computed once per tokenizer."""
+    if tokenizer not in _TOKEN_TEXTS:
+        _TOKEN_TEXTS[tokenizer] = tokenizer.batch_decode([[i] for i in range(len(tokenizer))],
+                                                         skip_special_tokens=True)
+    return _TOKEN_TEXTS[tokenizer]
+
+
+@dataclass(frozen=True)
+class StopStrings:
+    """When a row's completion is done: on the end-of-sequence token or once its text contains a stop string.
+
+    A token whose own text contains a stop string ends the row at once (`ids`); a stop string of more than one
+    byte can also be spelt by several tokens, so for those the text of the last few tokens is checked (`spanning`,
+    `window`: a string of n bytes that a new token completes lies within the last n tokens)."""
+
+    strings: tuple[str, ...]
+    ids: frozenset[int]
+    spanning: tuple[str, ...]
+    window: int
+
+    @classmethod
+    def of(cls, tokenizer: PreTrainedTokenizerBase, stop: Sequence[str]) -> StopStrings:
+        stop = tuple(dict.fromkeys(stop))
+        if any(not s for s in stop):
+            raise ValueError(f"stop strings must be non-empty, got {list(stop)}")
+        texts = token_texts(tokenizer) if stop else []
+        ids = {i for i, t in enumerate(texts) if any(s in t for s in stop)}
+        if tokenizer.eos_token_id is not None:
+            ids.add(tokenizer.eos_token_id)
+        spanning = tuple(s for s in stop if len(s.encode()) > 1)
+        return cls(stop, frozenset(ids), spanning, max((len(s.encode()) for s in spanning), default=0))
+
+    def hit(self, tokenizer: PreTrainedTokenizerBase, row: list[int]) -> bool:
+        """Whether the row's newest token ends it."""
+        if row[-1] in self.ids:
+            return True
+        if not self.spanning:
+            return False
+        tail = tokenizer.decode(row[-self.window:], skip_special_tokens=True)
+        return any(s in tail for s in self.spanning)
+
+    def cut(self, text: str) -> str:
+        """`text` up to and including its first stop string (all of it when it has none)."""
+        ends = [text.find(s) + len(s) for s in self.strings if s in text]
+        return text[:min(ends)] if ends else text
+
+
 @torch.inference_mode()
 def generate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str],
              max_new_tokens: int, stop: Sequence[str] = (), temperature: float = 0.0,
              generator: torch.Generator | None = None, use_cache: bool = True) -> Generation:
     """Decode a continuation of every prompt, greedily (`temperature=0`) or by sampling with `generator`.
 
-    A row stops after emitting the end-of-sequence token or any token whose text is in `stop` (step-wise
-    decoding passes the step delimiter here). With `use_cache=False` every step re-reads the whole sequence,
-    which is the plain reference the cached path must match token for token.
+    A row stops after emitting the end-of-sequence token or once its completion contains any string in `stop`
+    (step-wise decoding passes the step delimiter here; a stop string may take several tokens). Finished rows
+    leave the batch (and the KV cache) once at most half its rows are still decoding (see :data:`MIN_ROWS`);
+    sampling still draws one token per prompt per step, so a row's sample does not depend on when the others
+    finished. With `use_cache=False` every step re-reads the whole sequence, which is the plain reference the
+    cached path must match token for token.
     """
     if temperature > 0 and generator is None:
         raise ValueError("sampling (temperature > 0) needs an explicit torch.Generator")
-    stop_ids = {tokenizer.eos_token_id} | {tokenizer.convert_tokens_to_ids(s) for s in stop}
-    if tokenizer.unk_token_id in stop_ids - {tokenizer.eos_token_id}:
-        raise ValueError(f"stop strings {list(stop)} must each be one token of the vocabulary")
+    stops = StopStrings.of(tokenizer, stop)
+    device = model.device
     rows = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-    ids, mask = left_pad(rows, tokenizer.pad_token_id)
-    batch = len(rows)
-    out = [[] for _ in range(batch)]
-    done = torch.zeros(batch, dtype=torch.bool)
-    stopped = [False] * batch
+    ids, mask = (t.to(device) for t in left_pad(rows, tokenizer.pad_token_id))
+    n_rows = len(rows)
+    out: list[list[int]] = [[] for _ in range(n_rows)]
+    stopped = [False] * n_rows
+    live = list(range(n_rows))  # the prompt of each batch row
     cache, step_ids = None, ids
     for _ in range(max_new_tokens):
         if use_cache:
@@ -79,20 +139,31 @@ def generate(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts
             cache = res.cache
         else:
             res = model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask), use_cache=False)
-        nxt = _next_token(res.logits[:, -1], temperature, generator)
-        nxt = torch.where(done, torch.full_like(nxt, tokenizer.pad_token_id), nxt)
-        for i in torch.nonzero(~done).flatten().tolist():
-            tok = int(nxt[i])
-            out[i].append(tok)
-            if tok in stop_ids:
-                done[i] = True
-                stopped[i] = True
+        logits = res.logits[:, -1]
+        if temperature > 0 and len(live) < n_rows:  # one draw per prompt, finished or not (uniform for those)
+            full = torch.zeros((n_rows, logits.shape[-1]), dtype=logits.dtype, device=device)
+            full[torch.as_tensor(live, device=device)] = logits
+            nxt = _next_token(full, temperature, generator)[torch.as_tensor(live, device=device)]
+        else:
+            nxt = _next_token(logits, temperature, generator)
+        for i, tok in zip(live, nxt.tolist()):  # a finished row's next token is computed and ignored
+            if not stopped[i]:
+                out[i].append(tok)
+                stopped[i] = stops.hit(tokenizer, out[i])
         ids = torch.cat([ids, nxt[:, None]], 1)
-        mask = torch.cat([mask, torch.ones(batch, 1, dtype=torch.long)], 1)
+        mask = torch.cat([mask, torch.ones(len(live), 1, dtype=torch.long, device=device)], 1)
         step_ids = nxt[:, None]
-        if bool(done.all()):
+        going = [k for k, i in enumerate(live) if not stopped[i]]
+        if not going:
             break
-    texts = [tokenizer.decode(o, skip_special_tokens=True) for o in out]
+        if len(going) <= len(live) // 2 and len(live) > MIN_ROWS:
+            keep = sorted(going + [k for k, i in enumerate(live) if stopped[i]][:max(0, MIN_ROWS - len(going))])
+            index = torch.as_tensor(keep, device=device)
+            ids, mask, step_ids = ids[index], mask[index], step_ids[index]
+            if use_cache:
+                cache.batch_select_indices(index)
+            live = [live[k] for k in keep]
+    texts = [stops.cut(tokenizer.decode(o, skip_special_tokens=True)) for o in out]
     return Generation(out, texts, stopped)
 
 
@@ -120,10 +191,10 @@ def encode_completions(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str
 def token_logprobs(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """log p(token_t | tokens_<t) for every position t ≥ 1 of `batch` (from :func:`encode_completions`),
     zeroed outside the completion: a [B, T-1] tensor aligned with `input_ids[:, 1:]`. Differentiable."""
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
-    targets = batch["input_ids"][:, 1:]
-    logp = torch.log_softmax(logits.float(), -1).gather(-1, targets[..., None]).squeeze(-1)
-    return logp * batch["completion_mask"][:, 1:]
+    ids, mask, completion = (batch[k].to(model.device) for k in ("input_ids", "attention_mask", "completion_mask"))
+    logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]
+    logp = torch.log_softmax(logits.float(), -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+    return logp * completion[:, 1:]
 
 
 def sequence_logprobs(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str],

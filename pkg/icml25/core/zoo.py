@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from filelock import FileLock
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
@@ -91,8 +92,9 @@ def path(name: str, scale: str = "ci", seed: int = 0) -> Path:
     return cache_dir() / f"{name}-{scale}-s{seed}-{key(name, scale, seed)}"
 
 
-def get(name: str, scale: str = "ci", seed: int = 0) -> ZooModel:
-    """The trained model `name` at `scale` from `seed`: loaded from the cache, or trained once and cached."""
+def ensure(name: str, scale: str = "ci", seed: int = 0) -> tuple[Path, bool]:
+    """The folder of the trained model `name` at `scale` from `seed`, trained and cached first if it is not
+    there yet; and whether it was trained now."""
     entry, final = _entry(name), path(name, scale, seed)
     final.parent.mkdir(parents=True, exist_ok=True)
     trained_now = False
@@ -108,5 +110,14 @@ def get(name: str, scale: str = "ci", seed: int = 0) -> ZooModel:
             (tmp / "info.json").write_text(json.dumps(info))
             tmp.rename(final)
             trained_now = True
-    model, tokenizer = tinylm.load(final)
+    return final, trained_now
+
+
+def get(name: str, scale: str = "ci", seed: int = 0) -> ZooModel:
+    """The trained model `name` at `scale` from `seed`: loaded from the cache, or trained once and cached. It is
+    read back with :func:`icml25.core.models.load`, the loader of every checkpoint, on the CPU it was trained on."""
+    from . import models
+
+    final, trained_now = ensure(name, scale, seed)
+    model, tokenizer = models.load(final, device="cpu", dtype=torch.float32)
     return ZooModel(model, tokenizer, json.loads((final / "info.json").read_text()), final, trained_now)
