@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--jobs", type=int, default=2, help="notebooks run at once (default 2)")
     b.add_argument("--keep-going", action="store_true", help="run every notebook even after one fails")
     b.add_argument("--no-render", action="store_true", help="execute the notebooks but do not render the HTML")
+    b.add_argument("--dry-run", action="store_true",
+                   help="with --scale full: check every chapter's full config and print the plan (checkpoints, "
+                        "GPUs, memory, hours) without downloading or training anything")
     b.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="run the notebooks in a local process pool (default) or as Ray tasks")
     b.add_argument("--address", metavar="ADDR", help="with --executor ray: the cluster to join (default: start a "
@@ -42,6 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--chromium", default="chromium")
     args = parser.parse_args(argv)
 
+    if args.command == "build" and args.dry_run:
+        if args.scale != "full":
+            parser.error("--dry-run plans the full scale: pass --scale full")
+        from ..core.fullplan import dry_run
+
+        return dry_run(args.only)
     if args.command == "build":
         from .build import build
 
