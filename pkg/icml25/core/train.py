@@ -67,7 +67,7 @@ def train(model: torch.nn.Module, batches: Iterator[dict], steps: int, lr: float
     `params` restricts the optimiser to some parameters (adapters, a reward head); by default all of them.
     """
     params = [p for p in (params if params is not None else model.parameters()) if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95), foreach=True)
     warmup = max(1, steps // 20) if warmup is None else warmup
     result = TrainResult()
     model.train()
@@ -80,7 +80,7 @@ def train(model: torch.nn.Module, batches: Iterator[dict], steps: int, lr: float
         opt.zero_grad(set_to_none=True)
         loss.backward()
         if clip:
-            torch.nn.utils.clip_grad_norm_(params, clip)
+            torch.nn.utils.clip_grad_norm_(params, clip, foreach=True)
         opt.step()
         result.losses.append(float(loss.detach()))
         if eval_fn is not None and eval_every and ((step + 1) % eval_every == 0 or step + 1 == steps):
