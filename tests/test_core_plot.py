@@ -1,3 +1,5 @@
+import importlib
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -5,7 +7,8 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from scipy import stats
 
-from icml25.core import plot
+from icml25 import catalog
+from icml25.core import claims, plot
 from icml25.core.claims import Claim, Effect, Verdict, at_least, check
 
 
@@ -68,3 +71,20 @@ def test_effect_plot_jitters_the_same_way_every_time_and_leaves_the_global_gener
     assert np.random.uniform(size=3) == pytest.approx(expected)
     assert first.collections[0].get_offsets().tolist() == second.collections[0].get_offsets().tolist()
     plt.close("all")
+
+
+@pytest.mark.parametrize("slug", [c.slug for c in catalog.ALL])
+def test_effect_plot_draws_every_claim_of_every_chapter_on_its_examples(slug):
+    """What show_verdicts draws in a notebook, on each claim's two examples: one row per effect, named with the
+    effect's verdict, under a title with the claim's verdict."""
+    importlib.import_module(f"icml25.{slug}")
+    mine = [c for (chapter, _), c in sorted(claims.REGISTRY.items()) if chapter == slug]
+    assert mine
+    for claim in mine:
+        for example in claim.examples:
+            v = check(claim, example, seeds=[0, 1, 2], scale="smoke", null=example if claim.needs_null else None)
+            ax = plot.effect_plot(v)
+            labels = [t.get_text() for t in ax.get_yticklabels()]
+            assert labels == [f"{e['name']}\n({e['verdict']})" for e in v.record["effects"]]
+            assert ax.get_title() == f"{claim.id}: {v.label}"
+            plt.close(ax.figure)

@@ -1,8 +1,14 @@
-"""Every notebook under notebooks/ runs top to bottom at scale="smoke": a failing cell is a failing test,
-and a chapter added later is tested without touching this file."""
+"""Every notebook under notebooks/ runs top to bottom at scale="smoke" (papermill injects the parameters), and a
+second run of that executed notebook under nbval, in strict mode, prints the same outputs cell by cell: same code,
+same seed, same numbers and claim boxes. A chapter added later is tested without touching this file.
+
+The two tests of a notebook share one papermill run per worker (`make test` keeps them on one worker with
+`--dist loadgroup`); what legitimately differs between two runs is listed, with reasons, in nbval_sanitize.cfg."""
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import jupytext
@@ -13,24 +19,77 @@ import pytest
 from icml25.book.build import discover
 
 TASKS = discover()
+PARAMS = [pytest.param(t, id=t.key, marks=pytest.mark.xdist_group(t.key)) for t in TASKS]
+HERE = Path(__file__).parent
+SANITIZE = HERE / "nbval_sanitize.cfg"
+_executed: dict[str, Path | Exception] = {}  # task key -> the executed notebook (or why it failed), per worker
+# Cells whose outputs are wall-clock measurements, or computed from them: nbval runs them (they must not raise)
+# but does not compare their outputs. Each cell is found by a piece of its source, which must still be there.
+TIMED_CELLS = {
+    "aoe/02_pretraining": ["aoe.throughput(cfg, seed)"],  # tokens/s of each model and the throughput claim
+    "kernels/01_benchmarks": ["bench.run(cfg, seed)", "kernels.FASTER_THAN_REFERENCE"],  # the speed-ups, their claim
+}
 
 
-@pytest.mark.parametrize("task", TASKS, ids=[t.key for t in TASKS])
-def test_notebook_runs_at_smoke_scale(task, tmp_path, monkeypatch):
-    monkeypatch.setenv("ICML25_NOTEBOOK", task.name)
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    nb = jupytext.read(task.source)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    src = tmp_path / f"{task.name}.ipynb"
-    nbformat.write(nb, src)
-    papermill.execute_notebook(str(src), str(tmp_path / "out.ipynb"), parameters={"scale": "smoke"},
-                               kernel_name="python3", cwd=str(task.source.parent), progress_bar=False,
-                               execution_timeout=300)
+def _smoke_env(task, results: Path) -> dict[str, str]:
+    """What the builder sets for a notebook: its name for the claim records, one thread, no progress bars."""
+    return {"ICML25_NOTEBOOK": task.name, "ICML25_RESULTS": str(results), "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1", "TQDM_DISABLE": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+
+
+def _execute(task, tmp_path_factory, monkeypatch) -> Path:
+    """The notebook executed once at smoke scale by papermill, with its injected parameters cell."""
+    if task.key not in _executed:
+        work = tmp_path_factory.mktemp(task.name)
+        for key, value in _smoke_env(task, work / "_results").items():
+            monkeypatch.setenv(key, value)
+        nb = jupytext.read(task.source)
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        src, out = work / "source.ipynb", work / f"{task.name}.ipynb"
+        nbformat.write(nb, src)
+        try:
+            papermill.execute_notebook(str(src), str(out), parameters={"scale": "smoke"}, kernel_name="python3",
+                                       cwd=str(task.source.parent), progress_bar=False, execution_timeout=300)
+            _executed[task.key] = out
+        except Exception as exc:
+            _executed[task.key] = exc
+    result = _executed[task.key]
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+@pytest.mark.parametrize("task", PARAMS)
+def test_notebook_runs_at_smoke_scale(task, tmp_path_factory, monkeypatch):
+    out = _execute(task, tmp_path_factory, monkeypatch)
     # a chapter notebook that checks claims records them (the workbench and every chapter do)
-    results = list(Path(os.environ["ICML25_RESULTS"]).glob("*.json"))
-    for path in results:
+    for path in (out.parent / "_results").glob("*.json"):
         data = json.loads(path.read_text())
         assert all(r["scale"] == "smoke" for r in data["records"])
+
+
+@pytest.mark.parametrize("task", PARAMS)
+def test_a_second_run_prints_the_same_outputs(task, tmp_path_factory, monkeypatch, tmp_path):
+    """nbval re-runs the executed notebook (smoke parameters included) in a fresh kernel and compares every
+    code cell's outputs with the first run's, after nbval_sanitize.cfg; a failure names the cell that differs."""
+    try:
+        out = _execute(task, tmp_path_factory, monkeypatch)
+    except Exception as exc:
+        pytest.fail(f"the first run failed, so there is nothing to compare: {type(exc).__name__}")
+    nb = nbformat.read(out, as_version=4)
+    for piece in TIMED_CELLS.get(task.key, []):
+        timed = [c for c in nb.cells if c.cell_type == "code" and piece in c.source]
+        assert timed, f"{task.key}: no cell contains {piece!r} (TIMED_CELLS is out of date)"
+        for cell in timed:
+            cell.metadata["tags"] = [*cell.metadata.get("tags", []), "nbval-ignore-output"]
+    nbformat.write(nb, tmp_path / out.name)
+    env = os.environ | _smoke_env(task, tmp_path / "_results") | {"PYTHONPATH": str(HERE)}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "nbval_store_history", "-q",
+                           "--nbval", "--nbval-current-env", f"--nbval-sanitize-with={SANITIZE}",
+                           "--nbval-cell-timeout=300", out.name],
+                          cwd=tmp_path, env=env, capture_output=True, text=True)
+    report = proc.stdout[-8000:]
+    assert proc.returncode == 0, f"{task.key}: a second run differs from the first (nbval):\n{report}"
 
 
 def test_every_notebook_has_a_parameters_cell_with_scale_and_seed():
