@@ -1,4 +1,5 @@
-"""The tiny-LM core: tokenizers, save/load, KV-cached generation, log-probabilities, training, zoo (FLOPs: test_models_flops)."""
+"""The tiny-LM core: tokenizers, save/load, KV-cached generation, log-probabilities, training, zoo (FLOPs are
+tested in test_models_flops)."""
 
 import torch
 import pytest

@@ -55,7 +55,8 @@ def test_dry_run_needs_the_full_scale():
 
 def test_memory_grows_with_training_and_spills_onto_more_gpus():
     ck = lambda trained: fullplan.Checkpoint("m", "owner/model", 8.0, "", trained)  # noqa: E731
-    plan = lambda mode, trained: fullplan.ChapterPlan("x", mode, (ck(trained),), fullplan.Workload(trained=1e6))  # noqa: E731
+    plan = lambda mode, trained: fullplan.ChapterPlan(  # noqa: E731
+        "x", mode, (ck(trained),), fullplan.Workload(trained=1e6))
     infer, lora, full = plan("inference", False), plan("lora", True), plan("finetune", True)
     assert fullplan.memory_gib(infer) < fullplan.memory_gib(lora) < fullplan.memory_gib(full)
     assert fullplan.memory_gib(full) == pytest.approx(8 * fullplan.memory_gib(infer))  # 16 bytes a weight vs 2

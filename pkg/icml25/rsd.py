@@ -261,11 +261,11 @@ class LearnedPRM:
     @torch.inference_mode()
     def score(self, problems, prefixes, steps):
         rows = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in self.texts(problems, prefixes, steps)]
-        ids, mask = left_pad(rows, self.tokenizer.pad_token_id)
+        ids, mask = (t.to(self.model.device) for t in left_pad(rows, self.tokenizer.pad_token_id))
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1]
         two = torch.log_softmax(logits[:, [self.good, self.bad]].float(), -1)
-        return two[:, 0].exp().numpy()
+        return two[:, 0].exp().cpu().numpy()
 
 
 def prm_training_data(draft: zoo.ZooModel, n_problems: int, seed: int) -> tuple[list[str], list[str]]:
@@ -600,14 +600,15 @@ def speculative_decode(draft: PreTrainedModel, target: PreTrainedModel, tokenize
     out: list[int] = []
     rounds, accepted = 0, 0
     while len(out) < max_new_tokens and (not out or out[-1] != eos):
-        ctx = torch.tensor([ids + out])
+        ctx = torch.tensor([ids + out], device=target.device)
         prop: list[int] = []
         for _ in range(min(gamma, max_new_tokens - len(out))):  # never propose past the token budget
-            nxt = int(draft(input_ids=torch.tensor([ids + out + prop])).logits[0, -1].argmax())
+            nxt = int(draft(input_ids=torch.tensor([ids + out + prop], device=draft.device)).logits[0, -1].argmax())
             prop.append(nxt)
             if nxt == eos:
                 break
-        logits = target(input_ids=torch.cat([ctx, torch.tensor([prop])], 1)).logits[0, ctx.shape[1] - 1:]
+        proposed = torch.tensor([prop], device=ctx.device)
+        logits = target(input_ids=torch.cat([ctx, proposed], 1)).logits[0, ctx.shape[1] - 1:]
         greedy = logits.argmax(-1).tolist()  # the target's choice after each proposed prefix
         a = 0
         while a < len(prop) and prop[a] == greedy[a]:
@@ -636,7 +637,7 @@ def speculative_cost(draft: PreTrainedModel, target: PreTrainedModel, tokenizer:
     rounds = accepted = 0
     for i, (p, y) in enumerate(zip(problems, target_ids)):
         x = tokenizer(p.prompt, add_special_tokens=False)["input_ids"]
-        seq = torch.tensor([x + list(y)])
+        seq = torch.tensor([x + list(y)], device=draft.device)
         guess = draft(input_ids=seq).logits[0, len(x) - 1:-1].argmax(-1).tolist()  # draft's pick for each y_j
         pos = 0
         while pos < len(y):

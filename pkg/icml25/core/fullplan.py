@@ -98,7 +98,8 @@ PLANS: dict[str, ChapterPlan] = {p.slug: p for p in (
         _ck("pool-3B", "Qwen/Qwen2.5-3B-Instruct", 3.09, "RouterBench pool"),
         _ck("pool-7B", "Qwen/Qwen2.5-7B-Instruct", 7.62, "RouterBench pool")),
         Workload(read=4 * M, written=2 * M, how="~8k benchmark queries answered once by every pool model"),
-        "a pool of open models of one family, run once; routing and cascading then replay the answers", per_seed=False),
+        "a pool of open models of one family, run once; routing and cascading then replay the answers",
+        per_seed=False),
     ChapterPlan("kabb", "none", (), Workload(how="simulated experts and tasks (CPU)"),
                 "the method routes among simulated experts; no language model is needed", per_seed=False),
     ChapterPlan("memory_layers", "pretrain", (
@@ -127,7 +128,8 @@ PLANS: dict[str, ChapterPlan] = {p.slug: p for p in (
     ChapterPlan("mpo", "finetune", (
         _ck("policy", "Qwen/Qwen2.5-1.5B-Instruct", 1.54, "Qwen2.5-7B (HH-RLHF), LLaMA-3.2-3B (IMDb)", trained=True),
         _ck("reference", "Qwen/Qwen2.5-1.5B-Instruct", 1.54, "Qwen2.5-7B")),
-        Workload(read=20 * M, written=10 * M, trained=40 * M, how="DPO per objective, then mixing, on 40k HH-RLHF pairs"),
+        Workload(read=20 * M, written=10 * M, trained=40 * M,
+                 how="DPO per objective, then mixing, on 40k HH-RLHF pairs"),
         "a smaller open model of the paper's family"),
     ChapterPlan("rlthf", "finetune", (
         _ck("reward model", "Qwen/Qwen2.5-1.5B-Instruct", 1.54, "a Bradley-Terry reward model on GPT-4o labels",
