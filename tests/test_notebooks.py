@@ -7,6 +7,7 @@ The two tests of a notebook share one papermill run per worker (`make test` keep
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -84,12 +85,31 @@ def test_a_second_run_prints_the_same_outputs(task, tmp_path_factory, monkeypatc
             cell.metadata["tags"] = [*cell.metadata.get("tags", []), "nbval-ignore-output"]
     nbformat.write(nb, tmp_path / out.name)
     env = os.environ | _smoke_env(task, tmp_path / "_results") | {"PYTHONPATH": str(HERE)}
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "nbval_store_history", "-q",
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "nbval_plugin", "-q",
                            "--nbval", "--nbval-current-env", f"--nbval-sanitize-with={SANITIZE}",
                            "--nbval-cell-timeout=300", out.name],
                           cwd=tmp_path, env=env, capture_output=True, text=True)
     report = proc.stdout[-8000:]
     assert proc.returncode == 0, f"{task.key}: a second run differs from the first (nbval):\n{report}"
+
+
+def test_the_sanitize_file_hides_what_varies_and_no_seeded_number():
+    from nbval.plugin import get_sanitize_patterns
+
+    patterns = get_sanitize_patterns(SANITIZE.read_text())
+
+    def sanitize(text):
+        for regex, replace in patterns:
+            text = re.sub(regex, replace, text)
+        return text
+
+    assert sanitize("<Legend at 0x7f3a2c1d9e50>") == sanitize("<Legend at 0x7f11aa0b3c10>")
+    assert sanitize("12 cells in 3.4 s") == sanitize("12 cells in 10.0 s")
+    assert sanitize("ipykernel_8818/35891.py:7: RuntimeWarning") == sanitize("ipykernel_72/35891.py:7: RuntimeWarning")
+    assert sanitize('<table id="T_050c8">') == sanitize('<table id="T_e4236">')
+    for seeded in ("| gain | 1.126 | [0.8452, 1.408] | 3 | paired t, 95% | inconclusive |", "3 seeds, 40 steps",
+                   "α = 0.5, loss 2.31 nats", "throughput 97% of the MoE's"):
+        assert sanitize(seeded) == seeded
 
 
 def test_every_notebook_has_a_parameters_cell_with_scale_and_seed():
