@@ -199,3 +199,11 @@ def test_make_config_refuses_ranges_that_do_not_fit_the_presets():
     assert same(config("ci", fmt=[5, 0]).fmt, (5, 0))
     with pytest.raises(ValueError, match=r"fmt must be a 2-tuple: item 0 an integer >= 1; item 1 an integer >= 0"):
         config("ci", fmt=(0, 1))
+
+
+def test_a_preset_of_none_is_unset_and_the_knob_typed_by_the_other_scales():
+    config = make_config({"smoke": {"shape": None}, "ci": {"shape": (2, 3)}, "full": {"shape": (4, 5)}},
+                         shape=COUNT)
+    assert config("smoke").shape is None and same(config("smoke", shape=[1, 2]).shape, (1, 2))
+    with pytest.raises(ValueError, match=r"shape must be a 2-tuple, each item an integer >= 1"):
+        config("smoke", shape=(1, 2, 3))

@@ -163,7 +163,8 @@ def _scalar(kind: type, x: Any) -> Any:
 
 def _infer(name: str, values: list) -> Knob:
     """The knob whose preset values (at every scale, or every item of them) are `values`."""
-    kinds = {_kind(v) for v in values if v is not None}
+    values = [v for v in values if v is not None]
+    kinds = {_kind(v) for v in values}
     if not kinds:
         return Knob(name, object)
     if kinds == {int, float}:
