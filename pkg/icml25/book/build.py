@@ -476,7 +476,7 @@ def _run_ray(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: b
     start from them wait for; pages, records and the manifest are written here, on the driver."""
     import ray
 
-    started = not ray.is_initialized()
+    started, refs = not ray.is_initialized(), {}
     if started:
         ray.init(address=address, num_cpus=None if address else max(1, jobs), include_dashboard=False,
                  log_to_driver=False, configure_logging=False)
@@ -510,7 +510,7 @@ def _run_ray(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: b
                     ray.cancel(ref, force=True)
                 break
     except BaseException:
-        for ref in locals().get("refs", {}):
+        for ref in refs:
             with contextlib.suppress(Exception):
                 ray.cancel(ref, force=True)
         raise
