@@ -4,16 +4,19 @@
 #include <ATen/ATen.h>
 #include <vector>
 
-// Block-scaled fake quantisation of a contiguous float32 [rows, L] tensor onto an ExMy grid with M = man_bits
-// mantissa bits, smallest normal exponent emin and largest finite value fpmax; block <= 0 means no scaling.
-at::Tensor fp_quantize(const at::Tensor& x, int64_t block, int64_t man_bits, int64_t emin, double fpmax,
-                       bool saturate);
+// Block-scaled fake quantisation of a contiguous float32 or float64 [rows, L] tensor onto an ExMy grid with
+// M = man_bits mantissa bits, smallest normal exponent emin and largest finite value fpmax, written into `out`
+// (x's shape and dtype; may be x itself); block <= 0 means no scaling.
+void fp_quantize(const at::Tensor& x, at::Tensor out, int64_t block, int64_t man_bits, int64_t emin, double fpmax,
+                 bool saturate);
 
 // out[b] = sum_k weights[b, k] * values[indices[b, k]]
 at::Tensor embedding_bag_forward(const at::Tensor& values, const at::Tensor& indices, const at::Tensor& weights);
-// {grad_values, grad_weights}: a counting sort of the (bag, slot) pairs by row, then one owner per row.
+// {grad_values, grad_weights, rows}: a radix sort of the (bag, slot) pairs by row, then one owner per row.
+// grad_values is dense [N, D], or with `sparse` only the touched rows [U, D], whose row numbers are `rows` [U]
+// (ascending, distinct).
 std::vector<at::Tensor> embedding_bag_backward(const at::Tensor& grad_out, const at::Tensor& values,
-                                               const at::Tensor& indices, const at::Tensor& weights);
+                                               const at::Tensor& indices, const at::Tensor& weights, bool sparse);
 
 // Top-k mixture of SwiGLU experts, grouped by expert: see icml25.ops.expert_ffn for the signature and math.
 // Returns {y, then the tensors the backward needs}.

@@ -1,6 +1,7 @@
 """The build guard: a stale torch lock is cleared before loading, and a failed build falls back to the references,
 saying so once."""
 
+import importlib
 import warnings
 
 import pytest
@@ -59,3 +60,46 @@ def test_icml25_no_kernels_selects_the_references(fresh_build_state, monkeypatch
     monkeypatch.setenv("ICML25_NO_KERNELS", "1")
     with pytest.warns(build.KernelFallbackWarning, match="ICML25_NO_KERNELS"):
         assert ops.backend() == "reference"
+
+
+@pytest.fixture
+def fresh_device_notice():
+    build._off_cpu.cache_clear()
+    yield
+    build._off_cpu.cache_clear()
+
+
+def test_tensors_off_the_cpu_take_the_reference_and_say_so_once(fresh_device_notice):
+    """A tensor whose device is not the CPU (here the meta device, which has shapes but no values; a CUDA tensor
+    takes the same branch) runs the op's PyTorch reference, with one notice per device type."""
+    x = torch.empty(4, 64, device="meta")
+    with pytest.warns(build.KernelDeviceWarning, match="tensors on meta.*references"):
+        y = ops.fp_quantize(x, 4, 3, block_size=32)
+    assert y.device.type == "meta" and y.shape == x.shape
+    values = torch.empty(10, 8, device="meta", requires_grad=True)
+    indices = torch.zeros(3, 2, dtype=torch.long, device="meta")
+    weights = torch.empty(3, 2, device="meta", requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said once already
+        bag = ops.embedding_bag(values, indices, weights)
+    assert bag.device.type == "meta" and bag.shape == (3, 8)
+    assert build.kernels_for(torch.zeros(2)) is build.compiled()  # the CPU keeps the compiled path
+
+
+def test_the_dispatchers_hand_off_cpu_tensors_to_the_references(fresh_device_notice, monkeypatch):
+    """Which function runs: the reference, never the compiled module, for a tensor off the CPU."""
+    calls = []
+    for module, name in ((fp_quant, "fp_quantize_reference"), (ops.embedding_bag.__module__, "embedding_bag_reference"),
+                         (ops.expert_ffn.__module__, "expert_ffn_reference")):
+        module = importlib.import_module(module) if isinstance(module, str) else module
+        # the expert loop's nonzero() cannot run on meta tensors, so the stand-in only records the call
+        monkeypatch.setattr(module, name, lambda *a, _n=name, **k: calls.append(_n) or torch.empty(0))
+    monkeypatch.setattr(build, "compiled", lambda: pytest.fail("the compiled module was asked for"))
+    with pytest.warns(build.KernelDeviceWarning):
+        ops.fp_quantize(torch.empty(3, device="meta"), 4, 3)
+    ops.embedding_bag(torch.empty(4, 2, device="meta"), torch.zeros(1, 1, dtype=torch.long, device="meta"),
+                      torch.empty(1, 1, device="meta"))
+    ops.expert_ffn(torch.empty(2, 3, device="meta"),
+                   ops.Routing(torch.zeros(2, 1, dtype=torch.long, device="meta"), torch.empty(2, 1, device="meta")),
+                   ops.Experts(*(torch.empty(1, a, b, device="meta") for a, b in ((3, 4), (3, 4), (4, 3)))))
+    assert calls == ["fp_quantize_reference", "embedding_bag_reference", "expert_ffn_reference"]

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icml25.ops import backend
-from icml25.ops.bench import dense_expert_ffn
+from icml25.ops.bench import expert_loop
 from icml25.ops.expert_ffn import Experts, Routing, expert_ffn, expert_ffn_reference
 
 
@@ -72,11 +72,13 @@ def test_an_idle_expert_gets_zero_gradient_and_duplicates_add_up():
     assert not experts.up.grad[1:].any() and experts.up.grad[0].any()
 
 
-def test_the_dense_masked_einsum_of_the_benchmark_equals_the_loop():
+def test_the_stock_per_expert_loop_of_the_benchmark_equals_the_reference_with_gradients():
     for d_low in (None, 3):
         x, routing, experts, gate = moe_inputs(20, 6, 5, 4, 2, seed=2, d_low=d_low)
-        torch.testing.assert_close(dense_expert_ffn(x, routing, experts, gate),
-                                   expert_ffn_reference(x, routing, experts, gate))
+        dy = torch.randn(20, 6, generator=torch.Generator().manual_seed(2))
+        for expected, actual in zip(outputs_and_grads(expert_ffn_reference, x, routing, experts, gate, dy),
+                                    outputs_and_grads(expert_loop, x, routing, experts, gate, dy)):
+            torch.testing.assert_close(actual, expected)
 
 
 def test_bad_shapes_are_named():

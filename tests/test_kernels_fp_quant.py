@@ -19,8 +19,9 @@ def assert_same_bits(actual: torch.Tensor, expected: torch.Tensor) -> None:
     assert actual.shape == expected.shape and actual.dtype == expected.dtype
     nan = expected.isnan()
     assert torch.equal(actual.isnan(), nan), "NaN positions differ"
-    a, e = actual[~nan].float(), expected[~nan].float()
-    bad = a.view(torch.int32) != e.view(torch.int32)
+    bits = torch.int64 if expected.dtype == torch.float64 else torch.int32
+    a, e = (t[~nan].to(torch.float64 if bits == torch.int64 else torch.float32) for t in (actual, expected))
+    bad = a.view(bits) != e.view(bits)
     assert not bad.any(), f"{int(bad.sum())} values differ, e.g. x->{a[bad][:5].tolist()} vs {e[bad][:5].tolist()}"
 
 
@@ -158,24 +159,104 @@ formats = st.tuples(st.integers(1, 8), st.integers(0, 10), st.sampled_from(["iee
     lambda f: not (f[2] == "ieee" and f[0] == 1) and not (f[2] == "fn" and f[0] == 1 and f[1] == 0))
 
 
-@settings(max_examples=150, deadline=None)
-@given(shape=st.lists(st.integers(0, 9), min_size=1, max_size=3), fmt=formats, data=st.data(),
-       block=st.one_of(st.none(), st.integers(1, 12)), log_scale=st.floats(-40, 40), n_special=st.integers(0, 4))
-def test_compiled_kernel_equals_reference(shape, fmt, data, block, log_scale, n_special):
+@settings(max_examples=200, deadline=None)
+@given(shape=st.lists(st.integers(0, 9), min_size=0, max_size=3), fmt=formats, data=st.data(),
+       block=st.one_of(st.none(), st.integers(1, 12)), log_scale=st.floats(-150, 40), n_special=st.integers(0, 4),
+       dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_compiled_kernel_equals_reference(shape, fmt, data, block, log_scale, n_special, dtype):
+    """Random shapes (0-dim included), both working types, and scales down to float32's subnormals (blocks whose
+    FPmax / absmax overflows)."""
     gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31)))
-    x = torch.randn(shape, generator=gen) * 2.0**log_scale
+    x = (torch.randn(shape, generator=gen, dtype=torch.float64) * 2.0**log_scale).to(dtype)
     flat = x.view(-1)
     for _ in range(n_special if flat.numel() else 0):
         flat[data.draw(st.integers(0, flat.numel() - 1))] = data.draw(specials)
-    axis = data.draw(st.one_of(st.none(), st.integers(-len(shape), len(shape) - 1)))
+    axis = data.draw(st.one_of(st.none(), st.integers(-max(len(shape), 1), max(len(shape), 1) - 1)))
     assert_same_bits(fp_quantize(x, *fmt[:2], block, axis, fmt[2]),
                      fp_quantize_reference(x, FPFormat(*fmt), block, axis))
 
 
+def test_a_0_dim_tensor_is_one_element():
+    for block in (None, 1, 8):
+        for axis in (-1, 0, None):
+            y = fp_quantize(torch.tensor(1.0625), 4, 3, block, axis)
+            assert y.shape == () and float(y) == pytest.approx(1.0 if block is None else 1.0625, rel=1e-6)  # s = FPmax / x
+    with pytest.raises(ValueError, match="axis 1 is out of range"):
+        fp_quantize(torch.tensor(1.0), 4, 3, axis=1)
+
+
+def test_float64_is_rounded_once_onto_the_grid():
+    # 1.0625 is the E4M3 midpoint of 1 and 1.125; a hair above it rounds up, which a first rounding to float32
+    # (onto the tie, then to even) would lose
+    hair = 2.0**-30
+    x = torch.tensor([1.0625 + hair, 1.0625 - hair, 1.0625, -1.0625 - hair], dtype=torch.float64)
+    y = fp_quantize(x, 4, 3)
+    assert y.dtype == torch.float64 and y.tolist() == [1.125, 1.0, 1.0, -1.125]
+    blocks = fp_quantize(x * 3, 4, 3, block_size=2)  # scaled blocks are rounded in float64 too
+    assert_same_bits(blocks, fp_quantize_reference(x * 3, FPFormat(4, 3), 2))
+
+
+def test_float64_agrees_with_float32_on_float32_values_without_scaling():
+    # (with blocks the two differ in the last bits of the scale FPmax / absmax, as they should)
+    x = torch.randn(64, 48, generator=torch.Generator().manual_seed(3))
+    assert_same_bits(fp_quantize(x.double(), 3, 2, convention="paper"), fp_quantize(x, 3, 2, convention="paper").double())
+
+
+@pytest.mark.parametrize("fmt", [(4, 3, "fn"), (2, 1, "paper"), (5, 2, "ieee"), (8, 7, "paper")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_block_scaling_commutes_with_powers_of_two_down_to_tiny_blocks(fmt, dtype):
+    """Q(x 2^-j) = Q(x) 2^-j for block scaling, while every value stays a normal float32: also for blocks whose
+    FPmax / absmax overflows (absmax below 1e-36, or below 1 for E8), which must not flush to zero."""
+    gen = torch.Generator().manual_seed(4)
+    base = (torch.rand(16, 32, generator=gen) * 0.875 + 0.125) * torch.randn(16, 32, generator=gen).sign()
+    base = base.to(dtype)
+    reference = fp_quantize(base, *fmt[:2], 8, convention=fmt[2])
+    assert reference.ne(0).all()
+    for j in (1, 40, 100, 118, 120, 122):
+        assert_same_bits(fp_quantize(base * 2.0**-j, *fmt[:2], 8, convention=fmt[2]), reference * 2.0**-j)
+
+
+def test_a_block_of_the_smallest_subnormals_keeps_its_values():
+    x = torch.tensor([[1e-45, -1e-45, 0.0, 1e-45]])  # 2^-149: absmax 2^149 below what FPmax / absmax can hold
+    assert_same_bits(fp_quantize(x, 4, 3, block_size=4), x)
+    assert_same_bits(fp_quantize_reference(x, FPFormat(4, 3), 4), x)
+
+
+def test_out_receives_the_result_in_place_and_alike():
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(32, 64, generator=gen)
+    for block, axis in ((None, -1), (16, -1), (16, None), (16, 0)):
+        expected = fp_quantize(x, 4, 3, block, axis)
+        out = torch.full_like(x, math.nan)
+        assert fp_quantize(x, 4, 3, block, axis, out=out) is out
+        assert_same_bits(out, expected)
+        ref_out = torch.full_like(x, math.nan)
+        assert fp_quantize_reference(x, FPFormat(4, 3), block, axis, out=ref_out) is ref_out
+        assert_same_bits(ref_out, expected)
+        inplace = x.clone()
+        fp_quantize(inplace, 4, 3, block, axis, out=inplace)
+        assert_same_bits(inplace, expected)
+    strided = x.t()
+    out = torch.empty(strided.shape)
+    assert_same_bits(fp_quantize(strided, 4, 3, 16, out=out), fp_quantize(strided.contiguous(), 4, 3, 16))
+    with pytest.raises(ValueError, match="out must match x"):
+        fp_quantize(x, 4, 3, out=torch.empty(32, 63))
+    with pytest.raises(ValueError, match="out must match x"):
+        fp_quantize(x, 4, 3, out=torch.empty(32, 64, dtype=torch.float64))
+
+
+def test_long_blocks_take_the_two_pass_path_and_agree_with_the_reference():
+    x = torch.randn(3, 3 * 4096 + 5, generator=torch.Generator().manual_seed(6))
+    x[1] *= 1e-38  # a tiny long block too
+    for block in (4097, 10_000, None):
+        assert_same_bits(fp_quantize(x, 4, 3, block), fp_quantize_reference(x, FPFormat(4, 3), block))
+    assert_same_bits(fp_quantize(x, 4, 3, 10**6, axis=None), fp_quantize_reference(x, FPFormat(4, 3), 10**6, None))
+
+
 def test_other_dtypes_are_quantised_in_float32_and_keep_their_dtype():
-    x = torch.linspace(-3, 3, 50, dtype=torch.float64)
+    x = torch.linspace(-3, 3, 50, dtype=torch.bfloat16)
     y = fp_quantize(x, 4, 3, block_size=8)
-    assert y.dtype == torch.float64 and y.equal(fp_quantize(x.float(), 4, 3, block_size=8).double())
+    assert y.dtype == torch.bfloat16 and y.equal(fp_quantize(x.float(), 4, 3, block_size=8).bfloat16())
 
 
 def test_straight_through_gradient_passes_dy_unchanged():

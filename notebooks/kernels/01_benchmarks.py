@@ -23,16 +23,20 @@
 # | `embedding_bag` | memory layers | $y_b = \sum_k w_{bk} V_{i_{bk}}$ and its gradients | backward sorts the lookups by row, so every row's gradient has one owner: no atomics |
 # | `expert_ffn` | Autonomy-of-Experts | $y_t = \sum_j p_{tj} E_{e_{tj}}(x_t)$ for SwiGLU experts | counting sort by expert, one GEMM per expert group, gather back per token |
 #
-# Each contender below allocates its own output. "Reference" is the package's pure-PyTorch version; "stock" is the
-# best plain PyTorch path for the same job (named in the table). The numbers are measured on the machine that
-# built this book, on its CPU threads, at the scale of this run (`icml25 bench` runs the full-size shapes:
-# a 4096×4096 tensor, memories of $2^{16}$ and $2^{20}$ rows, 4096 tokens). Timings on a shared 2-core machine
-# move by tens of percent from run to run.
+# Like with like: the quantiser and its contenders write into a preallocated output, as the copy ceiling
+# `y.copy_(x)` does, on a tensor several times the machine's last-level cache (so the ceiling is the memory
+# bandwidth, measured at that size in the same rounds); under autograd (the embedding bag and the expert layer,
+# forward and backward) every contender allocates alike. "Reference" is the package's pure-PyTorch version; "stock"
+# is the best plain PyTorch path for the same job (named in the table): for the embedding bag both of stock's
+# gradient layouts, dense and `sparse=True`, and for the expert layer the per-expert loop users write. Contenders
+# are timed in interleaved rounds and the table shows the fastest round. The numbers are measured on the machine
+# that built this book, on its CPU threads, at the scale of this run (`icml25 bench` runs the full-size shapes);
+# timings on a shared machine move by tens of percent from run to run, which the claims below check for.
 
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0
-repeats = None  # timed runs per contender (median); None: the scale's value
+repeats = None  # interleaved timing rounds (the table shows the fastest); None: the scale's value
 
 # %%
 import matplotlib.pyplot as plt
@@ -52,9 +56,9 @@ cfg
 # ## The table
 #
 # Throughput is work per second: GB/s (bytes read and written) for the quantiser, million bag entries per second
-# (forward and backward) for the embedding bag, thousand tokens per second (forward and backward) for the expert
-# layer. "x ref" and "x stock" are the compiled kernel's speedups; "of BW" is the quantiser's fraction of the
-# memory bandwidth, measured as `y.copy_(x)` of the same tensor.
+# for the embedding bag (forward alone; forward and backward with each gradient layout), thousand tokens per second
+# (forward and backward) for the expert layer. "x ref" and "x stock" are the compiled kernel's speedups; "of BW"
+# is the quantiser's fraction of the copy ceiling, `y.copy_(x)` of the same tensor in the same rounds.
 
 # %%
 rows, ceiling = bench.run(cfg, seed)
@@ -92,31 +96,59 @@ ax.legend();
 # %% [markdown]
 # ## What we see
 #
-# - **fp_quantize.** The kernel rounds with a few integer operations on the float32 bits (unscaled: one pass over
-#   memory; with blocks, a pass for each block's absmax and a second that rounds it); the
-#   reference (`frexp`, `ldexp`, `round`, several `where`s) makes a dozen passes, and the stock path converts twice
-#   and, with blocks, adds the amax and scaling passes. At `ci` scale the 4 MB tensor sits in cache, so the
-#   "copy ceiling" is a cache bandwidth that the rounding arithmetic cannot reach; the 64 MB tensor of
-#   `icml25 bench` is the memory-bound case the bandwidth fraction is meant for.
-# - **embedding_bag.** The counting sort gives every row of the value gradient one owner, so the backward needs
-#   neither atomics nor a sort of the indices. The lead shrinks as the memory grows, because every contender must
-#   write a dense $N \times D$ gradient and that write comes to dominate.
-# - **expert_ffn.** Against the dense masked einsum the grouped kernel does $k/n$ of the FLOPs. Against the
-#   per-expert loop it runs the same GEMMs, so its gain there is only the bookkeeping (the gathers, the scatter,
-#   and autograd's graph), which matters more the smaller the experts are.
-
-# %% [markdown]
-# ## The claim check
+# - **fp_quantize.** The kernel rounds with a few integer operations on the float32 bits, and a block of up to 4096
+#   values is scaled and rounded while it sits in the L1 cache, so blocked or not it reads the tensor once and
+#   writes it once. The reference (`frexp`, `ldexp`, `round`, several `where`s) makes a dozen passes; the stock
+#   path converts twice and, with blocks, adds the absmax and scaling passes.
+# - **embedding_bag.** The forward prefetches the rows of the lookups a few slots ahead, so the random reads of the
+#   table overlap. The backward radix-sorts the lookups by row, so every touched row of the value gradient has one
+#   owner: no atomics. A dense gradient must write all $N \times D$ values (and on a fresh allocation, fault in
+#   every page), which comes to dominate as the memory grows; the sparse layout writes only the touched rows.
+# - **expert_ffn.** Against the per-expert loop the grouped kernel runs the same GEMMs, so its gain is the
+#   bookkeeping (one sort instead of a search per expert, the gathers, the scatter, and autograd's graph), which
+#   matters more the smaller the experts are.
 #
-# The appendix's one claim, declared in `icml25.kernels` before the benchmark runs: every compiled kernel beats
-# its reference on every case measured here, by a declared margin. Each timing round runs every contender of a
-# case once, so a round gives one paired speedup per case; the claim is decided on the worst case's log speedup
-# per round, with a t interval over the rounds. A machine too noisy to time (the copy ceiling's rounds spread
-# too far) makes the verdict inconclusive rather than a coin toss.
+# The measured values, from this run:
 
 # %%
-measured = {"worst_case_log_speedup": kernels.worst_case_log_speedup(rows), "rounds": cfg.repeats,
-            "copy_spread": max(r["copy_spread"] for r in rows if "copy_spread" in r)}
-verdict = check(kernels.FASTER_THAN_REFERENCE, seeds=[seed], scale=scale, measured=measured,
-                our_value=", ".join(f"{r['kernel']} {r['label']}: {r['x_reference']:.1f}x" for r in rows))
-plot.show_verdicts(verdict)
+from IPython.display import Markdown, display
+
+fp_rows = [r for r in rows if r["kernel"] == "fp_quantize"]
+best_stock = {r["label"].split(", ")[-1]: r["x_best_stock"] for r in rows if "x_best_stock" in r}
+display(Markdown("\n".join(
+    [f"- fp_quantize, {r['label']}: {r['of_ceiling']:.0%} of the copy ceiling ({ceiling:.1f} GB/s), "
+     f"{r['x_stock']:.2f}x stock" for r in fp_rows]
+    + [f"- embedding_bag {r['label']}: {r['x_stock']:.2f}x stock" for r in rows if r["kernel"] == "embedding_bag"]
+    + [f"- embedding_bag fwd+bwd, {n}: {x:.2f}x the faster stock gradient layout" for n, x in best_stock.items()]
+    + [f"- expert_ffn {r['label']}: {r['x_stock']:.2f}x the per-expert loop" for r in rows
+       if r["kernel"] == "expert_ffn"])))
+
+# %% [markdown]
+# ## The claim checks
+#
+# The appendix's claims, declared in `icml25.kernels` before the benchmark runs: every compiled kernel beats its
+# reference on every case measured here by a declared margin, and the kernels' targets (the quantiser's fraction of
+# the copy ceiling, the embedding bag against stock's faster gradient layout, the expert layer against the
+# per-expert loop). Each timing round runs every contender of a case once, so a round gives one paired speedup per
+# case; a claim over several cases is decided on the worst case's log speedup per round, with a t interval over the
+# rounds. A machine too noisy to time (the copy ceiling's rounds spread too far) makes a verdict inconclusive rather
+# than a coin toss, and so does a quantiser tensor that fits in the cache (at `smoke`).
+
+# %%
+measured = kernels.measurements(rows, cfg.repeats)
+speedups = ", ".join(f"{r['kernel']} {r['label']}: {r['x_reference']:.1f}x" for r in rows)
+our_values = [
+    (kernels.FASTER_THAN_REFERENCE, f"over the reference: {speedups}"),
+    (kernels.NEAR_THE_COPY_CEILING, ", ".join(f"{r['label']}: {r['of_ceiling']:.0%} of {ceiling:.1f} GB/s"
+                                              for r in fp_rows)),
+    (kernels.EMBEDDING_BAG_BEATS_STOCK, ", ".join(
+        [f"{r['label']}: {r['x_stock']:.2f}x stock" for r in rows if r["label"].startswith("fwd,")]
+        + [f"fwd+bwd {n}: {x:.2f}x the faster stock layout" for n, x in best_stock.items()])),
+    (kernels.EXPERT_FFN_BEATS_THE_LOOP, ", ".join(f"{r['label']}: {r['x_stock']:.2f}x the loop" for r in rows
+                                                  if r["kernel"] == "expert_ffn")),
+]
+for claim, our_value in our_values:
+    verdict = check(claim, seeds=[seed], scale=scale, measured=measured, our_value=our_value)
+    display(verdict)
+    plot.effect_plot(verdict)
+    plt.show()

@@ -1,17 +1,21 @@
 """`icml25 bench`: each compiled kernel against its reference and the best stock PyTorch path, in one run.
 
-Every contender allocates its own output (like with like). The contenders of one case are timed interleaved,
-round by round (each round runs every contender once, in a rotating order), so a burst of load on a shared
-machine hits all of them alike; throughput is per second of the minimum wall time over `repeats` rounds, and each
-round gives one paired speedup of the compiled kernel over the reference (the unit the appendix claim is decided
-on). For fp_quantize the table also gives the fraction of the machine's memory bandwidth, with `y.copy_(x)` into a
-preallocated tensor of the same size as the ceiling, timed in the same rounds.
+Like with like: where a kernel has an `out=` form (fp_quantize) every contender writes into a preallocated output,
+as the copy ceiling `y.copy_(x)` does; where autograd allocates (the forward and backward of embedding_bag and
+expert_ffn) every contender allocates alike. The quantiser's tensor is a declared multiple of the machine's
+last-level cache, so the ceiling is the memory bandwidth, not a cache's, and the ceiling is timed at that size in
+the same rounds. The contenders of one case are timed interleaved, round by round (each round runs every contender
+once, in a rotating order), so a burst of load on a shared machine hits all of them alike; throughput is per second
+of the minimum wall time over `repeats` rounds, and each round gives one paired speedup of the compiled kernel over
+each other contender (the units the appendix claims are decided on).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -22,16 +26,42 @@ from .embedding_bag import embedding_bag, embedding_bag_reference
 from .expert_ffn import Experts, Routing, expert_ffn, expert_ffn_reference
 from .fp_quant import FPFormat, fp_quantize, fp_quantize_reference
 
+#: assumed when the operating system does not report the last-level cache
+DEFAULT_LLC_BYTES = 32 * 2**20
+
 config = make_config({
-    "smoke": {"fp_shape": (256, 256), "fp_block": 32, "bag_rows": (2**10,), "bag_batch": 64, "bag_k": 8,
-              "bag_dim": 32, "moe_tokens": 128, "moe_dims": (32,), "moe_experts": 8, "moe_k": 2, "repeats": 3},
-    "ci": {"fp_shape": (1024, 1024), "fp_block": 32, "bag_rows": (2**14, 2**16), "bag_batch": 512, "bag_k": 32,
-           "bag_dim": 64, "moe_tokens": 1024, "moe_dims": (64, 128), "moe_experts": 8, "moe_k": 2, "repeats": 10},
-    "full": {"fp_shape": (4096, 4096), "fp_block": 32, "bag_rows": (2**16, 2**20), "bag_batch": 2048, "bag_k": 64,
-             "bag_dim": 64, "moe_tokens": 4096, "moe_dims": (64, 256), "moe_experts": 8, "moe_k": 2, "repeats": 10},
+    "smoke": {"fp_cache_multiple": None, "fp_shape": (256, 256), "fp_block": 32, "bag_rows": (2**10,),
+              "bag_batch": 64, "bag_k": 8, "bag_dim": 32, "moe_tokens": 128, "moe_dims": (32,), "moe_experts": 8,
+              "moe_k": 2, "repeats": 3},
+    "ci": {"fp_cache_multiple": 2, "fp_shape": None, "fp_block": 32, "bag_rows": (2**14, 2**16), "bag_batch": 512,
+           "bag_k": 32, "bag_dim": 64, "moe_tokens": 1024, "moe_dims": (64, 128), "moe_experts": 8, "moe_k": 2,
+           "repeats": 10},
+    "full": {"fp_cache_multiple": 8, "fp_shape": None, "fp_block": 32, "bag_rows": (2**16, 2**20),
+             "bag_batch": 2048, "bag_k": 64, "bag_dim": 64, "moe_tokens": 4096, "moe_dims": (64, 256),
+             "moe_experts": 8, "moe_k": 2, "repeats": 10},
 },
-    fp_shape=COUNT, fp_block=COUNT, bag_rows=COUNT, bag_batch=COUNT, bag_k=COUNT, bag_dim=COUNT, moe_tokens=COUNT,
-    moe_dims=COUNT, moe_experts=COUNT, moe_k=COUNT, repeats=COUNT)
+    fp_cache_multiple=COUNT, fp_shape=COUNT, fp_block=COUNT, bag_rows=COUNT, bag_batch=COUNT, bag_k=COUNT,
+    bag_dim=COUNT, moe_tokens=COUNT, moe_dims=COUNT, moe_experts=COUNT, moe_k=COUNT, repeats=COUNT)
+
+
+def last_level_cache_bytes(cpu: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
+    """The size of the largest (last-level) cache of CPU 0 as the kernel reports it, or `DEFAULT_LLC_BYTES`."""
+    sizes = []
+    for index in cpu.glob("index*"):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        units = {"K": 2**10, "M": 2**20, "G": 2**30}
+        sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
+    return max(sizes, default=DEFAULT_LLC_BYTES)
+
+
+def fp_shape(cfg) -> tuple[int, int]:
+    """The quantiser's float32 tensor: `fp_shape`, or rows of 4096 filling `fp_cache_multiple` last-level caches."""
+    if cfg.fp_cache_multiple is None:
+        return tuple(cfg.fp_shape)
+    return math.ceil(cfg.fp_cache_multiple * last_level_cache_bytes() / (4 * 4096)), 4096
 
 
 def interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
@@ -49,82 +79,131 @@ def interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
 
 
 def row(kernel: str, label: str, case: str, unit: str, work: float, times: dict[str, list[float]],
-        stock_path: str, ceiling: float | None = None):
+        stock_path: str, names: dict[str, str] | None = None, copy: list[float] | None = None):
     """One line of the table: throughputs (`work` per second of the minimum time) and the compiled kernel's
-    speedups; `per_round` holds the paired reference / compiled speedup of every round; `label` is the short name
-    of the case for plots."""
-    best = {name: min(t) for name, t in times.items()}
+    speedups. `names` maps the columns compiled / reference / stock to contenders of `times` (default: the same
+    names). `per_round` holds the paired reference / compiled speedups of the rounds, `per_round_stock` the paired
+    stock / compiled ones; with `copy` (the copy's times in the same rounds) `per_round_ceiling` holds the compiled
+    kernel's fraction of the copy's throughput per round. `label` is the short name of the case for plots."""
+    names = names or {c: c for c in ("compiled", "reference", "stock")}
+    t = {column: times[name] for column, name in names.items()}
+    best = {column: min(v) for column, v in t.items()}
     out = {"kernel": kernel, "label": label, "case": case, "unit": unit, "stock_path": stock_path}
-    for name in ("compiled", "reference", "stock"):
-        out[name] = work / best[name]
+    for column in ("compiled", "reference", "stock"):
+        out[column] = work / best[column]
     out["x_reference"] = best["reference"] / best["compiled"]
     out["x_stock"] = best["stock"] / best["compiled"]
-    out["of_ceiling"] = None if ceiling is None else out["compiled"] / ceiling
-    out["per_round"] = [r / c for r, c in zip(times["reference"], times["compiled"])]
+    out["of_ceiling"] = None if copy is None else min(copy) / best["compiled"]
+    out["per_round"] = [r / c for r, c in zip(t["reference"], t["compiled"])]
+    out["per_round_stock"] = [s / c for s, c in zip(t["stock"], t["compiled"])]
+    if copy is not None:
+        out["per_round_ceiling"] = [k / c for k, c in zip(copy, t["compiled"])]
+        out["copy_spread"] = max(copy) / min(copy)  # the timing noise of this run: slowest / fastest copy
+        out["ceiling_gbs"] = work / min(copy)
     return out
 
 
 def bench_fp_quantize(cfg, gen):
-    """GB/s (bytes read + written) of E4M3 fake quantisation, unscaled and with blocks of `fp_block`."""
-    x = torch.randn(cfg.fp_shape, generator=gen)
-    n_bytes = 2 * x.numel() * x.element_size()
+    """GB/s (bytes read + written) of E4M3 fake quantisation, unscaled and with blocks of `fp_block`, every
+    contender writing into the same preallocated float32 output, beside `y.copy_(x)`."""
+    shape = fp_shape(cfg)
+    x = torch.randn(shape, generator=gen)
     y = torch.empty_like(x)
+    n_bytes = 2 * x.numel() * x.element_size()
     fmt = FPFormat(4, 3, "fn")
     B = cfg.fp_block
+    f8 = torch.empty(shape, dtype=torch.float8_e4m3fn)
+    blocks, out_blocks = x.view(-1, B), y.view(-1, B)
+    amax, scaled = torch.empty(blocks.shape[0], 1), torch.empty_like(x).view(-1, B)
 
-    def stock_blocks():  # amax, scale, cast, dequantise: the usual eager-mode recipe
-        blocks = x.view(-1, B)
-        scale = fmt.fpmax / blocks.abs().amax(-1, keepdim=True)
-        return ((blocks * scale).to(torch.float8_e4m3fn).float() / scale).view_as(x)
+    def stock_cast():  # cast to float8 and back, into preallocated buffers
+        f8.copy_(x)
+        y.copy_(f8)
 
+    def stock_blocks():  # amax, scale, cast, dequantise: the usual eager-mode recipe, into preallocated buffers
+        torch.abs(blocks, out=scaled)
+        torch.amax(scaled, -1, keepdim=True, out=amax)
+        torch.div(fmt.fpmax, amax, out=amax)
+        torch.mul(blocks, amax, out=scaled)
+        f8.view(-1, B).copy_(scaled)
+        out_blocks.copy_(f8.view(-1, B)).div_(amax)
+
+    llc = last_level_cache_bytes()
+    size = f"{shape[0]}x{shape[1]} ({x.numel() * 4 / llc:.1f}x the {llc / 2**20:.0f} MiB last-level cache)"
     cases = {
-        "no scaling": ({"compiled": lambda: fp_quantize(x, 4, 3), "reference": lambda: fp_quantize_reference(x, fmt),
-                              "stock": lambda: x.to(torch.float8_e4m3fn).float()}, "x.to(float8_e4m3fn).float()"),
-        f"blocks of {B}": ({"compiled": lambda: fp_quantize(x, 4, 3, B),
-                                  "reference": lambda: fp_quantize_reference(x, fmt, B),
-                                  "stock": stock_blocks}, "amax, scale, float8 cast"),
+        "no scaling": ({"compiled": lambda: fp_quantize(x, 4, 3, out=y),
+                        "reference": lambda: fp_quantize_reference(x, fmt, out=y), "stock": stock_cast},
+                       "x.to(float8_e4m3fn).float(), preallocated"),
+        f"blocks of {B}": ({"compiled": lambda: fp_quantize(x, 4, 3, B, out=y),
+                            "reference": lambda: fp_quantize_reference(x, fmt, B, out=y), "stock": stock_blocks},
+                           "amax, scale, float8 cast, preallocated"),
     }
-    rows, ceilings = [], []
+    rows = []
     for case, (fns, stock_path) in cases.items():
         times = interleaved(dict(fns, copy=lambda: y.copy_(x)), cfg.repeats)
         copy = times.pop("copy")
-        ceilings.append(n_bytes / min(copy) / 1e9)
-        rows.append(row("fp_quantize", case, f"E4M3 fn, {case}, {x.shape[0]}x{x.shape[1]}", "GB/s", n_bytes / 1e9,
-                        times, stock_path, ceilings[-1]))
-        rows[-1]["copy_spread"] = max(copy) / min(copy)  # the timing noise of this run: slowest / fastest copy
-    return rows, max(ceilings)
+        rows.append(row("fp_quantize", case, f"E4M3 fn, {case}, {size}", "GB/s", n_bytes / 1e9, times, stock_path,
+                        copy=copy))
+        rows[-1]["cache_multiple"] = x.numel() * 4 / llc
+    return rows, max(r["ceiling_gbs"] for r in rows)
 
 
 def bench_embedding_bag(cfg, gen):
-    """Million bag entries per second, forward and backward, for memories of `bag_rows` rows."""
+    """Million bag entries per second for memories of `bag_rows` rows: the forward alone, and the forward and
+    backward with a dense gradient and with a sparse one (the stock path's `sparse=True`)."""
     rows = []
     for N in cfg.bag_rows:
         values = torch.randn(N, cfg.bag_dim, generator=gen, requires_grad=True)
         indices = torch.randint(0, N, (cfg.bag_batch, cfg.bag_k), generator=gen)
         weights = torch.rand(cfg.bag_batch, cfg.bag_k, generator=gen, requires_grad=True)
         dy = torch.randn(cfg.bag_batch, cfg.bag_dim, generator=gen)
-
-        def step(fn):
-            values.grad = weights.grad = None
-            fn(values, indices, weights).backward(dy)
-
         fns = {"compiled": embedding_bag, "reference": embedding_bag_reference,
-               "stock": lambda v, i, w: F.embedding_bag(i, v, mode="sum", per_sample_weights=w)}
-        times = interleaved({name: (lambda fn=fn: step(fn)) for name, fn in fns.items()}, cfg.repeats)
-        rows.append(row("embedding_bag", f"N=2^{N.bit_length() - 1}", f"fwd+bwd, N=2^{N.bit_length() - 1}, "
-                        f"B={cfg.bag_batch}, K={cfg.bag_k}, D={cfg.bag_dim}", "M entries/s", indices.numel() / 1e6,
-                        times, "F.embedding_bag"))
+               "stock": lambda v, i, w, sparse=False: F.embedding_bag(i, v, mode="sum", per_sample_weights=w,
+                                                                      sparse=sparse)}
+        n = f"N=2^{N.bit_length() - 1}"
+        shape = f"{n}, B={cfg.bag_batch}, K={cfg.bag_k}, D={cfg.bag_dim}"
+        work = indices.numel() / 1e6
+
+        def forward(fn):
+            with torch.no_grad():
+                fn(values, indices, weights)
+
+        times = interleaved({name: (lambda fn=fn: forward(fn)) for name, fn in fns.items()}, cfg.repeats)
+        rows.append(row("embedding_bag", f"fwd, {n}", f"fwd, {shape}", "M entries/s", work, times,
+                        "F.embedding_bag"))
+
+        def step(fn, sparse):  # the gradient set to None first, as optimizer.zero_grad() does
+            values.grad = weights.grad = None
+            fn(values, indices, weights, sparse=sparse).backward(dy)
+
+        steps = {f"{name} {grad}": (lambda fn=fn, sparse=grad == "sparse": step(fn, sparse))
+                 for name, fn in fns.items() for grad in ("dense", "sparse")}
+        times = interleaved(steps, cfg.repeats)
+        for grad in ("dense", "sparse"):
+            rows.append(row("embedding_bag", f"fwd+bwd {grad}, {n}", f"fwd+bwd, {grad} gradient, {shape}",
+                            "M entries/s", work, times, f"F.embedding_bag{', sparse=True' if grad == 'sparse' else ''}",
+                            names={c: f"{c} {grad}" for c in ("compiled", "reference", "stock")}))
+        # the best of each side per round: the compiled kernel's faster gradient layout against stock's faster one
+        rows[-1]["per_round_best_stock"] = [
+            min(sd, ss) / min(cd, cs) for cd, cs, sd, ss in zip(times["compiled dense"], times["compiled sparse"],
+                                                                times["stock dense"], times["stock sparse"])]
+        rows[-1]["x_best_stock"] = (min(min(times["stock dense"]), min(times["stock sparse"]))
+                                    / min(min(times["compiled dense"]), min(times["compiled sparse"])))
     return rows
 
 
-def dense_expert_ffn(x, routing, experts, gate_input=None):
-    """Every expert on every token, masked by a dense [T, n] weight matrix: the stock batched-einsum MoE."""
-    n = experts.up.shape[0]
-    dense = torch.zeros(x.shape[0], n, dtype=x.dtype).scatter_add(1, routing.index, routing.weight)
-    g = torch.einsum("td,edh->teh", x, experts.gate) if gate_input is None else \
-        torch.einsum("ted,edh->teh", gate_input, experts.gate)
-    h = F.silu(g) * torch.einsum("td,edh->teh", x, experts.up)
-    return torch.einsum("te,teh,ehd->td", dense, h, experts.out)
+def expert_loop(x, routing, experts, gate_input=None):
+    """The per-expert loop users write (as in the Mixtral implementation of transformers): for each expert, find
+    its tokens, run it on them, and add the weighted outputs back in place."""
+    y = torch.zeros_like(x)
+    for e in range(experts.up.shape[0]):
+        token, slot = torch.where(routing.index == e)
+        if token.numel() == 0:
+            continue
+        g = x[token] if gate_input is None else gate_input[token, e]
+        h = F.silu(g @ experts.gate[e]) * (x[token] @ experts.up[e])
+        y.index_add_(0, token, (h @ experts.out[e]) * routing.weight[token, slot, None])
+    return y
 
 
 def bench_expert_ffn(cfg, gen):
@@ -144,15 +223,15 @@ def bench_expert_ffn(cfg, gen):
                 t.grad = None
             fn(x, routing, experts).backward(dy)
 
-        fns = {"compiled": expert_ffn, "reference": expert_ffn_reference, "stock": dense_expert_ffn}
+        fns = {"compiled": expert_ffn, "reference": expert_ffn_reference, "stock": expert_loop}
         times = interleaved({name: (lambda fn=fn: step(fn)) for name, fn in fns.items()}, cfg.repeats)
         rows.append(row("expert_ffn", f"d={d}", f"fwd+bwd, T={T}, d={d}, h={2 * d}, {n} experts, top-{k}",
-                        "k tokens/s", T / 1e3, times, "dense masked einsum"))
+                        "k tokens/s", T / 1e3, times, "per-expert loop, in-place index_add_"))
     return rows
 
 
 def run(cfg, seed: int = 0) -> tuple[list[dict], float]:
-    """All benchmark rows and the copy bandwidth ceiling (GB/s)."""
+    """All benchmark rows and the copy bandwidth ceiling (GB/s) at the quantiser's size."""
     gen = torch.Generator().manual_seed(seed)
     fp_rows, ceiling = bench_fp_quantize(cfg, gen)
     return fp_rows + bench_embedding_bag(cfg, gen) + bench_expert_ffn(cfg, gen), ceiling
@@ -160,14 +239,16 @@ def run(cfg, seed: int = 0) -> tuple[list[dict], float]:
 
 def table(rows: list[dict], ceiling: float) -> str:
     """The rows as a fixed-width text table."""
-    head = (f"{'kernel':14s} {'case':52s} {'unit':12s} {'compiled':>9s} {'reference':>9s} {'stock':>9s} "
+    width = max(len(r["case"]) for r in rows)
+    head = (f"{'kernel':14s} {'case':{width}s} {'unit':12s} {'compiled':>9s} {'reference':>9s} {'stock':>9s} "
             f"{'x ref':>6s} {'x stock':>7s} {'of BW':>6s}  stock path")
     lines = [head, "-" * len(head)]
     for r in rows:
         bw = f"{r['of_ceiling']:6.0%}" if r["of_ceiling"] is not None else f"{'':6s}"
-        lines.append(f"{r['kernel']:14s} {r['case']:52s} {r['unit']:12s} {r['compiled']:9.2f} {r['reference']:9.2f} "
-                     f"{r['stock']:9.2f} {r['x_reference']:6.1f} {r['x_stock']:7.2f} {bw}  {r['stock_path']}")
-    lines.append(f"memory bandwidth ceiling (y.copy_(x), preallocated, same rounds): {ceiling:.1f} GB/s; "
+        lines.append(f"{r['kernel']:14s} {r['case']:{width}s} {r['unit']:12s} {r['compiled']:9.2f} "
+                     f"{r['reference']:9.2f} {r['stock']:9.2f} {r['x_reference']:6.1f} {r['x_stock']:7.2f} {bw}  "
+                     f"{r['stock_path']}")
+    lines.append(f"memory bandwidth ceiling (y.copy_(x), preallocated, same size, same rounds): {ceiling:.1f} GB/s; "
                  f"{torch.get_num_threads()} threads; kernels: {backend()}; minimum of {len(rows[0]['per_round'])} "
                  "interleaved rounds")
     return "\n".join(lines)

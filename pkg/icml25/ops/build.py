@@ -32,6 +32,10 @@ class KernelFallbackWarning(RuntimeWarning):
     """The compiled kernels are unavailable, so icml25.ops runs its pure-PyTorch references."""
 
 
+class KernelDeviceWarning(RuntimeWarning):
+    """Tensors on a device other than the CPU (a GPU): icml25.ops runs its pure-PyTorch references there."""
+
+
 def build_directory():
     return build_dir() / "kernels"
 
@@ -65,6 +69,22 @@ def _fall_back(reason: str):
     warnings.warn(f"icml25.ops: compiled kernels unavailable ({reason}); using the pure-PyTorch references",
                   KernelFallbackWarning, stacklevel=3)
     return None
+
+
+def kernels_for(*tensors: torch.Tensor):
+    """The compiled module when every tensor is on the CPU (the only device the kernels are built for), else
+    ``None`` so that the caller runs its PyTorch reference; the first tensor on another device says so once."""
+    device = next((t.device for t in tensors if t.device.type != "cpu"), None)
+    if device is not None:
+        _off_cpu(device.type)
+        return None
+    return compiled()
+
+
+@functools.cache
+def _off_cpu(device_type: str) -> None:
+    warnings.warn(f"icml25.ops: tensors on {device_type}; the compiled kernels are CPU-only, so the pure-PyTorch "
+                  "references run there", KernelDeviceWarning, stacklevel=4)
 
 
 def backend() -> str:

@@ -7,45 +7,58 @@ $$ y_b = \sum_{k} w_{bk}\, V_{i_{bk}}, \qquad
    \frac{\partial L}{\partial w_{bk}} = \Big\langle \frac{\partial L}{\partial y_b},\, V_{i_{bk}} \Big\rangle. $$
 
 The backward's first sum is a scatter with collisions (an index may repeat inside a bag and across bags). The
-compiled kernel sorts the B·K slots by row (a counting sort) so that each row of the gradient is summed by one
-thread, without atomics; that also makes it deterministic.
+compiled kernel radix-sorts the B·K slots by row so that each touched row of the gradient is summed by one thread,
+without atomics; that also makes it deterministic. Only the touched rows (at most B·K of the N) have a nonzero
+gradient, so with ``sparse=True`` the gradient of $V$ is a sparse COO tensor of those rows, as with
+``F.embedding_bag(..., sparse=True)``, and no dense $N \times D$ tensor is written.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
-from .build import KERNEL_DTYPES, compiled
+from .build import KERNEL_DTYPES, kernels_for
 
 
-def embedding_bag_reference(values: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def embedding_bag_reference(values: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor,
+                            sparse: bool = False) -> torch.Tensor:
     """y[b] = sum_k weights[b, k] * values[indices[b, k]], as a gather and a sum (autograd's backward of the
-    gather is an index_add into the value table)."""
-    return (weights.unsqueeze(-1) * values[indices]).sum(-2)
+    gather is an index_add into the value table, or with `sparse` a sparse gradient of the gathered rows)."""
+    return (weights.unsqueeze(-1) * F.embedding(indices, values, sparse=sparse)).sum(-2)
 
 
 class _EmbeddingBag(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, values, indices, weights):
+    def forward(ctx, values, indices, weights, sparse):
         ctx.save_for_backward(values, indices, weights)
-        return compiled().embedding_bag_forward(values, indices, weights)
+        ctx.sparse = sparse
+        return kernels_for(values).embedding_bag_forward(values, indices, weights)
 
     @staticmethod
     def backward(ctx, grad_out):
         values, indices, weights = ctx.saved_tensors
-        grad_values, grad_weights = compiled().embedding_bag_backward(grad_out.contiguous(), values, indices, weights)
-        return grad_values, None, grad_weights
+        grad_values, grad_weights, rows = kernels_for(values).embedding_bag_backward(
+            grad_out.contiguous(), values, indices, weights, ctx.sparse)
+        if ctx.sparse:
+            grad_values = torch.sparse_coo_tensor(rows.unsqueeze(0), grad_values, values.shape, is_coalesced=True,
+                                                  check_invariants=False)  # sorted, distinct, in range
+        return grad_values, None, grad_weights, None
 
 
-def embedding_bag(values: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def embedding_bag(values: torch.Tensor, indices: torch.Tensor, weights: torch.Tensor,
+                  sparse: bool = False) -> torch.Tensor:
     """Weighted-sum embedding bag: `values` [N, D] float, `indices` [B, K] long in [0, N), `weights` [B, K] of
     `values`' dtype -> [B, D]; differentiable in `values` and `weights`. An empty bag (K = 0) gives zeros.
-    Runs the compiled kernel (forward and sort-by-row backward) for float32/float64 when it built, the
-    reference otherwise."""
+    `sparse`: the gradient of `values` is a coalesced sparse COO tensor of the touched rows instead of a dense one
+    (for an optimiser that takes sparse gradients, e.g. `torch.optim.SparseAdam` or SGD).
+    Runs the compiled kernel (forward and sort-by-row backward) for float32/float64 CPU tensors when it built, the
+    reference otherwise (on a GPU, for instance)."""
     _check(values, indices, weights)
-    if compiled() is None or values.dtype not in KERNEL_DTYPES:
-        return embedding_bag_reference(values, indices, weights)
-    return _EmbeddingBag.apply(values.contiguous(), indices.contiguous(), weights.contiguous())
+    kernels = kernels_for(values, indices, weights)
+    if kernels is None or values.dtype not in KERNEL_DTYPES:
+        return embedding_bag_reference(values, indices, weights, sparse)
+    return _EmbeddingBag.apply(values.contiguous(), indices.contiguous(), weights.contiguous(), sparse)
 
 
 def _check(values, indices, weights):
@@ -55,6 +68,7 @@ def _check(values, indices, weights):
     if indices.dtype != torch.long or weights.dtype != values.dtype or not values.is_floating_point():
         raise ValueError(f"need float values, long indices and weights of the values' dtype; got {values.dtype}, "
                          f"{indices.dtype}, {weights.dtype}")
-    if indices.numel() and not (0 <= int(indices.min()) and int(indices.max()) < values.shape[0]):
-        raise ValueError(f"indices must lie in [0, {values.shape[0]}); got [{int(indices.min())}, "
-                         f"{int(indices.max())}]")
+    if indices.numel() and indices.device.type != "meta":  # a meta tensor has no values to check
+        low, high = (int(v) for v in indices.aminmax())
+        if not (0 <= low and high < values.shape[0]):
+            raise ValueError(f"indices must lie in [0, {values.shape[0]}); got [{low}, {high}]")

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .build import KERNEL_DTYPES, compiled
+from .build import KERNEL_DTYPES, kernels_for
 
 
 class Routing(NamedTuple):
@@ -54,14 +54,14 @@ def expert_ffn_reference(x: torch.Tensor, routing: Routing, experts: Experts,
 class _ExpertFFN(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, index, weight, gate, w_gate, w_up, w_out):
-        y, *saved = compiled().expert_ffn_forward(x, index, weight, gate, w_gate, w_up, w_out)
+        y, *saved = kernels_for(x).expert_ffn_forward(x, index, weight, gate, w_gate, w_up, w_out)
         ctx.save_for_backward(index, weight, gate, w_gate, w_up, w_out, *saved)
         return y
 
     @staticmethod
     def backward(ctx, grad_y):
         index, weight, gate, w_gate, w_up, w_out, *saved = ctx.saved_tensors
-        gx, gw, gg, gwg, gwu, gwo = compiled().expert_ffn_backward(grad_y.contiguous(), saved, index, weight, gate,
+        gx, gw, gg, gwg, gwu, gwo = kernels_for(grad_y).expert_ffn_backward(grad_y.contiguous(), saved, index, weight, gate,
                                                                    w_gate, w_up, w_out)
         if gate.dim() == 2:  # the gate input was x itself: its gradient is already in gx
             gg = None
@@ -83,12 +83,12 @@ def expert_ffn(x: torch.Tensor, routing: Routing, experts: Experts,
       low-rank activations C [T, n, d_low] = x @ W_down (d_g = d_low), so the gate becomes the paper's W_up.
 
     Differentiable in `x`, `routing.weight`, `gate_input` and the expert weights. Runs the compiled kernel for
-    float32/float64 when it built, the reference loop otherwise.
+    float32/float64 CPU tensors when it built, the reference loop otherwise (on a GPU, for instance).
     """
     _check(x, routing, experts, gate_input)
-    if compiled() is None or x.dtype not in KERNEL_DTYPES:
-        return expert_ffn_reference(x, routing, experts, gate_input)
     gate = x if gate_input is None else gate_input
+    if kernels_for(x, routing.index, routing.weight, gate, *experts) is None or x.dtype not in KERNEL_DTYPES:
+        return expert_ffn_reference(x, routing, experts, gate_input)
     return _ExpertFFN.apply(x.contiguous(), routing.index.contiguous(), routing.weight.contiguous(),
                             gate.contiguous(), *(w.contiguous() for w in experts))
 
@@ -109,6 +109,7 @@ def _check(x, routing, experts, gate_input):
             raise ValueError(f"{name} has dtype {tensor.dtype}; expected x's dtype {x.dtype}")
     if routing.index.dtype != torch.long:
         raise ValueError(f"routing.index must be torch.long, got {routing.index.dtype}")
-    if routing.index.numel() and not (0 <= int(routing.index.min()) and int(routing.index.max()) < n):
-        raise ValueError(f"routing.index must lie in [0, {n}); got [{int(routing.index.min())}, "
-                         f"{int(routing.index.max())}]")
+    if routing.index.numel() and routing.index.device.type != "meta":  # a meta tensor has no values to check
+        low, high = (int(v) for v in routing.index.aminmax())
+        if not (0 <= low and high < n):
+            raise ValueError(f"routing.index must lie in [0, {n}); got [{low}, {high}]")

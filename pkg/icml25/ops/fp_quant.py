@@ -15,9 +15,15 @@ Quantisation (the paper's Eq. for $Q_{E,M,B}$): per block $X_i$ of $B$ consecuti
 $s_i = \text{FP}_{\max} / \max|X_i|$ and $\hat X_i = Q(s_i X_i) / s_i$, where
 $Q(v) = \text{ulp}\cdot\operatorname{round}(v / \text{ulp})$ with
 $\text{ulp} = 2^{\max(\lfloor \log_2 |v| \rfloor,\, e_{\min}) - M}$, ties to even, then saturation at
-$\pm\text{FP}_{\max}$. Without a block size, $s = 1$: a plain cast to the format and back.
-The work is done in float32; for E = 8 the top binade $2^{128}$ of ``fn``/``paper`` lies beyond float32 and is
-dropped ($e_{\max}$ is capped at 127).
+$\pm\text{FP}_{\max}$. Without a block size, $s = 1$: a plain cast to the format and back. A block with no
+finite nonzero value keeps $s = 1$. When $\text{FP}_{\max} / \max|X_i|$ overflows the working type (a block whose
+absmax is below about $10^{-36}$ in float32, or below 1 for an E8 format), the block is first multiplied by an
+exact power of two $2^k = 2^a 2^b$ that brings its absmax into $[1, 2)$, and
+$\hat X_i = \big(Q(X_i 2^a 2^b s_i) / s_i\big)\, 2^{-b} 2^{-a}$ with $s_i = \text{FP}_{\max} / (\max|X_i|\, 2^k)$,
+so a tiny block is scaled onto the grid like any other instead of flushing to zero.
+The work is done in float32, or in float64 for a float64 input (rounded once, onto the grid, never first to
+float32); for E = 8 the top binade $2^{128}$ of ``fn``/``paper`` lies beyond float32 and is dropped ($e_{\max}$
+is capped at 127) in both.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .build import compiled
+from .build import kernels_for
 
 CONVENTIONS = ("ieee", "fn", "paper")
 
@@ -76,7 +82,8 @@ class FPFormat:
         return self.convention != "ieee"
 
 
-def fp_quantize_reference(x: torch.Tensor, fmt: FPFormat, block_size: int | None = None, axis: int | None = -1):
+def fp_quantize_reference(x: torch.Tensor, fmt: FPFormat, block_size: int | None = None, axis: int | None = -1,
+                          out: torch.Tensor | None = None):
     """The plain-PyTorch quantiser; `fp_quantize` documents the arguments."""
     rows, restore = _as_rows(x, block_size, axis)
     n_rows, length = rows.shape
@@ -85,12 +92,16 @@ def fp_quantize_reference(x: torch.Tensor, fmt: FPFormat, block_size: int | None
     blocks = torch.nn.functional.pad(rows, (0, n_blocks * size - length)).reshape(n_rows, n_blocks, size)
     if block_size:
         amax = torch.where(blocks.isfinite(), blocks.abs(), 0).amax(-1, keepdim=True)
-        scale = torch.tensor(fmt.fpmax) / amax
-        scale = torch.where(scale.isfinite(), scale, 1.0)  # an all-zero block keeps s = 1
+        fpmax = torch.tensor(fmt.fpmax, dtype=rows.dtype)
+        tiny = (amax > 0) & ~(fpmax / amax).isfinite()  # FPmax / absmax overflows: bring the block up by 2^a 2^b
+        k = torch.where(tiny, 1 - torch.frexp(amax).exponent, 0)
+        pre_a, pre_b = (torch.ldexp(torch.ones_like(amax), e.to(rows.dtype)) for e in (k // 2, k - k // 2))
+        scale = torch.where(amax > 0, fpmax / (amax * pre_a * pre_b), 1.0)
+        y = _round_to_grid(blocks * pre_a * pre_b * scale, fmt) / scale / pre_b / pre_a
     else:
-        scale = torch.ones(())
-    y = _round_to_grid(blocks * scale, fmt) / scale
-    return restore(y.reshape(n_rows, n_blocks * size)[:, :length])
+        y = _round_to_grid(blocks, fmt)
+    y = restore(y.reshape(n_rows, n_blocks * size)[:, :length])
+    return y if out is None else out.copy_(y)
 
 
 def _round_to_grid(v: torch.Tensor, fmt: FPFormat) -> torch.Tensor:
@@ -105,34 +116,51 @@ def _round_to_grid(v: torch.Tensor, fmt: FPFormat) -> torch.Tensor:
 
 
 def _as_rows(x: torch.Tensor, block_size: int | None, axis: int | None):
-    """`x` as a contiguous float32 [rows, L] matrix with `axis` last (or flat), and the function that undoes it."""
-    if block_size is not None and (not isinstance(block_size, int) or block_size < 1):
+    """`x` as a contiguous [rows, L] matrix with `axis` last (or flat), in float64 for a float64 input and in
+    float32 otherwise, and the function that undoes it. A 0-dim tensor is one row of one element."""
+    if block_size is not None and (isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1):
         raise ValueError(f"block_size must be a positive integer or None, got {block_size!r}")
-    moved = x.detach().float().reshape(1, -1) if axis is None else x.detach().float().movedim(axis, -1)
+    if axis is not None and not -max(x.dim(), 1) <= axis < max(x.dim(), 1):
+        raise ValueError(f"axis {axis} is out of range for a tensor of {x.dim()} dimension(s)")
+    work = x.detach().to(torch.float64 if x.dtype == torch.float64 else torch.float32)
+    moved = work.reshape(1, -1) if axis is None or x.dim() == 0 else work.movedim(axis, -1)
     rows = moved.contiguous().reshape(math.prod(moved.shape[:-1]), moved.shape[-1])
 
     def restore(y: torch.Tensor) -> torch.Tensor:
         y = y.reshape(moved.shape)
-        return (y.reshape(x.shape) if axis is None else y.movedim(-1, axis)).to(x.dtype)
+        return (y.reshape(x.shape) if axis is None or x.dim() == 0 else y.movedim(-1, axis)).to(x.dtype)
 
     return rows, restore
 
 
 def fp_quantize(x: torch.Tensor, exp_bits: int, man_bits: int, block_size: int | None = None,
-                axis: int | None = -1, convention: str = "fn") -> torch.Tensor:
+                axis: int | None = -1, convention: str = "fn", out: torch.Tensor | None = None) -> torch.Tensor:
     """Fake-quantise `x` to the ExMy format `convention` with one scale per `block_size` elements along `axis`.
 
     `block_size=None`: no scaling (a cast to the format and back); a block longer than the axis is the whole
     axis; `axis=None` treats `x` as one flat row (so `block_size >= x.numel()` is tensor-wise scaling).
-    Returns a tensor of `x`'s shape and dtype (the arithmetic is float32). Runs the compiled kernel when it
-    built, the reference otherwise. No gradient: see `fp_quantize_ste` for training.
+    Returns a tensor of `x`'s shape and dtype (the arithmetic is float64 for float64 input, float32 otherwise), or
+    writes it into `out` (of `x`'s shape and dtype; `out=x` quantises in place). For a contiguous float32/float64
+    CPU `x` quantised along its last axis (or flat), the compiled kernel reads `x` once and writes `out` once, with
+    no temporary. Runs the compiled kernel when it built and `x` is on the CPU, the reference otherwise. No
+    gradient: see `fp_quantize_ste` for training.
     """
     fmt = FPFormat(exp_bits, man_bits, convention)
-    kernels = compiled()
+    if out is not None and (out.shape != x.shape or out.dtype != x.dtype or out.device != x.device):
+        raise ValueError(f"out must match x: got {list(out.shape)} {out.dtype} on {out.device}, expected "
+                         f"{list(x.shape)} {x.dtype} on {x.device}")
+    kernels = kernels_for(x)
     if kernels is None:
-        return fp_quantize_reference(x, fmt, block_size, axis)
+        return fp_quantize_reference(x, fmt, block_size, axis, out)
     rows, restore = _as_rows(x, block_size, axis)
-    return restore(kernels.fp_quantize(rows, block_size or 0, fmt.man_bits, fmt.emin, fmt.fpmax, fmt.saturate))
+    direct = (out is not None and x.is_contiguous() and out.is_contiguous() and rows.dtype == x.dtype
+              and rows.data_ptr() == x.data_ptr())
+    target = out.view(rows.shape) if direct else torch.empty_like(rows)
+    kernels.fp_quantize(rows, target, block_size or 0, fmt.man_bits, fmt.emin, fmt.fpmax, fmt.saturate)
+    if direct:
+        return out
+    y = restore(target)
+    return y if out is None else out.copy_(y)
 
 
 class _StraightThrough(torch.autograd.Function):
