@@ -212,15 +212,14 @@ steerable = check(st.STEERABLE, measured={k: m[k] for k in (
     our_value=f"over {m['n_pairs']} seeds, curriculum minus plain: parity-consistent errors "
               f"{ms(m['steer_consistency_diff'])}; layer-{cfg.early_layer} parity probe "
               f"{ms(m['steer_early_parity_diff'])}")
-display(steerable)
-plot.effect_plot(steerable);
+plot.show_verdicts(steerable)
 
 # %%
 two = check(st.TWO_MECHANISMS, measured={k: m[k] for k in (
     "is_aa", "is_paa", "n_not_learned", "informative_errors", "labels")}, seeds=cfg.seeds, scale=scale,
     our_value=f"{m['n_aa']} AA-like, {m['n_paa']} PAA-like, {m['n_intermediate']} intermediate/unclassified, "
               f"{m['n_not_learned']} not learned, of {len(reports)} runs")
-display(two)
+plot.show_verdicts(two)
 
 # %%
 gen = check(st.AA_GENERALISES, measured={k: m[k] for k in (
@@ -228,7 +227,7 @@ gen = check(st.AA_GENERALISES, measured={k: m[k] for k in (
     seeds=cfg.seeds, scale=scale,
     our_value=f"{m['n_mixed_seeds']} seeds with one AA-like and one PAA-like run; long-sequence accuracy AA-like "
               f"{ms(m['long_accuracy_aa'])} vs PAA-like {ms(m['long_accuracy_paa'])}")
-display(gen)
+plot.show_verdicts(gen)
 
 # %%
 display(Markdown("**The verdicts in one line each.** " + " ".join(
