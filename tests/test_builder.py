@@ -176,6 +176,12 @@ def test_bad_arguments_get_a_one_line_error_listing_valid_values(args, message):
     assert "Traceback" not in res.stderr
 
 
+def test_an_address_needs_the_ray_executor(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["build", "--address", "10.0.0.1:6379"])
+    assert exit_.value.code == 2 and "--address needs --executor ray" in capsys.readouterr().err
+
+
 def test_list_shows_every_chapter(capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out

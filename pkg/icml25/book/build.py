@@ -56,6 +56,7 @@ KERNELS = PROJECT_ROOT / "kernels"
 LOCK = PROJECT_ROOT / "requirements.lock"
 BOOK_SCALE = "ci"  # the scale of book/; the book of any other scale is built under _build/<scale>/
 TIMEOUT_S = {"smoke": 300, "ci": 1800, "full": 24 * 3600}  # per cell (ci: twice the longest cell seen under load)
+KERNEL_START_S = 300  # a kernel's start-up (imports) on a loaded machine has taken more than papermill's 60 s
 # Zoo models that several chapters start from, trained before the notebooks fan out so that no notebook's time
 # is spent waiting on a zoo lock while another trains them; at the seeds of the chapters that use every seed.
 SHARED_ZOO = ("arith-draft", "arith-target")
@@ -329,6 +330,7 @@ def run_notebook(task: Task, source: str, scale: str, threads: int) -> dict:
         try:
             papermill.execute_notebook(str(src), str(executed), parameters={"scale": scale}, kernel_name="python3",
                                        cwd=str(cwd), progress_bar=False, execution_timeout=TIMEOUT_S[scale],
+                                       start_timeout=KERNEL_START_S,
                                        kernel_manager_class=_kernel_manager_class())
         except Exception as exc:  # the executed copy (with its traceback) is still rendered
             error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"
