@@ -109,29 +109,25 @@ measured = ke.claim_measurements(results)
 fmt = lambda m, k: mean_sd(ke.final(results, m, k))  # noqa: E731
 verdicts = [check(ke.EDITORS_DEGRADE, measured=measured, seeds=cfg.seeds, scale=scale,
                   our_value=f"ROME locality drop {mean_sd(measured['locality_drop'])}")]
-display(verdicts[-1])
-plot.effect_plot(verdicts[-1]);
+plot.show_verdicts(verdicts[-1])
 
 # %%
 verdicts.append(check(ke.RETRIEVAL_BEST, measured=measured, seeds=cfg.seeds, scale=scale,
                       our_value=f"retrieval − best other: success {mean_sd(measured['retrieval_success_margin'])}, "
                                 f"retention {mean_sd(measured['retrieval_retention_margin'])}"))
-display(verdicts[-1])
-plot.effect_plot(verdicts[-1]);
+plot.show_verdicts(verdicts[-1])
 
 # %%
 verdicts.append(check(ke.MERGE, measured=measured, seeds=cfg.seeds, scale=scale,
                       our_value=f"retention of learned edits, LoRA + merge − FT: "
                                 f"{mean_sd(measured['retention_learned_gap'])} (α = {setup[0]['alpha']})"))
-display(verdicts[-1])
-plot.effect_plot(verdicts[-1]);
+plot.show_verdicts(verdicts[-1])
 
 # %%
 verdicts.append(check(ke.MULTIHOP, measured=measured, seeds=cfg.seeds, scale=scale,
                       our_value=f"max over methods of multi-hop − success/2: {mean_sd(measured['multihop_margin'])}; "
                                 f"base held-out two-hop {mean_sd(measured['base_heldout_two_hop'])}"))
-display(verdicts[-1])
-plot.effect_plot(verdicts[-1]);
+plot.show_verdicts(verdicts[-1])
 
 # %% [markdown]
 # **What we see.** Generated from this run:
