@@ -129,8 +129,6 @@ ax.legend();
 # Both criteria were fixed in `icml25.efficient_code` before the first run.
 
 # %%
-from IPython.display import display
-
 pb, pc = metric["random_correct"]["pass_at_1"], metric["fastest_correct"]["pass_at_1"]
 nb, nc = metric["random_correct"]["net"], metric["fastest_correct"]["net"]
 faster = check(E.FASTER, seeds=cfg.seeds, scale=scale,
@@ -140,8 +138,7 @@ faster = check(E.FASTER, seeds=cfg.seeds, scale=scale,
                our_value=f"NET {np.nanmean(nc):.3g} ± {np.nanstd(nc):.2g} (C) vs {np.nanmean(nb):.3g} ± "
                          f"{np.nanstd(nb):.2g} (B); pass@1 {np.mean(pc):.2f} ± {np.std(pc):.2f} vs "
                          f"{np.mean(pb):.2f} ± {np.std(pb):.2f}")
-display(faster)
-plot.effect_plot(faster);
+plot.show_verdicts(faster)
 
 # %% [markdown]
 # The correlation is judged per seed, by Spearman's rank correlation of the log NETs across the fastest-correct
@@ -159,7 +156,7 @@ corr = check(E.CORRELATION, seeds=cfg.seeds, scale=scale, measured=measured,
              null=dict(measured, spearman_rho=E.spearman_per_seed(x, y_null)),
              our_value=f"Spearman ρ per seed {[round(v, 2) for v in measured['spearman_rho']]} over "
                        f"{len(cfg.mix_shares)} shares (Pearson r of raw means, for reference: {r:.2f})")
-display(corr)
+plot.show_verdicts(corr)
 
 # %% [markdown]
 # ## What we see
