@@ -93,11 +93,15 @@ def fp_quantize_reference(x: torch.Tensor, fmt: FPFormat, block_size: int | None
     if block_size:
         amax = torch.where(blocks.isfinite(), blocks.abs(), 0).amax(-1, keepdim=True)
         fpmax = torch.tensor(fmt.fpmax, dtype=rows.dtype)
-        tiny = (amax > 0) & ~(fpmax / amax).isfinite()  # FPmax / absmax overflows: bring the block up by 2^a 2^b
-        k = torch.where(tiny, 1 - torch.frexp(amax).exponent, 0)
-        pre_a, pre_b = (torch.ldexp(torch.ones_like(amax), e.to(rows.dtype)) for e in (k // 2, k - k // 2))
-        scale = torch.where(amax > 0, fpmax / (amax * pre_a * pre_b), 1.0)
-        y = _round_to_grid(blocks * pre_a * pre_b * scale, fmt) / scale / pre_b / pre_a
+        scale = torch.where(amax > 0, fpmax / amax, 1.0)
+        y = _round_to_grid(blocks * scale, fmt) / scale
+        tiny = ~scale.isfinite().squeeze(-1)  # FPmax / absmax overflows: bring those blocks up by 2^a 2^b first
+        if tiny.any():
+            small = amax[tiny]
+            k = 1 - torch.frexp(small).exponent
+            pre_a, pre_b = (torch.ldexp(torch.ones_like(small), e.to(rows.dtype)) for e in (k // 2, k - k // 2))
+            scale = fpmax / (small * pre_a * pre_b)
+            y[tiny] = _round_to_grid(blocks[tiny] * pre_a * pre_b * scale, fmt) / scale / pre_b / pre_a
     else:
         y = _round_to_grid(blocks, fmt)
     y = restore(y.reshape(n_rows, n_blocks * size)[:, :length])
