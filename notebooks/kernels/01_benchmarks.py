@@ -108,7 +108,18 @@ ax.legend();
 #   bookkeeping (one sort instead of a search per expert, the gathers, the scatter, and autograd's graph), which
 #   matters more the smaller the experts are.
 #
-# The measured values, from this run:
+# The measured values are listed with the claim checks below.
+
+# %% [markdown]
+# ## The claim checks
+#
+# The appendix's claims, declared in `icml25.kernels` before the benchmark runs: every compiled kernel beats its
+# reference on every case measured here by a declared margin, and the kernels' targets (the quantiser's fraction of
+# the copy ceiling, the embedding bag against stock's faster gradient layout, the expert layer against the
+# per-expert loop). Each timing round runs every contender of a case once, so a round gives one paired speedup per
+# case; a claim over several cases is decided on the worst case's log speedup per round, with a t interval over the
+# rounds. A machine too noisy to time (the copy ceiling's rounds spread too far) makes a verdict inconclusive rather
+# than a coin toss, and so does a quantiser tensor that fits in the cache (at `smoke`).
 
 # %%
 from IPython.display import Markdown, display
@@ -123,18 +134,6 @@ display(Markdown("\n".join(
     + [f"- expert_ffn {r['label']}: {r['x_stock']:.2f}x the per-expert loop" for r in rows
        if r["kernel"] == "expert_ffn"])))
 
-# %% [markdown]
-# ## The claim checks
-#
-# The appendix's claims, declared in `icml25.kernels` before the benchmark runs: every compiled kernel beats its
-# reference on every case measured here by a declared margin, and the kernels' targets (the quantiser's fraction of
-# the copy ceiling, the embedding bag against stock's faster gradient layout, the expert layer against the
-# per-expert loop). Each timing round runs every contender of a case once, so a round gives one paired speedup per
-# case; a claim over several cases is decided on the worst case's log speedup per round, with a t interval over the
-# rounds. A machine too noisy to time (the copy ceiling's rounds spread too far) makes a verdict inconclusive rather
-# than a coin toss, and so does a quantiser tensor that fits in the cache (at `smoke`).
-
-# %%
 measured = kernels.measurements(rows, cfg.repeats)
 speedups = ", ".join(f"{r['kernel']} {r['label']}: {r['x_reference']:.1f}x" for r in rows)
 our_values = [
