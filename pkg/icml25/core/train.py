@@ -72,7 +72,7 @@ def train(model: torch.nn.Module, batches: Iterator[dict], steps: int, lr: float
     result = TrainResult()
     model.train()
     interactive = _interactive()
-    bar = tqdm(range(steps), desc=desc, leave=False, disable=not interactive or None)
+    bar = tqdm(range(steps), desc=desc, leave=False, disable=not interactive or bool(os.environ.get("TQDM_DISABLE")) or None)
     for step in bar:
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps, lr, warmup)
