@@ -32,6 +32,7 @@ TIMED_CELLS = {
     "efficient_code/01_measure": ["et = {key: v[:, 0].mean()"],  # the closing summary quotes measured ETs and CVs
     "efficient_code/02_finetune": ["E.run_seed(cfg, s, measure)", "E.FASTER", "E.CORRELATION"],
     "kernels/01_benchmarks": ["bench.run(cfg, seed)", "kernels.FASTER_THAN_REFERENCE"],  # the speed-ups, their claim
+    "memory_layers/01_lookup": ["ml.lookup_cost("],  # timed key searches: brute force against product keys
 }
 
 
