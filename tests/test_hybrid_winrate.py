@@ -79,6 +79,15 @@ def test_vectorised_repeats_equal_a_loop():
         assert (lo[r], hi[r]) == pytest.approx((mu - half, mu + half), abs=1e-12)
 
 
+def test_official_ddof_convention_is_ours_times_n_over_n_minus_1():
+    """The official code's main variant divides np.cov (ddof = 1) by np.var (ddof = 0); ours uses one convention for
+    both moments, so the two coefficients differ by exactly n/(n − 1) (what the chapter page says)."""
+    z, s, _, _ = toy(12, 5)
+    for r in range(len(z)):
+        official = np.cov(z[r], s[r])[0, 1] / np.var(s[r])
+        assert official == pytest.approx(hw.optimal_alpha(z[r], s[r])[0] * 12 / 11, rel=1e-12)
+
+
 def test_equals_regression_adjusted_mean():
     """A plain reference: the control-variates estimate with fitted α is the OLS fit of z on ŝ evaluated at ŝ̄_N."""
     z, s, s_mean, _ = toy(40, 10)
