@@ -134,3 +134,46 @@ def test_empty_data_raises():
         rlthf.make_world(0, 0, 16, 3, 0.75, 0.03, 0.0)
     with pytest.raises(ValueError, match="at least 4"):
         rlthf.curve_points(np.array([1.0, 0.0]))
+
+
+def test_dpo_loss_is_the_bradley_terry_loss_of_the_scaled_log_ratio_difference():
+    chosen, rejected = torch.tensor([0.3, -1.0, 2.0]), torch.tensor([0.1, 0.5, 2.0])
+    assert float(rlthf.dpo_loss(chosen, rejected, 0.1)) == pytest.approx(float(rlthf.bt_loss(0.1 * (chosen - rejected))))
+    assert float(rlthf.dpo_loss(chosen, chosen, 0.1)) == pytest.approx(np.log(2))
+
+
+class _Linear(torch.nn.Module):
+    def __init__(self, w):
+        super().__init__()
+        self.w = torch.as_tensor(w, dtype=torch.float32)
+
+    def forward(self, x):
+        return x @ self.w
+
+
+def test_win_rate_is_half_for_the_reference_and_exact_for_the_argmax_policy():
+    d, c = CFG.n_features, 6
+    cand = np.random.default_rng(0).normal(size=(50, c, d))
+    w, u = rlthf.world_weights(0, d)
+    assert rlthf.win_rate_vs_reference(_Linear(np.zeros(d)), cand, w, u) == pytest.approx(50.0)
+    # h = a huge multiple of a linear true reward: π_θ puts all its mass on the best candidate, which beats the
+    # c − 1 others and ties itself
+    best = rlthf.win_rate_vs_reference(_Linear(1e4 * w), cand, w, np.zeros(d))
+    assert best == pytest.approx(100 * (c - 0.5) / c, abs=1e-6)
+    worst = rlthf.win_rate_vs_reference(_Linear(-1e4 * w), cand, w, np.zeros(d))
+    assert worst == pytest.approx(100 * 0.5 / c, abs=1e-6)
+
+
+def test_dpo_on_true_labels_beats_dpo_on_reversed_labels(world):
+    train, _ = world
+    w, u = rlthf.world_weights(0, CFG.n_features)
+    cand = rlthf.dpo_candidates(CFG, 0)
+    right = rlthf.win_rate_vs_reference(rlthf.train_dpo_policy(train.a, train.b, train.true, CFG, 0), cand, w, u)
+    wrong = rlthf.win_rate_vs_reference(rlthf.train_dpo_policy(train.a, train.b, -train.true, CFG, 0), cand, w, u)
+    assert right > 60 > 40 > wrong
+
+
+def test_loop_curates_every_pair_with_its_final_reward_model(world):
+    train, test = world
+    state = rlthf.rlthf_loop(train, test, CFG, 0, 0.06)
+    assert state.final_labels.shape == train.true.shape and set(np.unique(state.final_labels)) <= {-1, 1}

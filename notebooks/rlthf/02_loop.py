@@ -43,6 +43,8 @@ n_iterations = None  # RLTHF iterations
 alpha0 = None  # initial amplification of human labels
 beta0 = None  # initial back-off from the knee
 claim_budget = None  # the budget at which the claims are checked (paper: 6-7%)
+dpo_beta = None  # β of the downstream DPO loss
+dpo_candidates = None  # candidate responses per held-out prompt of the DPO policy
 # full scale: 5 seeds, 20000 pairs, budgets 1%–50% (icml25.rlthf.config("full"))
 
 # %%
@@ -56,7 +58,7 @@ from icml25.core import check, plot
 
 plot.use_style()
 cfg = rlthf.config(scale, seeds=seeds, budgets=budgets, n_iterations=n_iterations, alpha0=alpha0, beta0=beta0,
-                   claim_budget=claim_budget)
+                   claim_budget=claim_budget, dpo_beta=dpo_beta, dpo_candidates=dpo_candidates)
 cfg
 
 # %%
@@ -141,6 +143,36 @@ v = check(rlthf.NEEDS_HUMANS, measured=measured, seeds=cfg.seeds, scale=scale,
 plot.show_verdicts(v)
 
 # %% [markdown]
+# ## Downstream: DPO on the curated labels
+#
+# The paper's second use of the labels: the final reward model labels the whole set and a policy is trained on it
+# by DPO. Here a prompt's policy chooses among `dpo_candidates` candidate responses,
+# $\pi_\theta(y\mid x) \propto \pi_{\text{ref}}(y\mid x)\, e^{h_\theta(y)}$ with $\pi_{\text{ref}}$ uniform,
+# trained by the DPO loss $-\log\sigma\big(\beta\,[h_\theta(y_c) - h_\theta(y_r)]\big)$ on each arm's labels
+# (the loops' sets labelled by their final reward model, the others by their own labels), and judged by its exact
+# win rate against $\pi_{\text{ref}}$ under the true reward on held-out prompts. Claim `rlthf.dpo_matches`: the
+# policy from RLTHF's labels is no more than 2 win-rate points below the one from full human labels; its
+# preconditions are that DPO on full human labels wins at least 60% against $\pi_{\text{ref}}$ and at least 2 points
+# more than DPO on AI labels (the labels matter downstream).
+
+# %%
+fig, ax = plt.subplots(figsize=(7, 3.8))
+dpo = np.array([[measured[f"dpo_{arm}"][i] for arm in rlthf.DPO_ARMS] for i in range(len(cfg.seeds))])
+ax.bar([rlthf.LABELS[a] for a in rlthf.DPO_ARMS], dpo.mean(0), yerr=dpo.std(0), capsize=3,
+       color=[colors[a] for a in rlthf.DPO_ARMS])
+ax.axhline(50, color="k", lw=0.8, ls=":")
+ax.set_xticks(range(len(rlthf.DPO_ARMS)), [rlthf.LABELS[a] for a in rlthf.DPO_ARMS], rotation=20, ha="right")
+ax.set(title=f"DPO policies trained on each arm's labels ({100 * b:.0f}% human budget)",
+       ylabel=f"win rate vs π_ref (%; mean ± sd, {len(cfg.seeds)} seeds)", ylim=(40, 100))
+plt.show()
+
+# %%
+v = check(rlthf.DPO_MATCHES, measured=measured, seeds=cfg.seeds, scale=scale,
+          our_value="DPO win rate vs π_ref: " + ", ".join(
+              f"{rlthf.LABELS[a]} {np.mean(measured[f'dpo_{a}']):.1f}" for a in rlthf.DPO_ARMS))
+plot.show_verdicts(v)
+
+# %% [markdown]
 # ## What we see
 
 # %%
@@ -151,4 +183,7 @@ display(Markdown(
     f"adds {np.mean(measured['rlthf_minus_random_queries']):.1f} points on average over choosing at random inside "
     f"the same loop. Inside the band {np.mean(measured['ai_error_in_band']):.0f}% of the AI labels are wrong at the "
     f"first iteration, against {np.mean(measured['ai_error_outside_band']):.0f}% outside it. Without humans the loop "
-    f"ends at {fmt('self_improve')}% against {fmt('ai_only')}% for the AI-only reward model."))
+    f"ends at {fmt('self_improve')}% against {fmt('ai_only')}% for the AI-only reward model. Downstream, the DPO "
+    f"policy from RLTHF's curated labels wins {np.mean(measured['dpo_rlthf']):.1f}% against π_ref, against "
+    f"{np.mean(measured['dpo_full_human']):.1f}% from full human labels, {np.mean(measured['dpo_ai_only']):.1f}% "
+    f"from AI labels and {np.mean(measured['dpo_random_queries']):.1f}% from the random-query loop's labels."))

@@ -47,18 +47,20 @@ LABELS = {"ai_only": "AI labels only", "random": "random human annotation (one s
 config = make_config({
     "smoke": dict(seeds=[0, 1, 2], n_train=600, n_test=600, n_features=16, n_style=3, ai_accuracy=0.75,
                   ai_slip=0.0, human_error=0.03, hidden=16, epochs=60, lr=0.02, n_iterations=2,
-                  budgets=[0.06], alpha0=4.0, beta0=0.3, claim_budget=0.06),
+                  budgets=[0.06], alpha0=4.0, beta0=0.3, claim_budget=0.06, dpo_beta=0.1, dpo_candidates=8),
     "ci": dict(seeds=[0, 1, 2], n_train=3000, n_test=2000, n_features=16, n_style=3, ai_accuracy=0.75,
                ai_slip=0.0, human_error=0.03, hidden=32, epochs=100, lr=0.02, n_iterations=4,
-               budgets=[0.02, 0.06, 0.10], alpha0=4.0, beta0=0.3, claim_budget=0.06),
+               budgets=[0.02, 0.06, 0.10], alpha0=4.0, beta0=0.3, claim_budget=0.06, dpo_beta=0.1,
+               dpo_candidates=8),
     "full": dict(seeds=[0, 1, 2, 3, 4], n_train=20000, n_test=5000, n_features=16, n_style=3, ai_accuracy=0.75,
                  ai_slip=0.0, human_error=0.03, hidden=64, epochs=300, lr=0.01, n_iterations=5,
                  budgets=[0.01, 0.02, 0.04, 0.06, 0.08, 0.10, 0.20, 0.50], alpha0=4.0, beta0=0.3,
-                 claim_budget=0.06),
+                 claim_budget=0.06, dpo_beta=0.1, dpo_candidates=8),
 },
     seeds=SEED, n_train=COUNT, n_test=COUNT, n_features=COUNT, n_style=NONNEGATIVE, ai_accuracy=FRACTION,
     ai_slip=FRACTION, human_error=FRACTION, hidden=COUNT, epochs=COUNT, lr=POSITIVE, n_iterations=COUNT,
-    budgets=Range(gt=0, le=1), alpha0=POSITIVE, beta0=POSITIVE, claim_budget=Range(gt=0, le=1))
+    budgets=Range(gt=0, le=1), alpha0=POSITIVE, beta0=POSITIVE, claim_budget=Range(gt=0, le=1), dpo_beta=POSITIVE,
+    dpo_candidates=Range(ge=2))
 
 # Declared before the runs of this version; one paired unit per seed, every arm of a seed on the same world.
 HEADROOM = at_least("headroom", "headroom", 5.0,
@@ -104,6 +106,24 @@ NEEDS_HUMANS = Claim(
               {"self_improve_minus_ai": [6.0, 7.0, 5.5], "headroom": [12, 13, 11]}),
 )
 
+DPO_MATCHES = Claim(
+    chapter="rlthf", id="dpo_matches",
+    paper_statement="DPO on RLTHF's curated labels matches, even beats, DPO on the full human labels",
+    paper_value="DPO win rate 58.1 (RLTHF, 6% human) vs 55.7 (full human) vs 49.2 (AI only), HH-RLHF",
+    criterion="at the claim budget, per seed: the win rate against π_ref (judged by the true reward, on held-out "
+              "prompts) of the DPO policy trained on RLTHF's curated set (every pair labelled by the loop's final RM) "
+              "minus that of the DPO policy trained on the full human labels is above −2 points (95% t interval); "
+              "refuted if the interval lies wholly below −2",
+    effects=[Effect("dpo_rlthf_minus_full", "dpo_rlthf_minus_full", null=-2.0, min_effect=-2.0)],
+    preconditions=[
+        at_least("dpo_learns", "dpo_full_human", 60.0,
+                 "the DPO policy on full human labels wins >= 60% against π_ref on every seed (DPO learns the task)"),
+        at_least("dpo_headroom", "dpo_headroom", 2.0,
+                 "DPO on full human labels beats DPO on AI labels by >= 2 win-rate points on every seed (the labels "
+                 "matter downstream)")],
+    examples=({"dpo_rlthf_minus_full": [0.5, -0.3, 0.2], "dpo_full_human": [80, 82, 81], "dpo_headroom": [6, 7, 5]},
+              {"dpo_rlthf_minus_full": [-5, -6, -5.5], "dpo_full_human": [80, 82, 81], "dpo_headroom": [6, 7, 5]}),
+)
 
 # --- the preference world ------------------------------------------------------------------------------------
 
@@ -295,6 +315,7 @@ class LoopState:
     accuracy: list[float] = field(default_factory=list)  # RM test accuracy (%) after each iteration
     band_error: list[float] = field(default_factory=list)  # AI-label error rate (%) inside [knee, reflection)
     outside_error: list[float] = field(default_factory=list)  # ... and outside it, in each iteration
+    final_labels: np.ndarray | None = None  # the final RM's preference on every training pair (the curated set)
 
 
 def schedule(start: float, end: float, n_iterations: int) -> np.ndarray:
@@ -371,17 +392,80 @@ def rlthf_loop(train: World, test: World, cfg, seed: int, budget: float, amplify
         use, weights = training_set(state, order, points, betas[it], alphas[it])
     rm = train_reward_model(train.a[use], train.b[use], state.labels[use], weights, cfg, seed + 7919 * iters)
     state.accuracy.append(test_accuracy(rm, test))
+    state.final_labels = np.where(rm.margin(train.a, train.b, np.ones(n)) >= 0, 1, -1)
     return state
 
 
-def random_annotation(train: World, test: World, cfg, seed: int, budget: float) -> float:
-    """RM accuracy when a random share `budget` of the pairs gets human labels and the rest keep AI labels."""
+def random_labels(train: World, seed: int, budget: float) -> np.ndarray:
+    """AI labels with a random share `budget` of the pairs relabelled by humans (one shot, no loop)."""
     check_budget(budget)
     n = len(train)
     ask = numpy_rng(seed, "rlthf-random").choice(n, int(round(budget * n)), replace=False)
     labels = train.ai.copy()
     labels[ask] = train.human[ask]
+    return labels
+
+
+def random_annotation(train: World, test: World, cfg, seed: int, budget: float) -> float:
+    """RM accuracy when a random share `budget` of the pairs gets human labels and the rest keep AI labels."""
+    labels = random_labels(train, seed, budget)
     return test_accuracy(train_reward_model(train.a, train.b, labels, None, cfg, seed), test)
+
+
+# --- downstream DPO -------------------------------------------------------------------------------------------
+# The paper's second use of the curated labels: the final RM labels the whole set, and a policy is trained on it by
+# DPO, then judged by its win rate. Our policy answers a prompt by choosing among its candidate responses:
+# π_θ(y|x) ∝ π_ref(y|x) exp(h_θ(y)), π_ref uniform over the candidates, so log(π_θ/π_ref)(y) = h_θ(y) − log Z_θ(x)
+# and Z_θ(x) cancels within a pair of one prompt. The judge is the true reward r* (the "human" of the win rate).
+
+DPO_ARMS = ("ai_only", "random", "random_queries", "rlthf", "full_human")
+
+
+def dpo_loss(logratio_chosen: torch.Tensor, logratio_rejected: torch.Tensor, beta: float) -> torch.Tensor:
+    """DPO (Rafailov et al., 2023): −E log σ(β [log(π_θ/π_ref)(chosen) − log(π_θ/π_ref)(rejected)])."""
+    return -torch.nn.functional.logsigmoid(beta * (logratio_chosen - logratio_rejected)).mean()
+
+
+def train_dpo_policy(a: np.ndarray, b: np.ndarray, labels: np.ndarray, cfg, seed: int) -> RewardModel:
+    """h_θ (an MLP of the RM's shape, from the same initialisation) trained by full-batch Adam on `dpo_loss` with
+    β = `dpo_beta`; the policy is π_ref exp(h_θ)/Z."""
+    with torch.random.fork_rng():
+        torch.manual_seed(derive_seed(seed, "rlthf-dpo"))
+        h = RewardModel(a.shape[1], cfg.hidden)
+    opt = torch.optim.Adam(h.parameters(), lr=cfg.lr)
+    ta, tb = torch.as_tensor(a, dtype=torch.float32), torch.as_tensor(b, dtype=torch.float32)
+    chosen_is_a = torch.as_tensor(np.asarray(labels) > 0)
+    for _ in range(cfg.epochs):
+        ha, hb = h(ta), h(tb)
+        loss = dpo_loss(torch.where(chosen_is_a, ha, hb), torch.where(chosen_is_a, hb, ha), cfg.dpo_beta)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return h
+
+
+def dpo_candidates(cfg, seed: int) -> np.ndarray:
+    """Held-out prompts' candidate responses: [n_test, dpo_candidates, n_features] features of the world."""
+    return numpy_rng(seed, "rlthf-dpo-candidates").normal(size=(cfg.n_test, cfg.dpo_candidates, cfg.n_features))
+
+
+def win_rate_vs_reference(h: RewardModel, candidates: np.ndarray, w: np.ndarray, u: np.ndarray) -> float:
+    """Exact win rate (%) of π_θ = softmax(h_θ) over each prompt's candidates against π_ref (uniform), judged by
+    the true reward: E_x Σ_{y, y'} π_θ(y|x) π_ref(y'|x) [1(r*(y) > r*(y')) + ½ 1(r*(y) = r*(y'))]."""
+    p, c, d = candidates.shape
+    with torch.no_grad():
+        pi = torch.softmax(h(torch.as_tensor(candidates.reshape(-1, d), dtype=torch.float32)).reshape(p, c), -1)
+    r = true_reward(candidates, w, u)
+    beats = (r[:, :, None] > r[:, None, :]) + 0.5 * (r[:, :, None] == r[:, None, :])
+    return 100 * float(np.einsum("py,pyz->p", pi.numpy().astype(float), beats).mean() / c)
+
+
+def dpo_win_rates(train: World, labels: dict[str, np.ndarray], cfg, seed: int) -> dict[str, float]:
+    """Each labelled set's DPO policy: its win rate (%) against π_ref on the held-out prompts of `seed`."""
+    w, u = world_weights(seed, cfg.n_features)
+    cand = dpo_candidates(cfg, seed)
+    return {arm: win_rate_vs_reference(train_dpo_policy(train.a, train.b, y, cfg, seed), cand, w, u)
+            for arm, y in labels.items()}
 
 
 def worlds(cfg, seed: int) -> tuple[World, World]:
@@ -391,13 +475,15 @@ def worlds(cfg, seed: int) -> tuple[World, World]:
 
 
 def run_arms(cfg, seed: int) -> dict[str, dict[float, list[float]]]:
-    """Every arm at every budget: RM test accuracy (%) after each iteration (one value for one-shot arms), and
-    under "band_error" / "outside_error" the AI-label error rates inside and outside RLTHF's band per iteration."""
+    """Every arm at every budget: RM test accuracy (%) after each iteration (one value for one-shot arms); under
+    "band_error" / "outside_error" the AI-label error rates inside and outside RLTHF's band per iteration; and under
+    "dpo" the downstream DPO win rate (%) of each arm of `DPO_ARMS` at the claim budget (the loops' sets labelled by
+    their final RM, the others by their own labels)."""
     train, test = worlds(cfg, seed)
     ai = test_accuracy(train_reward_model(train.a, train.b, train.ai, None, cfg, seed), test)
     full = test_accuracy(train_reward_model(train.a, train.b, train.human, None, cfg, seed), test)
     self_improve = rlthf_loop(train, test, cfg, seed, 0.0, humans=False).accuracy
-    out = {arm: {} for arm in ARMS + ("band_error", "outside_error")}
+    out = {arm: {} for arm in ARMS + ("band_error", "outside_error", "dpo")}
     for b in cfg.budgets:
         out["ai_only"][b] = [ai]
         out["full_human"][b] = [full]
@@ -406,8 +492,13 @@ def run_arms(cfg, seed: int) -> dict[str, dict[float, list[float]]]:
         loop = rlthf_loop(train, test, cfg, seed, b)
         out["rlthf"][b] = loop.accuracy
         out["band_error"][b], out["outside_error"][b] = loop.band_error, loop.outside_error
-        out["random_queries"][b] = rlthf_loop(train, test, cfg, seed, b, select="random").accuracy
+        random_loop = rlthf_loop(train, test, cfg, seed, b, select="random")
+        out["random_queries"][b] = random_loop.accuracy
         out["rlthf_no_alpha_beta"][b] = rlthf_loop(train, test, cfg, seed, b, amplify=False).accuracy
+        if b == cfg.claim_budget:
+            out["dpo"][b] = dpo_win_rates(train, {"ai_only": train.ai, "random": random_labels(train, seed, b),
+                                               "random_queries": random_loop.final_labels,
+                                               "rlthf": loop.final_labels, "full_human": train.human}, cfg, seed)
     return out
 
 
@@ -431,4 +522,7 @@ def claim_measurements(results: Sequence[dict], budget: float) -> dict[str, list
             "headroom": (t["full_human"] - t["ai_only"]).tolist(),
             "full_human_accuracy": t["full_human"].tolist(),
             "ai_error_in_band": [r["band_error"][budget][0] for r in results],
-            "ai_error_outside_band": [r["outside_error"][budget][0] for r in results]}
+            "ai_error_outside_band": [r["outside_error"][budget][0] for r in results],
+            **{f"dpo_{arm}": [r["dpo"][budget][arm] for r in results] for arm in DPO_ARMS},
+            "dpo_rlthf_minus_full": [r["dpo"][budget]["rlthf"] - r["dpo"][budget]["full_human"] for r in results],
+            "dpo_headroom": [r["dpo"][budget]["full_human"] - r["dpo"][budget]["ai_only"] for r in results]}
