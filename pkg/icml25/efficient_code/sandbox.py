@@ -390,7 +390,9 @@ def run_candidate(source: str, tests: list, perf: list, entry: str = "f", limits
     wrong = _compare(run.report, tests)
     if wrong:
         return Execution("MEMORY" if "MemoryError" in wrong else "FAIL", wrong)
-    calls, startup = 1, _baseline(perf_json, 0, limits).cpu
+    # how many calls to time is chosen against the bare sandbox's start-up, one measurement shared by every task;
+    # what is subtracted from the timed runs is still the baseline of this input at the chosen call count
+    calls, startup = 1, _baseline("[]", 0, limits).cpu
     def growth(spent: float, cpu: float) -> float:
         """How much to multiply the calls by: towards min_time, but keeping a timed run well inside the CPU limit
         (decoding a large input may cost more than the call itself)."""
