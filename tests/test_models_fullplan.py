@@ -64,3 +64,34 @@ def test_memory_grows_with_training_and_spills_onto_more_gpus():
     assert fullplan.gpu_hours(lora) < fullplan.gpu_hours(full)  # no weight gradients under LoRA
     with pytest.raises(ValueError, match="not a Hub id"):
         fullplan.ChapterPlan("x", "inference", (fullplan.Checkpoint("m", "model", 1.0, ""),), fullplan.Workload())
+
+
+def test_each_chapter_page_includes_its_full_scale_section_generated_from_the_plan(tmp_path):
+    """The section quotes the plan's own estimates and checkpoints, and every chapter page with a plan includes it
+    (a page that did not would show no full-scale cost)."""
+    from icml25.book import build
+
+    book = tmp_path / "book"
+    for slug in fullplan.PLANS:
+        (book / slug).mkdir(parents=True)
+        (book / slug / "index.md").write_text("# page\n")
+    build.write_full_scale_sections(build.Output("ci", book, tmp_path / "results", tmp_path))
+    for row in fullplan.rows(list(fullplan.PLANS)):
+        text = (book / row.slug / build.FULL_SCALE_SECTION).read_text()
+        assert text.startswith("## At full scale")
+        for c in row.plan.checkpoints:
+            assert (f"`{c.repo}`" if c.repo else "trained from scratch") in text and f"{c.params_b:.2f} B" in text
+        if row.plan.checkpoints:
+            assert f"**{row.memory_gib:.0f} GiB**" in text and f"**{row.hours:.1f} GPU-hours**" in text
+        else:
+            assert "needs no GPU" in text and "GiB" not in text
+        page = (build.BOOK / row.slug / "index.md").read_text()
+        assert f"```{{include}} {build.FULL_SCALE_SECTION}\n```" in page, f"{row.slug}/index.md lacks the section"
+
+
+def test_an_invalid_full_config_has_no_page_section(monkeypatch):
+    import icml25.rsd as rsd
+
+    monkeypatch.setattr(rsd, "config", lambda scale, **kw: (_ for _ in ()).throw(ValueError("bad knob")))
+    with pytest.raises(ValueError, match="rsd: the full-scale plan is invalid: ValueError: bad knob"):
+        fullplan.page_section("rsd")

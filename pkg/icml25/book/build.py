@@ -63,7 +63,9 @@ SHARED_ZOO = ("arith-draft", "arith-target")
 SHARED_ZOO_USERS = ("workbench", "rsd")
 # chapters that start from the shared models at seed 0 only
 SHARED_ZOO_SEED0_USERS = ("implicit_prm", "mpo", "hybrid_winrate", "lora_init", "model_swarms")
-GENERATED = ("_results", "_toc.yml", "scorecard.md", "scorecard_effects.png", "[0-9]*.ipynb", "_build")
+FULL_SCALE_SECTION = "_full_scale.md"  # generated per chapter page by `render`, included by its index.md
+GENERATED = ("_results", "_toc.yml", "scorecard.md", "scorecard_effects.png", "[0-9]*.ipynb", "_build",
+             FULL_SCALE_SECTION)
 
 
 @dataclass(frozen=True)
@@ -557,13 +559,25 @@ def sync_sources(out: Output) -> None:
         shutil.copytree(BOOK, out.book, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*GENERATED))
 
 
+def write_full_scale_sections(out: Output) -> None:
+    """Each chapter page's "At full scale" section (its checkpoints, GPU memory and hours), generated from
+    `icml25.core.fullplan` into the file the page includes."""
+    from ..core import fullplan
+
+    for slug in fullplan.PLANS:
+        if (out.book / slug / "index.md").exists():
+            (out.book / slug / FULL_SCALE_SECTION).write_text(fullplan.page_section(slug))
+
+
 def render(out: Output | None = None, strict: bool = True) -> int:
-    """Write the table of contents and the scorecard, then run Jupyter Book; returns its exit code."""
+    """Write the table of contents, the scorecard and the chapters' full-scale sections, then run Jupyter Book;
+    returns its exit code."""
     from . import scorecard, toc
 
     out = out or output(BOOK_SCALE)
     toc.write(out)
     scorecard.write(out)
+    write_full_scale_sections(out)
     cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(out.book), "--config",
            str(PROJECT_ROOT / "_config.yml"), "--toc", str(out.book / "_toc.yml"), "--path-output",
            str(out.html_root)]

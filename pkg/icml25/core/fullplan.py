@@ -271,6 +271,36 @@ def format_plan(table: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+_DOES = {"inference": "runs real checkpoints (inference only)", "lora": "fine-tunes real checkpoints with LoRA",
+         "finetune": "fine-tunes real checkpoints", "pretrain": "pre-trains its models from scratch at real size"}
+
+
+def page_section(slug: str) -> str:
+    """The chapter page's "At full scale" section, in Markdown, generated from the chapter's plan and its full
+    configuration (so no page quotes an estimate by hand)."""
+    r = rows([slug])[0]
+    if r.error:
+        raise ValueError(f"{slug}: the full-scale plan is invalid: {r.error}")
+    p = r.plan
+    lines = ["## At full scale", ""]
+    if not p.checkpoints:
+        lines.append(f"`scale=\"full\"` needs no GPU: {p.note or p.workload.how}.")
+    else:
+        seeds_text = f"{r.seeds} seed{'s' * (r.seeds != 1)}" if p.per_seed else "run once for all seeds"
+        lines += [f"`scale=\"full\"` {_DOES[p.mode]}: about **{r.memory_gib:.0f} GiB** "
+                  f"of peak GPU memory ({r.gpus} × {GPU}) and **{r.hours:.1f} GPU-hours** ({seeds_text}).", "",
+                  "| role | checkpoint | parameters | trained here | the paper used |", "|---|---|---|---|---|"]
+        lines += [f"| {c.role} | {f'`{c.repo}`' if c.repo else 'trained from scratch'} | {c.params_b:.2f} B | "
+                  f"{'yes' if c.trained else 'no'} | {c.paper} |" for c in p.checkpoints]
+        lines += ["", f"Workload per {'seed' if p.per_seed else 'run'}: {p.workload.how}."
+                  + (f" {p.note[0].upper()}{p.note[1:]}." if p.note else "")]
+        lines += ["", "These are first-order estimates (weights, optimiser state and a fifth for activations; FLOPs "
+                  "at a sustained share of the GPU's peak): the assumptions are in `icml25.core.fullplan`."]
+    lines += ["", "`icml25 build --scale full --dry-run` checks every chapter's full configuration and prints the "
+              "whole plan without downloading or training anything.", ""]
+    return "\n".join(lines)
+
+
 def dry_run(slugs: Sequence[str] | None = None) -> int:
     """Print the plan; 0 when every chapter's full config is valid and planned, else 1."""
     table = rows(slugs)
