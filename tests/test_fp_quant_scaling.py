@@ -155,22 +155,28 @@ def test_late_slope_turns_positive_past_the_critical_data_size():
     assert fq.loss_minimum(run) == pytest.approx(dcrit, rel=0.42)  # the nearest checkpoint, sqrt(2) apart
 
 
-def test_fit_seed_recovers_the_law_and_its_critical_data_size():
+@pytest.mark.parametrize("held", [fq.QuantSpec(2, 1, 16), fq.QuantSpec(2, 1, 1024)])
+def test_a_run_left_out_of_the_fit_is_predicted_with_its_critical_data_size(held):
     runs = [r for r in _runs_from_law(TOY) if r.seed == 0]
-    fit = fq.fit_seed(runs, 0.5, (2, 1, 1024))
-    assert fit.r2_late > 0.999
-    assert fit.dcrit == pytest.approx(float(fq.critical_data_size(1280, 2, 1, 1024, TOY)), rel=1e-3)
-    # without a quantisation term there is no critical data size
+    fit = fq.fit_held_out(runs, held)
+    D = np.array(runs[0].D, float)
+    np.testing.assert_allclose(fit.measured, D**TOY.beta / 1280**TOY.alpha * fq.precision_term(2, 1, held.B, TOY),
+                               rtol=1e-9)
+    assert fit.r2 > 0.999999
+    assert fit.dcrit == pytest.approx(float(fq.critical_data_size(1280, 2, 1, held.B, TOY)), rel=1e-4)
+    # without a quantisation term there is nothing to predict and no critical data size
     flat = [fq.Run(r.spec, 0, r.N, r.D, fq.find_run(runs, 0).loss) for r in runs]
-    assert fq.fit_seed(flat, 0.5, (2, 1, 1024)).dcrit == math.inf
+    none = fq.fit_held_out(flat, held)
+    assert none.dcrit == math.inf and np.allclose(none.predicted, 0, atol=1e-9)
 
 
-def test_points_table_splits_checkpoints_by_share():
+def test_points_table_has_a_row_per_checkpoint_with_nan_format_for_full_precision():
     runs = _runs_from_law(TOY, seeds=(0,))
-    early, late = fq.points_table(runs, up_to=0.5), fq.points_table(runs, after=0.5)
-    assert len(early["loss"]) + len(late["loss"]) == sum(len(r.D) for r in runs)
-    assert np.isnan(early["E"][: len(runs[0].D[:6])]).all()  # full precision first, E = NaN
-    assert early["D"].max() <= 0.5 * runs[0].D[-1] < late["D"].min()
+    table = fq.points_table(runs)
+    assert len(table["loss"]) == sum(len(r.D) for r in runs)
+    n = len(runs[0].D)
+    assert np.isnan(table["E"][:n]).all() and not np.isnan(table["E"][n:]).any()  # full precision first
+    assert table["B"][n:2 * n].tolist() == [1024] * n
 
 
 def test_late_loss_is_the_mean_over_the_second_half():
@@ -181,7 +187,7 @@ def test_late_loss_is_the_mean_over_the_second_half():
 def test_checkpoints_are_log_spaced_and_end_at_the_last_step():
     at = fq.checkpoints(400, 8)
     assert at[-1] == 400 and len(at) == 8 and at == sorted(set(at))
-    assert np.allclose(np.diff(np.log2(at)), 0.5, atol=0.05)
+    assert np.allclose(np.diff(np.log2(at)), 1 / fq.CHECKPOINTS_PER_OCTAVE, atol=0.05)
 
 
 def test_train_curve_evaluates_at_the_checkpoints_and_learns():

@@ -287,17 +287,17 @@ class MarkovLanguage:
 config = make_config({
     "smoke": {"seeds": [0, 1], "vocab": 64, "zipf": 1.2, "seq_len": 16, "batch_size": 8, "lr": 3e-2,
               "model": (8, 16), "steps": 24, "n_checkpoints": 4, "n_eval": 16,
-              "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2), "fit_share": 0.5},
+              "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2)},
     "ci": {"seeds": [0, 1, 2], "vocab": 64, "zipf": 1.2, "seq_len": 32, "batch_size": 64, "lr": 3e-2,
-           "model": (8, 16), "steps": 120, "n_checkpoints": 8, "n_eval": 256,
-           "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2), "fit_share": 0.5},
+           "model": (8, 16), "steps": 160, "n_checkpoints": 16, "n_eval": 256,
+           "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2)},
     "full": {"seeds": [0, 1, 2, 3, 4], "vocab": 64, "zipf": 1.2, "seq_len": 64, "batch_size": 64, "lr": 3e-2,
-             "model": (8, 16), "steps": 8000, "n_checkpoints": 16, "n_eval": 256,
-             "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2), "fit_share": 0.5},
+             "model": (8, 16), "steps": 8000, "n_checkpoints": 32, "n_eval": 256,
+             "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2)},
 },
     seeds=SEED, vocab=COUNT, zipf=POSITIVE, seq_len=Range(ge=2), batch_size=COUNT, lr=POSITIVE, model=COUNT,
     steps=COUNT, n_checkpoints=COUNT, n_eval=COUNT, low=(Range(ge=1), NONNEGATIVE, COUNT), small_block=COUNT,
-    alt_format=(Range(ge=1), NONNEGATIVE), fit_share=Range(gt=0, lt=1))
+    alt_format=(Range(ge=1), NONNEGATIVE))
 
 
 LATE_SHARE = 0.5  # "late in training": checkpoints with at least this share of the run's tokens
@@ -334,9 +334,13 @@ def block_params(model) -> int:
                if isinstance(m, (torch.nn.Linear, QLinear)))
 
 
+CHECKPOINTS_PER_OCTAVE = 4  # the late half of a run (one octave of D) holds this many held-out evaluations
+
+
 def checkpoints(steps: int, n: int) -> list[int]:
-    """`n` steps spaced evenly in log from steps / 2^(n-1)... up to `steps` (distinct, increasing)."""
-    return sorted({max(1, round(steps * 2.0 ** (-(n - 1 - i) / 2))) for i in range(n)})
+    """`n` steps spaced evenly in log, `CHECKPOINTS_PER_OCTAVE` per doubling, ending at `steps` (distinct,
+    increasing)."""
+    return sorted({max(1, round(steps * 2.0 ** (-(n - 1 - i) / CHECKPOINTS_PER_OCTAVE))) for i in range(n)})
 
 
 def train_curve(model, batches, steps: int, lr: float, eval_at: Sequence[int], eval_fn) -> list[float]:
@@ -364,22 +368,25 @@ def train_curve(model, batches, steps: int, lr: float, eval_at: Sequence[int], e
     return out
 
 
-def train_run(cfg, spec: QuantSpec, seed: int, language: MarkovLanguage, return_model: bool = False):
-    """Train one tiny LM with `spec` quantisation on fresh Markov text (the stream fixed by `seed`, so every
-    format of a seed sees the same tokens and starts from the same weights); the held-out loss (same quantised
-    forward) at the checkpoints."""
+def token_stream(cfg, seed: int, language: MarkovLanguage) -> torch.Tensor:
+    """[steps, batch_size, seq_len] training token ids of `seed` (every format of a seed trains on these)."""
+    gen = torch_generator(seed, "fpq-data")
+    ids = language.sample(cfg.steps * cfg.batch_size, cfg.seq_len, gen) + len(tinylm.SPECIALS)
+    return ids.view(cfg.steps, cfg.batch_size, cfg.seq_len)
+
+
+def train_run(cfg, spec: QuantSpec, seed: int, language: MarkovLanguage, stream: torch.Tensor | None = None,
+              return_model: bool = False):
+    """Train one tiny LM with `spec` quantisation on `seed`'s Markov text (`token_stream`, passed in when
+    several formats share it), from `seed`'s initial weights, so every format of a seed is paired; the held-out
+    loss (same quantised forward) at the checkpoints."""
     offset = len(tinylm.SPECIALS)
     model = quantize_model(make_lm(cfg, seed), spec)
-    gen = torch_generator(seed, "fpq-data")
-
-    def batches():
-        while True:
-            yield language.sample(cfg.batch_size, cfg.seq_len, gen) + offset
-
+    stream = token_stream(cfg, seed, language) if stream is None else stream
     held_out = language.sample(cfg.n_eval, cfg.seq_len, torch_generator(0, "fpq-eval")) + offset
     at = checkpoints(cfg.steps, cfg.n_checkpoints)
     with one_thread():
-        losses = train_curve(model, batches(), cfg.steps, cfg.lr, at,
+        losses = train_curve(model, iter(stream), cfg.steps, cfg.lr, at,
                              lambda m: m(input_ids=held_out, labels=held_out).loss)
     run = Run(spec, seed, block_params(model), tuple(s * cfg.batch_size * cfg.seq_len for s in at), tuple(losses))
     return (run, model) if return_model else run
@@ -396,7 +403,9 @@ def sweep_plan(cfg) -> list[tuple[QuantSpec, int]]:
 def run_sweep(cfg, seed: int = 0) -> tuple[list[Run], MarkovLanguage]:
     """Every run of `sweep_plan` on the language of `seed`."""
     language = MarkovLanguage.make(cfg.vocab, cfg.zipf, seed)
-    return [train_run(cfg, spec, s, language) for spec, s in tqdm(sweep_plan(cfg), desc="sweep")], language
+    streams = {s: token_stream(cfg, s, language) for s in cfg.seeds}
+    runs = [train_run(cfg, spec, s, language, streams[s]) for spec, s in tqdm(sweep_plan(cfg), desc="sweep")]
+    return runs, language
 
 
 def find_run(runs: Sequence[Run], seed: int, E=None, M=None, B=None) -> Run:
@@ -479,17 +488,10 @@ def predict(p: LawParams, N, D, E, M, B):
     return base + term
 
 
-def points_table(runs: Sequence[Run], up_to: float | None = None, after: float | None = None
-                 ) -> dict[str, np.ndarray]:
-    """One row per (run, checkpoint): columns N, D, E, M, B, loss (E, M, B = NaN for full precision); `up_to`
-    keeps checkpoints with D <= that share of the run's last, `after` those beyond it."""
-    rows = []
-    for r in runs:
-        for D, loss in zip(r.D, r.loss):
-            share = D / r.D[-1]
-            if (up_to is None or share <= up_to + 1e-9) and (after is None or share > after + 1e-9):
-                q = r.spec.E is None
-                rows.append((r.N, D, *(3 * [math.nan] if q else [r.spec.E, r.spec.M, r.spec.B]), loss))
+def points_table(runs: Sequence[Run]) -> dict[str, np.ndarray]:
+    """One row per (run, checkpoint): columns N, D, E, M, B, loss (E, M, B = NaN for full precision)."""
+    rows = [(r.N, D, *(3 * [math.nan] if r.spec.E is None else [r.spec.E, r.spec.M, r.spec.B]), loss)
+            for r in runs for D, loss in zip(r.D, r.loss)]
     return dict(zip(("N", "D", "E", "M", "B", "loss"), np.array(rows, float).T))
 
 
@@ -499,24 +501,34 @@ def r_squared(y, pred) -> float:
 
 
 @dataclass(frozen=True)
-class SeedFit:
-    """The law fitted to one seed's early checkpoints, and how it predicts the seed's later quantised ones."""
+class HeldOutFit:
+    """The law fitted to one seed's runs but one, and what it says of the run left out."""
 
     law: LawParams
-    r2_late: float  # R^2 of the predicted loss on the held-out later checkpoints of the quantised runs
-    dcrit: float  # the fitted law's critical data size for the low-precision format (tokens; inf if none)
+    measured: np.ndarray  # the held-out run's penalty over full precision (same seed) at each checkpoint
+    predicted: np.ndarray  # the fitted law's quantisation term for it at the same D
+    dcrit: float  # the fitted law's critical data size for the held-out run's format (tokens; inf if none)
+
+    @property
+    def r2(self) -> float:
+        """R^2 of the predicted penalty on the measured one (1 is perfect; 0 is no better than its mean)."""
+        return r_squared(self.measured, self.predicted)
 
 
-def fit_seed(runs: Sequence[Run], fit_share: float, low: tuple[int, int, int]) -> SeedFit:
-    """Fit the law on every run's checkpoints with D <= `fit_share` of the run; predict the quantised runs'
-    later checkpoints (an extrapolation in D, where the quantisation term grows as D^beta)."""
-    fit = points_table(runs, up_to=fit_share)
+def fit_held_out(runs: Sequence[Run], held: QuantSpec) -> HeldOutFit:
+    """Fit the law (alpha, beta fixed) on every checkpoint of one seed's runs except the run with format
+    `held`, and predict that run's penalty over the seed's full-precision run. With one model size the law's
+    base cancels in the penalty, so the prediction is its quantisation term alone, carried to the held-out
+    format by the law's (E + 0.5)^delta (M + 0.5)^nu and log2 B."""
+    fit = points_table([r for r in runs if r.spec != held])
     law = fit_law(fit["N"], fit["D"], fit["E"], fit["M"], fit["B"], fit["loss"])
-    late = points_table([r for r in runs if r.spec.E is not None], after=fit_share)
-    pred = predict(law, late["N"], late["D"], late["E"], late["M"], late["B"])
-    ok = law.d > 0 and math.isfinite(law.gamma)
-    dcrit = float(critical_data_size(runs[0].N, *low, law)) if ok else math.inf
-    return SeedFit(law, r_squared(late["loss"], pred), dcrit)
+    target, fp = (next(r for r in runs if r.spec == spec) for spec in (held, QuantSpec(None)))
+    D = np.array(target.D, float)
+    quantised = math.isfinite(law.gamma)  # else the fit found no positive quantisation term
+    term = D**law.beta / target.N**law.alpha * precision_term(held.E, held.M, held.B, law) if quantised else 0 * D
+    has_dcrit = quantised and law.d > 0  # the loss falls with D at first and then rises
+    dcrit = float(critical_data_size(target.N, held.E, held.M, held.B, law)) if has_dcrit else math.inf
+    return HeldOutFit(law, np.subtract(target.loss, fp.loss), term, dcrit)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -571,12 +583,14 @@ FIT = Claim(
     chapter="fp_quant_scaling", id="fit",
     paper_statement="The unified law fits the runs and predicts runs it was not fitted on",
     paper_value="fits 41M-679M; validated at 1.2B, 7B, 70B",
-    criterion="Per seed, the law fitted (alpha, beta fixed) to every run's checkpoints up to half its tokens "
-              "predicts the quantised runs' later checkpoints with R^2 above 0 (95% t interval; refuted below "
-              "0.5)",
-    effects=[Effect("r2_on_later_checkpoints", "r2_late", min_effect=0.5)],
+    criterion="Per seed, each E2M1 run (B = 16, then B = 1024) is left out and the law (alpha, beta fixed) is "
+              "fitted to every checkpoint of the seed's other three runs; R^2 of the predicted penalty of the "
+              "left-out run over full precision at its checkpoints, averaged over the two, is above 0 (95% t "
+              "interval; refuted below 0.5)",
+    effects=[Effect("r2_on_held_out_runs", "r2_held_out", min_effect=0.5)],
     preconditions=[RESOLVED, FP_LEARNS],
-    examples=({**_RESOLVED_OK, "r2_late": [0.8, 0.85, 0.9]}, {**_RESOLVED_OK, "r2_late": [-1.0, -0.5, -0.8]}),
+    examples=({**_RESOLVED_OK, "r2_held_out": [0.8, 0.85, 0.9]},
+              {**_RESOLVED_OK, "r2_held_out": [-1.0, -0.5, -0.8]}),
 )
 
 CRITICAL_DATA = Claim(
@@ -586,12 +600,13 @@ CRITICAL_DATA = Claim(
                 "a 1B model in E2M1 at B = 128",
     criterion="At E2M1, B = 1024, the per-seed slope of held-out loss against log2 D over the second half of "
               "training is above 0 (95% t interval), and above full precision's slope on the same seed. "
-              "Judged only where the law fitted to the early checkpoints puts D_crit inside the tokens trained",
+              "Judged only where the law fitted to the seed's other three runs (this one left out) puts D_crit "
+              "inside the tokens trained",
     effects=[Effect("late_loss_slope_low_precision", "late_slope_low"),
              Effect("late_slope_low_minus_fp", "late_slope_gap")],
     preconditions=[RESOLVED, FP_LEARNS,
                    at_most("dcrit_reached", "dcrit_over_trained", 1.0,
-                           "the fitted law's D_crit / tokens trained <= 1 on every seed")],
+                           "D_crit of the law fitted without this run / tokens trained <= 1 on every seed")],
     examples=({**_RESOLVED_OK, "dcrit_over_trained": [0.5, 0.6, 0.4], "late_slope_low": [0.01, 0.012, 0.011],
                "late_slope_gap": [0.02, 0.021, 0.019]},
               {**_RESOLVED_OK, "dcrit_over_trained": [0.5, 0.6, 0.4], "late_slope_low": [-0.02, -0.021, -0.019],
