@@ -187,3 +187,28 @@ def test_the_real_fixture_loads_when_present():
     assert matrix.observed.all() and (matrix.scores >= 0).all() and (matrix.scores <= 1).all()
     xm, xd = pp.load_profiles(matrix)
     assert xm.shape[0] == 108 and xd.shape == (149, 15) and np.isfinite(xm).all()
+
+
+def test_active_evaluation_keeps_the_start_normalisation_and_reveals_official_batches(monkeypatch):
+    """The official script z-scores the columns once, with the start's training cells, refits on that scale, and
+    reveals int(share × all cells) cells per round."""
+    matrix, _, _ = pp.synthetic_low_rank(21, 31, seed=2)
+    cfg = pp.config("smoke", n_burn=2, n_samples=2, active_rounds=3)
+    seen, sizes, fit = [], [], pp.fit_predict
+
+    def spy(matrix, train, cfg, seed, variant="pmf", profiles=None, norm=None):
+        seen.append(norm)
+        sizes.append(int(train.sum()))
+        return fit(matrix, train, cfg, seed, variant, profiles, norm)
+
+    monkeypatch.setattr(pp, "fit_predict", spy)
+    pp.active_evaluation(matrix, cfg, 0)
+    train0, _ = pp.split_cells(matrix.observed, 1 - cfg.active_start_share, 0, "active-start")
+    start = pp.ColumnNormaliser.fit(matrix.scores, train0)
+    assert len(seen) == 1 + 2 * cfg.active_rounds
+    batches = [int(21 * 31 * share) for share in pp.ACTIVE_SCHEDULE[:3]]  # 32, 32, 65: rounded down
+    for order in (sizes[1:4], sizes[4:7]):
+        np.testing.assert_array_equal(np.diff([sizes[0]] + order), batches)
+    for norm in seen:
+        np.testing.assert_array_equal(norm.mean, start.mean)
+        np.testing.assert_array_equal(norm.std, start.std)

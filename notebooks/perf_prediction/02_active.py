@@ -20,9 +20,9 @@
 #
 # **Parameters** as in `01_pmf`, plus the active-evaluation protocol of the official `active_eval.py`: start with
 # `active_start_share` (20%) of the cells known, then reveal 5%, 5%, 10%, 10%, ... of all cells per round
-# (`pp.ACTIVE_SCHEDULE`) for `active_rounds` rounds. The official schedule has nine rounds, the last of which
-# reveals every remaining cell (both orders then score zero), so we stop after eight. At `scale="full"`: 10
-# seeds and 500 burn-in sweeps.
+# (`pp.ACTIVE_SCHEDULE`) for `active_rounds` rounds. The official schedule has nine rounds that add up to the 80%
+# held out, so after the ninth only the few cells lost to rounding down are unknown and both orders score
+# almost zero; we stop after eight. At `scale="full"`: 10 seeds and 500 burn-in sweeps.
 
 # %% tags=["parameters"]
 scale = "ci"
@@ -59,10 +59,11 @@ cfg
 # Both orders start from the same known cells (20%, the rest is the test set) and the same sampler seed; the
 # only difference is which unknown cells are revealed next. The paper's selector (the official `ActiveSelector`)
 # ranks every unknown cell by its posterior sd in accuracy units and takes the top of the list as one batch per
-# round: a batched, diversity-blind choice, which is what we run. After each round PMF is refitted and scored
-# as the official script scores it: RMSE over the initial test cells, with the cells revealed so far known
-# exactly. Revealing a cell PMF had badly wrong therefore lowers the error twice: that cell's error goes to
-# zero, and the refit learns from it.
+# round (5% or 10% of all cells at once, not one cell at a time and without refitting inside the batch): a
+# batched, diversity-blind choice, which is what we run. After each round PMF is refitted on the start's
+# column z-scores (the official script normalises once) and scored as the official script scores it: RMSE over
+# the initial test cells, with the cells revealed so far known exactly. Revealing a cell PMF had badly wrong
+# therefore lowers the error twice: that cell's error goes to zero, and the refit learns from it.
 
 # %%
 from IPython.display import Markdown, display

@@ -37,7 +37,8 @@ BART_MARKER = "Whole dataset"  # columns whose name contains this are BARTScores
 TEST_SHARES = (0.2, 0.4, 0.6, 0.8, 0.9, 0.95)
 
 #: the official active-evaluation script: start from 20% of the cells known (80% test), then reveal these shares
-#: of all cells, round by round, refitting after each (the last round reveals every remaining cell)
+#: of all cells, round by round (int(share × cells) each), refitting after each; together they are the 80% held
+#: out, so the last round leaves at most the few cells lost to rounding down
 ACTIVE_SCHEDULE = (0.05, 0.05, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1)
 
 config = make_config({
@@ -473,9 +474,11 @@ def rmse(pred: np.ndarray, truth: np.ndarray, mask: np.ndarray) -> float:
 
 
 def fit_predict(matrix: ScoreMatrix, train: np.ndarray, cfg, seed: int, variant: str = "pmf",
-                profiles: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Normalise with training statistics, sample the posterior, return mean and sd in raw score units."""
-    norm = ColumnNormaliser.fit(matrix.scores, train)
+                profiles: tuple[np.ndarray, np.ndarray] | None = None,
+                norm: ColumnNormaliser | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Normalise with training statistics (or with a given `norm`), sample the posterior, return mean and sd in
+    raw score units."""
+    norm = ColumnNormaliser.fit(matrix.scores, train) if norm is None else norm
     z = np.where(train, norm.transform(matrix.scores), 0.0)
     xm, xd = profiles if profiles is not None else (None, None)
     post = pmf_gibbs(z, train, cfg.rank, cfg.alpha, cfg.n_burn, cfg.n_samples, seed, variant, xm, xd)
@@ -528,15 +531,17 @@ def sd_error_spearman(calibration, shuffle_seed: int | None = None) -> list[floa
 def active_evaluation(matrix: ScoreMatrix, cfg, seed: int) -> dict[str, list[float]]:
     """The official active-evaluation protocol: start with `active_start_share` of the cells known, then for
     `cfg.active_rounds` rounds reveal the next share of `ACTIVE_SCHEDULE` (a share of all cells) and refit. The
-    revealed batch is the unknown cells with the largest posterior sd in score units ("active", a whole batch
-    per round as the official selector takes it) or a uniform draw ("random"). After each round the RMSE is taken
-    over the initial test cells, the revealed ones known exactly (as the official script does). Round 0 (the
-    common start) is fitted once."""
+    revealed batch, int(share × all cells) of them, is the unknown cells with the largest posterior sd in score
+    units ("active", the top of the whole ranked list at once, as the official `ActiveSelector` takes it) or a
+    uniform draw ("random"). As in the official script, the columns keep the z-scores of the start's training
+    cells in every round, and after each round the RMSE is taken over the initial test cells, the revealed ones
+    known exactly. Round 0 (the common start) is fitted once."""
     if not 0 < cfg.active_rounds <= len(ACTIVE_SCHEDULE):
         raise ValueError(f"active_rounds must be in 1..{len(ACTIVE_SCHEDULE)}, got {cfg.active_rounds}")
     train0, test = split_cells(matrix.observed, 1 - cfg.active_start_share, seed, "active-start")
     n_cells = int(matrix.observed.sum())
-    mean0, sd0 = fit_predict(matrix, train0, cfg, seed)
+    norm = ColumnNormaliser.fit(matrix.scores, train0)
+    mean0, sd0 = fit_predict(matrix, train0, cfg, seed, norm=norm)
     curves = {"start gap": rmse(baselines(matrix.scores, train0)["mean of means"], matrix.scores, test)
               - rmse(mean0, matrix.scores, test)}
     for strategy in ("active", "random"):
@@ -549,7 +554,7 @@ def active_evaluation(matrix: ScoreMatrix, cfg, seed: int) -> dict[str, list[flo
             pick = idx[np.argsort(-sd.flat[idx], kind="stable")[:batch]] if strategy == "active" else \
                 rng.choice(idx, batch, replace=False)
             train.flat[pick] = True
-            mean, sd = fit_predict(matrix, train, cfg, seed)
+            mean, sd = fit_predict(matrix, train, cfg, seed, norm=norm)
             curve.append(rmse(np.where(train, matrix.scores, mean), matrix.scores, test))
         curves[strategy] = curve
     curves["observed share"] = (cfg.active_start_share + np.cumsum((0,) + ACTIVE_SCHEDULE[:cfg.active_rounds])
