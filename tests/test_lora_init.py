@@ -276,3 +276,38 @@ def test_bad_inputs():
         li.init_lora(model, "B", 1.0, 0)
     with pytest.raises(ValueError, match="'BA'.*valid modes: A, AB, AB\\+"):
         li.init_lora_layer(layer, "BA", 1.0, torch.Generator())
+
+
+def test_width_sweep_judges_each_width_below_its_own_optimum():
+    """η*(n) is the argmin of Init[A]'s seed-mean loss at that width, and the gain at η*(n)/10 is a plain
+    log-loss difference of fresh runs there; a judged rate below the grid is NaN."""
+    from icml25.core.config import Config
+
+    cfg = li.config("smoke")
+    lrs = li.half_decades(-6, -2)
+    got = li.width_sweep(cfg, [16], lrs)[16]
+    c = Config(cfg.scale, {**cfg, "width": 16})
+    toys = [li.mlp_toy(c, s) for s in cfg.width_seeds]
+    a = np.array([[li.finetune_toy(t, c, "A", lr, 1.0, s)["test_loss"] for lr in lrs]
+                  for t, s in zip(toys, cfg.width_seeds)])
+    star = int(np.argmin(a.mean(0)))
+    assert got["lr_star"] == lrs[star]
+    for name, k in li.JUDGED.items():
+        if star - k < 0:
+            assert np.isnan(got[f"a_minus_ab_{name}"]).all()
+            continue
+        ab = [li.finetune_toy(t, c, "AB", lrs[star - k], 1.0, s)["test_loss"] for t, s in zip(toys, cfg.width_seeds)]
+        np.testing.assert_allclose(got[f"a_minus_ab_{name}"], np.log(a[:, star - k]) - np.log(ab), rtol=1e-12)
+
+
+def test_scale_sweep_reuses_the_grid_only_where_it_holds_the_same_run():
+    cfg = li.config("smoke", seeds=[0], init_scales=[1.0, 100.0])
+    toys = {0: li.mlp_toy(cfg, 0)}
+    lrs = [cfg.scale_lr / li.HALF_DECADE, cfg.scale_lr]
+    fresh = {m: li.finetune_toy(toys[0], cfg, m, cfg.scale_lr, 1.0, 0)["test_loss"] for m in li.MODES}
+    grid = {m: np.array([[math.nan, fresh[m]]]) for m in li.MODES}
+    got = li.scale_sweep(cfg, toys, grid, lrs)
+    assert got["A"][0] == fresh["A"] and got["AB"][0, 0] == fresh["AB"] and got["AB+"][0, 0] == fresh["AB+"]
+    assert got["AB"][0, 1] == li.finetune_toy(toys[0], cfg, "AB", cfg.scale_lr, 100.0, 0)["test_loss"]
+    off_grid = li.scale_sweep(cfg, toys, {m: np.full((1, 1), math.nan) for m in li.MODES}, [cfg.scale_lr * 3])
+    assert off_grid["A"][0] == fresh["A"] and off_grid["AB"][0, 0] == fresh["AB"]

@@ -64,20 +64,20 @@ config = make_config({
               "width": 64, "d_in": 16, "d_out": 8, "rank": 4, "alpha": 4, "pretrain_steps": 30,
               "finetune_steps": 20, "batch_size": 128, "shift": 1.0,
               "lm_lrs": [3e-3], "lm_steps": 2, "lm_batch_size": 8, "lm_rank": 4, "lm_eval": 16,
-              "curve_lr": 1e-3, "widths": [32, 64], "width_lrs": half_decades(-6, -4), "width_seeds": [0],
+              "curve_lr": 1e-3, "widths": [32], "width_lrs": half_decades(-6, -2), "width_seeds": [0],
               "lm_seeds": [0]},
     "ci": {"seeds": [0, 1, 2, 3], "lrs": half_decades(-8, 0), "init_scales": [0.01, 1.0, 100.0, 10000.0],
            "scale_lr": 1e-3, "width": 256, "d_in": 16, "d_out": 8, "rank": 4, "alpha": 4, "pretrain_steps": 400,
            "finetune_steps": 150, "batch_size": 128, "shift": 1.0,
            "lm_lrs": [3e-4, 3e-3, 3e-2], "lm_steps": 20, "lm_batch_size": 32, "lm_rank": 4,
-           "lm_eval": 256, "curve_lr": 1e-3, "widths": [64, 256, 1024], "width_lrs": [1e-3], "width_seeds": [0, 1],
-           "lm_seeds": [0, 1]},
+           "lm_eval": 256, "curve_lr": 1e-3, "widths": [64, 1024], "width_lrs": half_decades(-6, 0),
+           "width_seeds": [0, 1], "lm_seeds": [0, 1]},
     "full": {"seeds": [0, 1, 2, 3, 4], "lrs": half_decades(-10, 0),
              "init_scales": [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0], "scale_lr": 1e-3, "width": 1024,
              "d_in": 32, "d_out": 8, "rank": 4, "alpha": 4, "pretrain_steps": 2000, "finetune_steps": 1000,
              "batch_size": 256, "shift": 1.0, "lm_lrs": [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2], "lm_steps": 300,
-             "lm_batch_size": 64, "lm_rank": 8, "lm_eval": 1000, "curve_lr": 1e-3, "widths": [128, 512, 2048],
-             "width_lrs": half_decades(-8, -4), "width_seeds": [0, 1, 2],
+             "lm_batch_size": 64, "lm_rank": 8, "lm_eval": 1000, "curve_lr": 1e-3, "widths": [128, 512, 4096],
+             "width_lrs": half_decades(-8, 0), "width_seeds": [0, 1, 2],
              "lm_seeds": [0, 1, 2]},
 },
     seeds=SEED, lrs=POSITIVE, init_scales=POSITIVE, scale_lr=POSITIVE, width=COUNT, d_in=COUNT, d_out=COUNT,
@@ -354,19 +354,45 @@ def lr_measurements(grid: dict[str, np.ndarray], lrs: Sequence[float], start: np
     return out
 
 
-def width_sweep(cfg, widths: Sequence[int], lrs: Sequence[float]) -> np.ndarray:
-    """The per-seed gain log(loss Init[A]) − log(loss Init[AB]) [width_seeds, widths, lrs] of the toy rebuilt at
-    each hidden width (everything else as `cfg`), at s = 1."""
+def width_sweep(cfg, widths: Sequence[int], lrs: Sequence[float]) -> dict[int, dict]:
+    """The paper's infinite-width lens, judged relative to each width's own optimum: the toy rebuilt at each hidden
+    width n (everything else as `cfg`, s = 1, seeds `cfg.width_seeds`), Init[A] swept over `lrs` (spaced by √10),
+    its best rate η*(n), and the per-seed gain log(loss Init[A]) − log(loss Init[AB]) at the judged rates η*(n)/10
+    and η*(n)/10^1.5, under the keys `lr_measurements` uses (NaN where the grid does not reach that low)."""
     from .core.config import Config
 
-    out = np.zeros((len(cfg.width_seeds), len(widths), len(lrs)))
-    for j, n in enumerate(widths):
+    lrs = list(lrs)
+    out = {}
+    for n in widths:
         c = Config(cfg.scale, {**cfg, "width": n})
-        for i, s in enumerate(cfg.width_seeds):
-            toy = mlp_toy(c, s)
-            for k, lr in enumerate(lrs):
-                loss = {m: finetune_toy(toy, c, m, lr, 1.0, s)["test_loss"] for m in ("A", "AB")}
-                out[i, j, k] = math.log(loss["A"]) - math.log(loss["AB"])
+        toys = [mlp_toy(c, s) for s in cfg.width_seeds]
+        a = np.array([[finetune_toy(t, c, "A", lr, 1.0, s)["test_loss"] for lr in lrs]
+                      for t, s in zip(toys, cfg.width_seeds)])
+        star = best_index(a)
+        out[n] = {"lr_star": lrs[star], "optimum_inside_grid": int(0 < star < len(lrs) - 1)}
+        for name, k in JUDGED.items():
+            i = star - k
+            ab = [finetune_toy(t, c, "AB", lrs[i], 1.0, s)["test_loss"] if i >= 0 else math.nan
+                  for t, s in zip(toys, cfg.width_seeds)]
+            out[n][f"a_minus_ab_{name}"] = np.log(a[:, i]) - np.log(ab) if i >= 0 else np.full(len(toys), np.nan)
+    return out
+
+
+def scale_sweep(cfg, toys: dict, grid: dict[str, np.ndarray], lrs: Sequence[float]) -> dict[str, np.ndarray]:
+    """Final loss [seeds, init_scales] of Init[AB] and Init[AB+] at rate `cfg.scale_lr`, and of Init[A] (s = 1)
+    [seeds] as the reference, on the toys {seed: Toy} of `cfg.seeds`. A run the learning-rate sweep `grid` (s = 1,
+    final loss [seeds, lrs] per init) already holds is read from it rather than trained again: the runs are
+    deterministic given (toy, init, rate, scale, seed)."""
+    on_grid = [i for i, lr in enumerate(lrs) if math.isclose(lr, cfg.scale_lr, rel_tol=1e-9)]
+
+    def loss(mode, s_index, seed, c):
+        if on_grid and c == 1.0:
+            return float(grid[mode][s_index, on_grid[0]])
+        return finetune_toy(toys[seed], cfg, mode, cfg.scale_lr, c, seed)["test_loss"]
+
+    out = {m: np.array([[loss(m, i, s, c) for c in cfg.init_scales] for i, s in enumerate(cfg.seeds)])
+           for m in ("AB", "AB+")}
+    out["A"] = np.array([loss("A", i, s, 1.0) for i, s in enumerate(cfg.seeds)])
     return out
 
 
@@ -444,5 +470,27 @@ def plot_lr_sweep(grid: dict[str, np.ndarray], lrs: Sequence[float], title: str,
         ax.plot(lrs, v.mean(0), marker="o", label=f"Init[{mode}]")
         ax.fill_between(lrs, v.min(0), v.max(0), alpha=0.2)
     ax.set(title=title, xlabel="learning rate (Adam, peak)", ylabel=ylabel, xscale="log", yscale="log")
+    ax.legend()
+    return fig, ax
+
+
+def plot_width_sweep(by_width: dict[int, dict]):
+    """The gain of Init[AB] over Init[A] at each width's judged rates: every seed as a point, the mean ± sd as a bar."""
+    from .core import plot
+
+    fig, ax = plot.subplots()
+    widths = sorted(by_width)
+    for j, (name, k) in enumerate(JUDGED.items()):
+        key, color = f"a_minus_ab_{name}", plot.PALETTE[1 + j]
+        label = f"at η*(n)/10^{k / 2:g}" if k % 2 else f"at η*(n)/{10 ** (k // 2)}"
+        shift = 1.06 ** (j - 0.5)
+        for n in widths:
+            ax.scatter(np.full(len(by_width[n][key]), n * shift), by_width[n][key], color=color, alpha=0.45, s=14)
+        mean = [np.nanmean(by_width[n][key]) if np.isfinite(by_width[n][key]).any() else np.nan for n in widths]
+        sd = [np.nanstd(by_width[n][key]) if np.isfinite(by_width[n][key]).any() else np.nan for n in widths]
+        ax.errorbar(np.array(widths) * shift, mean, sd, color=color, marker="o", capsize=3, label=label)
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set(title="Gain of Init[AB] over Init[A] below each width's optimum", xlabel="hidden width n", xscale="log",
+           ylabel="log(loss Init[A]) − log(loss Init[AB])")
     ax.legend()
     return fig, ax
