@@ -1,5 +1,7 @@
 """Memory layers: the product-key search is exact, the lookup is a weighted embedding bag, values are shared."""
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -78,11 +80,12 @@ def test_shared_values_are_one_tensor_whose_gradient_sums_both_layers():
     assert grads[0].abs().sum() > 0 and grads[1].abs().sum() > 0
 
 
-def test_zero_gate_gives_exactly_zero():
+def test_zero_gate_leaves_only_the_output_bias():
     layer = _layer()
     with torch.no_grad():
         layer.w1.weight.zero_()
-    assert torch.equal(layer(torch.randn(3, 4, 8)), torch.zeros(3, 4, 8))
+        layer.w1.bias.zero_()
+    assert torch.equal(layer(torch.randn(3, 4, 8)), layer.w2.bias.detach().expand(3, 4, 8))
 
 
 def test_memory_model_runs_and_counts_fewer_flops_than_dense():
@@ -137,6 +140,24 @@ def test_learning_rate_choice_and_grid_edge():
     assert ml.chosen_learning_rates(tuning) == {"a": 2.0, "b": 1.0}
     assert ml.lrs_at_grid_edge(tuning) == ["b"]
     assert ml.lr_grid(ml.config("ci"), "memory") == pytest.approx([1e-2 / 3, 1e-2, 3e-2])
+
+
+def test_bracket_search_extends_the_grid_until_the_optimum_is_inside():
+    def loss_at(lr):  # a bowl in log(lr) with its minimum at lr = 0.1
+        calls.append(lr)
+        return (math.log(lr) - math.log(0.1)) ** 2
+
+    calls = []
+    tried = ml.bracket_search(loss_at, [1.0, 3.0, 9.0], extensions=5)
+    assert [lr for lr, _ in tried] == pytest.approx([1 / 27, 1 / 9, 1 / 3, 1.0, 3.0, 9.0])
+    best = min(tried, key=lambda t: t[1])[0]
+    assert tried[0][0] < best < tried[-1][0] and len(calls) == len(tried)
+    capped = ml.bracket_search(loss_at, [1.0, 3.0, 9.0], extensions=1)
+    assert min(capped, key=lambda t: t[1])[0] == capped[0][0] == pytest.approx(1 / 3)  # ran out: still at the edge
+    inside = ml.bracket_search(loss_at, [0.05, 0.1, 0.2], extensions=3)
+    assert [lr for lr, _ in inside] == [0.05, 0.1, 0.2]  # bracketed already: nothing added
+    with pytest.raises(ValueError, match="at least 3"):
+        ml.bracket_search(loss_at, [1.0, 2.0], 1)
 
 
 def test_usage_is_the_union_over_memory_layers():

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,26 +43,27 @@ from .core.train import lr_at
 config = make_config({
     "smoke": {"seeds": [0], "n_facts": 128, "n_relations": 8, "n_objects": 64, "steps": 15, "batch_size": 64,
               "lr_centres": {"dense": 3e-2, "memory": 1e-2, "dense 2x": 1e-2}, "lr_factors": [1 / 3, 1, 3],
-              "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
+              "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
               "d_model": 32, "n_keys": 16, "heads": 2, "knn": 4, "k_dim": 16, "dense_flop_multiples": [2.0],
               "usage_every": 5, "control_problems": 100, "control_batch_size": 16, "lookup_sizes": [8, 16, 32],
               "lookup_tokens": 256},
     "ci": {"seeds": [0, 1, 2], "n_facts": 512, "n_relations": 8, "n_objects": 64, "steps": 150, "batch_size": 128,
            "lr_centres": {"dense": 3e-2, "memory": 1e-2, "dense 2x": 1e-2}, "lr_factors": [1 / 3, 1, 3],
-           "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
+           "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
            "d_model": 32, "n_keys": 64, "heads": 2, "knn": 8, "k_dim": 16, "dense_flop_multiples": [2.0],
            "usage_every": 25, "control_problems": 500, "control_batch_size": 32,
            "lookup_sizes": [16, 32, 64, 128, 256], "lookup_tokens": 1024},
     "full": {"seeds": [0, 1, 2, 3, 4], "n_facts": 16384, "n_relations": 16, "n_objects": 256, "steps": 5000,
              "batch_size": 512,
              "lr_centres": {"dense": 4e-3, "memory": 2e-3, "dense 2x": 2e-3, "dense 4x": 2e-3},
-             "lr_factors": [1 / 2, 1, 2], "tune_seed": 100, "value_lr_mult": 10.0,
+             "lr_factors": [1 / 2, 1, 2], "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0,
              "weight_decay": 0.1, "d_model": 128, "n_keys": 256, "heads": 4, "knn": 16, "k_dim": 64,
              "dense_flop_multiples": [2.0, 4.0], "usage_every": 250, "control_problems": 10000,
              "control_batch_size": 128, "lookup_sizes": [16, 32, 64, 128, 256, 512, 1024], "lookup_tokens": 4096},
 },
     seeds=SEED, n_facts=COUNT, n_relations=COUNT, n_objects=COUNT, steps=COUNT, batch_size=COUNT,
-    lr_centres=POSITIVE, lr_factors=POSITIVE, tune_seed=SEED, value_lr_mult=POSITIVE, weight_decay=NONNEGATIVE,
+    lr_centres=POSITIVE, lr_factors=POSITIVE, lr_extensions=NONNEGATIVE, tune_seed=SEED, value_lr_mult=POSITIVE,
+    weight_decay=NONNEGATIVE,
     d_model=COUNT, n_keys=COUNT, heads=COUNT, knn=COUNT, k_dim=COUNT, dense_flop_multiples=POSITIVE,
     usage_every=COUNT, control_problems=COUNT, control_batch_size=COUNT, lookup_sizes=COUNT, lookup_tokens=COUNT)
 
@@ -231,11 +232,12 @@ class MemoryPlus(nn.Module):
     r"""Memory+ (Eq. 3): out = W_2 (y ⊙ SiLU(W_1 x)), with y the product-key lookup of Eqs. (1)-(2).
 
     The query projection is d -> heads·k_dim (with bias); each head has two sub-key tables [n_keys, k_dim/2];
-    `values` is a shared [n_keys^2, d] parameter (pass the same one to every memory layer). `query_batchnorm`
-    puts a BatchNorm1d over the heads·k_dim query features after the projection, as the official code's
-    ``mem_query_batchnorm`` option (Lample et al., 2019, introduced it to spread queries over the keys: without it
-    a query cone reaches few sub-keys). The lookup runs through `icml25.ops.embedding_bag` (the compiled kernel
-    when it built).
+    `values` is a shared [n_keys^2, d] parameter (pass the same one to every memory layer); W_1 and W_2 are d -> d
+    with biases. `query_batchnorm` puts a BatchNorm1d over the heads·k_dim query features right after the
+    projection, as the official code's ``mem_query_batchnorm`` option does (its query MLP appends the BatchNorm
+    to the Linear). That option is off by default there and the released configs do not set it; Lample et al.
+    (2019) introduced it to spread queries over the keys (without it a query cone reaches few sub-keys). The
+    lookup runs through `icml25.ops.embedding_bag` (the compiled kernel when it built).
     """
 
     def __init__(self, d_model: int, values: nn.Parameter, heads: int, knn: int, k_dim: int,
@@ -253,8 +255,8 @@ class MemoryPlus(nn.Module):
             self.query_bn = nn.BatchNorm1d(heads * k_dim) if query_batchnorm else None
             bound = k_dim ** -0.5
             self.subkeys = nn.Parameter(torch.empty(2, heads, n_keys, k_dim // 2).uniform_(-bound, bound))
-            self.w1 = nn.Linear(d_model, d_model, bias=False)
-            self.w2 = nn.Linear(d_model, d_model, bias=False)
+            self.w1 = nn.Linear(d_model, d_model)  # with biases, as the official swilu and value projections
+            self.w2 = nn.Linear(d_model, d_model)
             for w in (self.w1, self.w2):
                 nn.init.normal_(w.weight, std=d_model ** -0.5)
 
@@ -326,9 +328,9 @@ def memory_flops_per_token(d_model: int, n_keys: int, heads: int, knn: int, k_di
 
 def memory_params(d_model: int, n_keys: int, heads: int, k_dim: int, query_batchnorm: bool = True) -> int:
     """Parameters of one Memory+ layer without its (shared) values: query (and its BatchNorm's scale and shift),
-    sub-keys, W_1, W_2."""
+    sub-keys, W_1 and W_2 with their biases."""
     query = d_model * heads * k_dim + heads * k_dim + (2 * heads * k_dim if query_batchnorm else 0)
-    return query + heads * n_keys * k_dim + 2 * d_model * d_model
+    return query + heads * n_keys * k_dim + 2 * (d_model * d_model + d_model)
 
 
 def flops_per_token(model: LlamaForCausalLM, seq_len: int) -> float:
@@ -459,9 +461,10 @@ def batches(task: Task, batch_size: int, seed: int) -> Iterator[tuple[torch.Tens
 
 def param_groups(model: nn.Module, lr: float, values: nn.Parameter | None, value_lr_mult: float,
                  weight_decay: float) -> list[dict]:
-    """AdamW groups as in the official code: the shared values train at their own fixed learning rate
-    (``value_fixed_lr``: 1e-3 against a base 1e-4 in the released configs, so `value_lr_mult` = 10), and one
-    weight decay applies to every group, values included."""
+    """AdamW groups as in the official code: the shared values train at their own learning rate
+    (``value_fixed_lr``: 1e-3 against a base 1e-4 in the released configs, so `value_lr_mult` = 10; the official
+    scheduler scales it by the same warmup-cosine factor as the base rate), and one weight decay (0.1 there)
+    applies to every group, values included."""
     others = [p for p in model.parameters() if values is None or p is not values]
     groups = [{"params": others, "base_lr": lr, "weight_decay": weight_decay}]
     if values is not None:
@@ -555,13 +558,42 @@ def lr_grid(cfg, name: str) -> list[float]:
     return [cfg.lr_centres[name] * f for f in cfg.lr_factors]
 
 
+def bracket_search(loss_at: Callable[[float], float], grid: Sequence[float],
+                   extensions: int) -> list[tuple[float, float]]:
+    """(learning rate, loss) of every point tried: the whole `grid` first; then, while the lowest loss sits at the
+    grid's smallest or largest rate, one more rate beyond that edge (the grid's own spacing there), at most
+    `extensions` times. The optimum ends inside the tried rates unless the extensions run out."""
+    rates = sorted(grid)
+    if len(rates) < 3:
+        raise ValueError(f"a learning-rate grid needs at least 3 rates to bracket an optimum; got {list(grid)}")
+    tried = {lr: loss_at(lr) for lr in rates}
+    for _ in range(extensions):
+        rates = sorted(tried)
+        best = min(rates, key=tried.get)
+        if best == rates[0]:
+            new = rates[0] ** 2 / rates[1]
+        elif best == rates[-1]:
+            new = rates[-1] ** 2 / rates[-2]
+        else:
+            break
+        tried[new] = loss_at(new)
+    return sorted(tried.items())
+
+
 def tune_learning_rates(cfg) -> list[dict]:
-    """Every architecture of the ladder but the ablation, trained at every learning rate of its grid
-    (`lr_grid`) on a held-out fact world (drawn from `cfg.tune_seed`, which no claim uses), one run dict each
-    (see `run`)."""
+    """Every architecture of the ladder but the ablation, trained on a held-out fact world (drawn from
+    `cfg.tune_seed`, which no claim uses) at every learning rate of its grid (`lr_grid`), the grid extended by
+    `bracket_search` (up to `cfg.lr_extensions` more rates) until its lowest final loss is inside; one run dict
+    per rate tried (see `run`)."""
     task = fact_task(fact_world(cfg.n_facts, cfg.tune_seed, cfg.n_relations, cfg.n_objects))
     archs = [a for a in architectures(cfg, task.vocab_size, task.inputs.shape[1]) if a.name not in LR_OF]
-    return [run(arch, task, cfg, cfg.tune_seed, lr) for arch in archs for lr in lr_grid(cfg, arch.name)]
+    runs = []
+    for arch in archs:
+        def loss_at(lr, arch=arch):
+            runs.append(run(arch, task, cfg, cfg.tune_seed, lr))
+            return runs[-1]["loss"]
+        bracket_search(loss_at, lr_grid(cfg, arch.name), cfg.lr_extensions)
+    return runs
 
 
 def chosen_learning_rates(tuning: Sequence[dict]) -> dict[str, float]:
