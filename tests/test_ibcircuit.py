@@ -118,15 +118,87 @@ def test_claim_measurements_are_paired_by_seed_and_signed_so_that_ibcircuit_winn
     opt = np.array([2.0, 1.0, 0.5, 0.2, 0.0])
     worse = opt + np.array([0, 0.4, 0.4, 0.4, 0])  # regret 0.4 at every size but 0 and n
     kl = {"IBCircuit": opt, "attribution patching": worse, "activation patching": worse,
-          "greedy pruning": opt + np.array([0, 0.2, 0.2, 0, 0]), "random": opt + 1.0}
+          "ACDC": opt + np.array([0, 0.2, 0.2, 0, 0]), "greedy pruning": opt + np.array([0, 0.1, 0, 0, 0]),
+          "random": opt + 1.0}
     results = [SimpleNamespace(kl=kl, optimum_kl=opt, task_accuracy=1.0) for _ in range(2)]
     summary = {m: {"area": np.array([ib.area(kl[m])] * 2), "size90": np.array([3, 3]),
                    "regret": np.array([kl[m] - opt] * 2)} for m in ib.METHODS}
     m = ib.claim_measurements(results, summary)
-    assert np.allclose(m["greedy_minus_ib_area"], 0.4 / 5) and np.allclose(m["eap_minus_ib_area"], 1.2 / 5)
-    # the best baseline (greedy) has mean regret 0.08; random's is 1.0: IBCircuit (0) is 0.08 of it better
-    assert np.allclose(m["best_baseline_minus_ib_regret_share"], 0.08)
-    # small half = sizes 1..2, where greedy's regret is 0.2; large half = sizes 3..4, where both are optimal
-    assert np.allclose(m["ib_minus_greedy_small_regret"], -0.2)
-    assert np.allclose(m["ib_minus_greedy_large_regret_share"], 0.0)
-    assert np.allclose(m["random_minus_best_baseline_area"], 1.0 - 0.4 / 5)
+    assert np.allclose(m["acdc_minus_ib_area"], 0.4 / 5) and np.allclose(m["eap_minus_ib_area"], 1.2 / 5)
+    assert np.allclose(m["greedy_minus_ib_area"], 0.1 / 5)
+    # the best baseline (greedy) has mean regret 0.02; random's is 1.0: IBCircuit (0) is 0.02 of it better
+    assert np.allclose(m["best_baseline_minus_ib_regret_share"], 0.02)
+    # small half = sizes 1..2, where ACDC's regret is 0.2; large half = sizes 3..4, where both are optimal
+    assert np.allclose(m["ib_minus_acdc_small_regret"], -0.2)
+    assert np.allclose(m["ib_minus_acdc_large_regret_share"], 0.0)
+    assert np.allclose(m["random_minus_best_baseline_area"], 1.0 - 0.1 / 5)
+    assert np.allclose(m["random_minus_acdc_area"], 1.0 - 0.4 / 5)
+
+
+def test_edge_graph_of_two_layers():
+    model = ib.TinyTransformer(10, 5, d_model=12, n_heads=6, n_layers=2)
+    g = ib.Graph.of(model)
+    assert g.nodes[0] == "emb" and g.nodes[-1] == "logits" and len(g.nodes) == 16
+    # into a0.h: emb; m0: emb + 6 heads; a1.h: emb, a0.*, m0; m1: + a1.*; logits: every writer
+    assert len(g.edges) == 6 * 1 + 7 + 6 * 8 + 14 + 15
+    assert all(s < r for s, r in g.edges)
+    assert g.head_index(g.nodes.index("a1.2"), 6) == 8 and g.head_index(g.nodes.index("m0"), 6) is None
+
+
+def test_edge_forward_is_the_model_and_cutting_a_heads_edges_is_mean_ablating_it(setup):
+    cfg, task, model, prompts, stats = setup
+    g = ib.Graph.of(model)
+    E = len(g.edges)
+    clean = ib.edge_outputs(model, g, prompts.ids, torch.ones(1, E))
+    torch.testing.assert_close(clean[-1][0], model(prompts.ids), atol=1e-5, rtol=1e-5)
+    mean = [o.mean(1, keepdim=True) for o in clean]
+    masks = torch.ones(2, E)
+    for e, (s, _) in enumerate(g.edges):
+        if g.head_index(s, model.n_heads) in (1, 9):
+            masks[0, e] = 0.0
+        if g.head_index(s, model.n_heads) == 4:
+            masks[1, e] = 0.0
+    logits = ib.edge_outputs(model, g, prompts.ids, masks, mean, clean)[-1]
+    nodes = ib.ablated_logits(model, prompts, ib.masks_from_subsets(
+        model, [[h for h in range(12) if h not in (1, 9)], [h for h in range(12) if h != 4]]), stats)
+    torch.testing.assert_close(logits, nodes, atol=1e-5, rtol=1e-5)
+
+
+def _acdc_reference(model, prompts, tau):
+    """ACDC for one threshold, written plainly: every trial recomputes the whole graph."""
+    g = ib.Graph.of(model)
+    E = len(g.edges)
+    clean = ib.edge_outputs(model, g, prompts.ids, torch.ones(1, E))
+    patched = ib.edge_outputs(model, g, prompts.corrupt, torch.ones(1, E))
+    full = model(prompts.ids)
+    mask, current = torch.ones(1, E), 0.0
+    for e in sorted(range(E), key=lambda e: (-g.edges[e][1], -g.edges[e][0])):
+        trial = mask.clone()
+        trial[0, e] = 0.0
+        kl = float(ib.kl_from_full(full, ib.edge_outputs(model, g, prompts.ids, trial, patched)[-1])[0])
+        if kl - current < tau:
+            mask, current = trial, kl
+    return mask[0]
+
+
+def test_batched_acdc_equals_the_plain_algorithm_for_each_threshold(setup):
+    cfg, task, model, prompts, stats = setup
+    taus = [1e-3, 3e-2, 0.3]
+    with torch.no_grad():
+        masks = ib.acdc(model, prompts, taus)
+        for k, tau in enumerate(taus):
+            torch.testing.assert_close(masks[k], _acdc_reference(model, prompts, tau))
+    everything = ib.acdc(model, prompts, [-1.0, 1e9])
+    assert everything[0].all() and not everything[1].any()
+    with pytest.raises(ValueError, match="valid: corrupt, mean"):
+        ib.acdc(model, prompts, taus, ablation="zero")
+
+
+def test_circuit_heads_follow_paths_to_the_logits():
+    model = ib.TinyTransformer(10, 5, d_model=12, n_heads=6, n_layers=2)
+    g = ib.Graph.of(model)
+    masks = torch.zeros(1, len(g.edges))
+    idx = {n: i for i, n in enumerate(g.nodes)}
+    for s, r in (("a0.2", "a1.1"), ("a1.1", "logits"), ("a0.5", "m0")):  # a0.5 → m0 leads nowhere
+        masks[0, g.edges.index((idx[s], idx[r]))] = 1.0
+    assert np.flatnonzero(ib.circuit_heads(model, masks)[0].numpy()).tolist() == [2, 7]

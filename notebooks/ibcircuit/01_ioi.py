@@ -34,6 +34,7 @@ seeds = None  # training seeds; None: the scale's value
 beta = None  # compression weight
 ib_steps = None  # mask optimisation steps
 n_prompts = None  # prompts for statistics, masks and evaluation
+acdc_thresholds = None  # ACDC's thresholds τ in the sweep
 # full: seeds 0-4, d_model 96, 5000 training steps, 256 prompts, 1300 IB steps at lr 0.05 (the official defaults)
 
 # %%
@@ -45,7 +46,8 @@ from icml25.core import check, plot
 from icml25.core.claims import mean_sd
 
 plot.use_style()
-cfg = ib.config(scale, seeds=seeds, beta=beta, ib_steps=ib_steps, n_prompts=n_prompts)
+cfg = ib.config(scale, seeds=seeds, beta=beta, ib_steps=ib_steps, n_prompts=n_prompts,
+                acdc_thresholds=acdc_thresholds)
 cfg
 
 # %% [markdown]
@@ -53,8 +55,16 @@ cfg
 #
 # For each seed: train the model, score all 4096 subsets (the ground truth), then rank heads by IBCircuit's
 # $\lambda$, by node-level attribution patching and by single-head activation patching (both with the ABC
-# corruption: the repeated name replaced by a third name), by greedy ACDC-style pruning, and at random. Each
+# corruption: the repeated name replaced by a third name), by ACDC, by greedy head pruning, and at random. Each
 # ranking's top-$k$ heads are kept and the rest mean-ablated, for $k = 0 \dots 12$.
+#
+# **ACDC** (Conmy et al., 2023) prunes *edges* of the computational graph: every node (embeddings, each head,
+# each MLP) writes into the residual stream, and an edge joins it to every later reader (heads, MLPs, logits),
+# 90 edges here. Visiting the readers from the logits backwards, it removes an edge, patching in the sender's
+# output on the corrupted prompt, whenever that raises KL(full ‖ circuit) by less than a threshold $\tau$. We run
+# it for `acdc_thresholds` values of $\tau$ at once (log-spaced, `ib.ACDC_TAU_RANGE`) and rank a head by how many
+# thresholds keep it connected to the logits. **Greedy head pruning** works on nodes under mean ablation, the
+# measure every curve below uses: it repeatedly removes the head whose removal raises the KL least.
 
 # %%
 results = [ib.run_seed("ioi", cfg, s) for s in cfg.seeds]
@@ -94,9 +104,10 @@ print("IBCircuit regret per size:", np.round(summary["IBCircuit"]["regret"].mean
 # greedy pruning instead optimise the *KL to the full model's whole answer distribution*, which also depends on
 # heads that shape the probabilities of the other names; they tend to have the lowest KL and a small regret
 # against the optimum, but may need more heads for 90% logit-difference recovery. Which circuit is "better"
-# depends on the faithfulness measure. IBCircuit needs no corrupted prompt; greedy pruning, the ACDC-style
-# baseline, evaluates the faithfulness of every candidate directly, which makes it the strongest baseline here
-# and the one every claim is also judged against.
+# depends on the faithfulness measure. ACDC also prunes by KL, but edge by edge, with a corrupted prompt
+# patched in and a threshold rather than a size, so its head ranking is a by-product of where its circuits cut.
+# IBCircuit needs no corrupted prompt; greedy head pruning evaluates the very measure of the curves for every
+# candidate. Every claim is judged against each of these prior methods.
 
 # %% [markdown]
 # ## Claim checks
@@ -106,12 +117,15 @@ m = ib.claim_measurements(results, summary)
 ms = mean_sd
 verdicts = [
     check(ib.FAITHFUL, seeds=cfg.seeds, scale=scale, measured={k: m[k] for k in (
-        "eap_minus_ib_area", "greedy_minus_ib_area", "task_accuracy", "random_minus_best_baseline_area")},
-        our_value=f"KL area: attribution patching − IBCircuit {ms(m['eap_minus_ib_area'])}, greedy pruning − "
-                  f"IBCircuit {ms(m['greedy_minus_ib_area'])} nats"),
+        "eap_minus_ib_area", "acdc_minus_ib_area", "greedy_minus_ib_area", "task_accuracy",
+        "random_minus_best_baseline_area", "random_minus_acdc_area")},
+        our_value=f"KL area: attribution patching − IBCircuit {ms(m['eap_minus_ib_area'])}, ACDC − IBCircuit "
+                  f"{ms(m['acdc_minus_ib_area'])}, greedy pruning − IBCircuit {ms(m['greedy_minus_ib_area'])} nats"),
     check(ib.MINIMAL, seeds=cfg.seeds, scale=scale, measured={k: m[k] for k in (
-        "eap_minus_ib_size90", "greedy_minus_ib_size90", "task_accuracy", "random_minus_best_baseline_area")},
+        "eap_minus_ib_size90", "acdc_minus_ib_size90", "greedy_minus_ib_size90", "task_accuracy",
+        "random_minus_best_baseline_area", "random_minus_acdc_area")},
         our_value=f"heads for 90% recovery: attribution patching − IBCircuit {ms(m['eap_minus_ib_size90'])}, "
+                  f"ACDC − IBCircuit {ms(m['acdc_minus_ib_size90'])}, "
                   f"greedy pruning − IBCircuit {ms(m['greedy_minus_ib_size90'])}"),
     check(ib.NEAR_OPTIMAL, seeds=cfg.seeds, scale=scale, measured={k: m[k] for k in (
         "best_baseline_minus_ib_regret_share", "task_accuracy", "random_minus_best_baseline_area")},
