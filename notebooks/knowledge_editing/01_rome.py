@@ -20,7 +20,9 @@
 #
 # $$W' = W + \frac{(v^* - W k^*)\,(C^{-1} k^*)^\top}{(C^{-1} k^*)^\top k^*}, \qquad C = \mathbb{E}[k k^\top] \tag{1}$$
 #
-# with $C$ estimated from the model's own keys. Where to edit (which layer's MLP, at which token) is chosen as ROME
+# with $C$ the second moment of the down-projection's inputs at every token of generic text in the fact world's
+# language (ROME estimates it from 100k Wikipedia samples; here: questions under every template, two-hop questions
+# and context lines with random subjects, relations and objects, none taken from the edits). Where to edit (which layer's MLP, at which token) is chosen as ROME
 # chooses it, by causal tracing. Then: what changed and what did not.
 #
 # **Parameters.** At `scale="full"`: 1000 entities, 6 relations, a 6-layer `small` model trained 20k steps.
@@ -49,7 +51,10 @@ cfg
 # Every entity has every relation; a question is asked with two training templates, and probed with a held-out
 # rephrase and a held-out "persona" template the model never saw. The model also learned to copy the object of
 # a context line "ctx s r o" placed before the question (so retrieval has a reader), and to answer the two-hop
-# chains of half the subjects; the other half's chains test whether it composes two facts.
+# questions "s r₁ r₂ ?" of half the subjects in two tokens, the bridge o = (s, r₁) and then (o, r₂) (a chain of
+# thought: a model this small does not compose two facts in one forward pass). The other half's chains test whether
+# it composes two facts it learned separately. The "ignore a near miss" rows ask the same question after a line
+# about the subject's next relation: a reader that copies every line fails them (retrieval's locality, notebook 02).
 
 # %%
 z, world = ke.base_model(cfg, seed)
@@ -106,7 +111,7 @@ print({t: f"{c[0]:.1f} → {c[-1]:.2f} nats in {len(c)} steps" for t, c in curve
 # ## The edit, the key, the value
 
 # %%
-C = ke.key_covariance(ke.fact_keys(model, tok, world, layer, token))
+C = ke.key_covariance(ke.generic_keys(model, tok, world, layer, cfg.c_texts, seed))
 before = ke.edit_effect(model, tok, world, edit)
 trace = ke.rome_edit(model, tok, world, edit, C, layer, cfg.v_steps, cfg.v_lr, token, ke.objective_of(cfg))
 after = ke.edit_effect(model, tok, world, edit)

@@ -5,19 +5,20 @@ A fact world of triples (s, r) → o over word tokens, questions asked with trai
 rephrase and persona templates, edits (s, r) → o′ ≠ o arriving in time windows, locality probes on hard
 neighbours (same subject or same relation, never edited) and two-hop chains (s, r₁) → o, (o, r₂) → o₂ whose
 answers are recomputed after every edit. The base model is trained on the facts, on half the subjects' two-hop
-chains, and on copying the object of a context line that states the asked fact (so retrieval has a reader).
+chains, answered in two tokens (the bridge, then the answer), and on copying the object of a context line that
+states the asked fact (so retrieval has a reader). One base model is edited; a seed is one edit stream.
 
 Editors:
 
 * ROME (Meng et al., 2022) on the down-projection W of one MLP, with key k* (the down-projection's input at the
   edited token, averaged over the training templates), a value v* optimised so the model answers o′, and the key
-  second moment C = E[k kᵀ] estimated from the model's own activations:
+  second moment C = E[k kᵀ] over every token of generic text in the fact world's language:
 
       (1)  W′ = W + (v* − W k*) (C⁻¹ k*)ᵀ / ((C⁻¹ k*)ᵀ k*)
 
   so W′ k* = v*, rank(W′ − W) = 1, and W′ k = W k for every k with kᵀ C⁻¹ k* = 0. ROME's edited token is the
-  subject's last token; in our 4-layer model the value optimisation at the subject token does not reach the new
-  object (notebook 01), so the chapter edits at the question's last token, where this model recalls the fact.
+  subject's last token; the chapter edits at the (layer, token) that causal tracing picks on the base model
+  (:func:`traced_site`), as ROME chose its site.
 * A MEMIT-style batched multi-layer update, Eq. (3) in :func:`memit_edit`.
 * Continual fine-tuning of every weight on each window's edits, and LoRA (PEFT) fine-tuning followed by merging
   into the running model:
@@ -48,19 +49,19 @@ from .core.train import train
 
 _EDITORS = {"v_steps": 25, "v_lr": 0.5, "kl_factor": 0.0625,
             "v_weight_decay": 1e-3, "clamp_norm_factor": 4.0, "stop_loss": 5e-2,
-            "memit_lambda": 0.1, "ft_steps": 30, "ft_lr": 3e-3, "lora_rank": 4, "lora_steps": 30, "lora_lr": 1e-2,
+            "memit_lambda": 36.0, "c_texts": 400, "ft_steps": 30, "ft_lr": 3e-3, "lora_rank": 4, "lora_steps": 30, "lora_lr": 1e-2,
             "merge_alpha": 0.25, "merge_alphas": (0.25, 0.5, 0.75, 1.0), "tune_windows": 2}
 config = make_config({
-    "smoke": {"seeds": [0], "n_entities": 20, "n_relations": 2, "base_steps": 150, "preset": "nano", "n_layers": 4,
+    "smoke": {"seeds": [0], "base_seed": 0, "n_entities": 20, "n_relations": 2, "base_steps": 150, "preset": "nano", "n_layers": 4,
               "n_windows": 2, "edits_per_window": 4} | _EDITORS | {"merge_alphas": (0.25, 1.0)},
-    "ci": {"seeds": [0, 1, 2], "n_entities": 60, "n_relations": 3, "base_steps": 1200, "preset": "nano",
+    "ci": {"seeds": [0, 1, 2], "base_seed": 0, "n_entities": 60, "n_relations": 3, "base_steps": 1200, "preset": "nano",
            "n_layers": 4, "n_windows": 4, "edits_per_window": 10} | _EDITORS,
-    "full": {"seeds": [0, 1, 2, 3, 4], "n_entities": 1000, "n_relations": 6, "base_steps": 20000, "preset": "small",
+    "full": {"seeds": [0, 1, 2, 3, 4], "base_seed": 0, "n_entities": 1000, "n_relations": 6, "base_steps": 20000, "preset": "small",
              "n_layers": 6, "n_windows": 8, "edits_per_window": 100} | _EDITORS,
 },
-    seeds=SEED, n_entities=COUNT, n_relations=COUNT, base_steps=COUNT, preset=one_of(*tinylm.PRESETS),
+    seeds=SEED, base_seed=SEED, n_entities=COUNT, n_relations=COUNT, base_steps=COUNT, preset=one_of(*tinylm.PRESETS),
     n_layers=COUNT, n_windows=COUNT, edits_per_window=COUNT, v_steps=COUNT, v_lr=POSITIVE, kl_factor=NONNEGATIVE,
-    v_weight_decay=NONNEGATIVE, clamp_norm_factor=POSITIVE, stop_loss=NONNEGATIVE, memit_lambda=POSITIVE,
+    v_weight_decay=NONNEGATIVE, clamp_norm_factor=POSITIVE, stop_loss=NONNEGATIVE, memit_lambda=POSITIVE, c_texts=COUNT,
     ft_steps=COUNT, ft_lr=POSITIVE, lora_rank=COUNT, lora_steps=COUNT, lora_lr=POSITIVE, merge_alpha=FRACTION,
     merge_alphas=FRACTION, tune_windows=COUNT)
 METHODS = ("rome", "memit", "finetune", "lora_merge", "retrieval")  # the methods the claims compare
@@ -81,7 +82,7 @@ TEMPLATE_WORDS = sorted({w for t in ALL_TEMPLATES for w in t.split() if not w.st
 # fractions. "Final" is after the last window.
 
 _LEARNED_FACTS = at_least("base_knows_the_facts", "base_fact_accuracy", 0.9,
-                          "the base model answers >= 90% of the facts (training template 1) on every seed")
+                          "the base model answers >= 90% of the facts (training template 1)")
 
 EDITORS_DEGRADE = Claim(
     chapter="knowledge_editing", id="editors_degrade",
@@ -254,7 +255,7 @@ def keys_at(model, tok, prompts: Sequence[str], positions: Sequence[int], layer:
 
 
 def key_covariance(keys: torch.Tensor, ridge: float = 1e-4) -> torch.Tensor:
-    """C = E[k kᵀ] over the model's own keys, plus a small ridge so C is invertible."""
+    """C = E[k kᵀ], the uncentred second moment of keys (rows), plus a small ridge so C is invertible."""
     return keys.T @ keys / len(keys) + ridge * torch.eye(keys.shape[1])
 
 
@@ -363,10 +364,33 @@ def rome_edit(model, tok, world: FactWorld, edit: Edit, C: torch.Tensor, layer: 
     return {"k_star": k_star, "v_star": v_star, "delta": delta, "losses": losses}
 
 
-def fact_keys(model, tok, world: FactWorld, layer: int, token: str = "subject") -> torch.Tensor:
-    """Keys at the edited token of every fact under every training template (the model's own activations)."""
-    asked = [edit_prompts(Edit(s, r, "", ""), token) for s, r in world.facts]
-    return keys_at(model, tok, [p for ps, _ in asked for p in ps], [i for _, pos in asked for i in pos], layer)
+def generic_text(world: FactWorld, n: int, seed: int) -> list[str]:
+    """`n` sentences of the fact world's language, standing in for ROME's Wikipedia sample: a question under any
+    template (held-out ones included), a two-hop question, or a question after a context line, each with a
+    random subject, relation and (for context lines) object. Nothing is drawn from the edits."""
+    rng = numpy_rng(seed, "generic-text")
+    pick = lambda xs: xs[int(rng.integers(len(xs)))]  # noqa: E731
+    texts = []
+    for _ in range(n):
+        s, r, kind = pick(world.entities), pick(world.relations), int(rng.integers(3))
+        q = question(s, r, pick(ALL_TEMPLATES))
+        texts.append(q if kind == 0 else two_hop_question(s, r, pick(world.relations)) if kind == 1 else
+                     with_context((pick(world.entities), pick(world.relations), pick(world.entities)), q))
+    return texts
+
+
+@torch.no_grad()
+def generic_keys(model, tok, world: FactWorld, layer: int, n: int, seed: int) -> torch.Tensor:
+    """The down-projection's inputs k at every token of :func:`generic_text` (ROME's `layer_stats`: every
+    position of every sampled text), as rows."""
+    store = []
+    h = mlp(model, layer).down_proj.register_forward_pre_hook(lambda m, a: store.append(a[0]))
+    try:
+        enc = tok(generic_text(world, n, seed), return_tensors="pt", padding=True)
+        model(**enc)
+    finally:
+        h.remove()
+    return store[0][enc["attention_mask"].bool()]
 
 
 # ------------------------------------------------------------------------------------------ causal tracing
@@ -484,6 +508,25 @@ def two_hop_question(s: str, r1: str, r2: str) -> str:
     return TWO_HOP_TEMPLATE.format(s=s, r=r1, r2=r2)
 
 
+def two_hop_steps(world: FactWorld, s: str, r1: str, r2: str) -> list[tuple[str, str]]:
+    """A two-hop question answered in two tokens, the bridge o = (s, r₁) first, then o₂ = (o, r₂) after it:
+    ("s r₁ r₂ ?", o) and ("s r₁ r₂ ? o", o₂). The answer is o₂; saying the bridge is the tiny model's chain of
+    thought (it does not compose two facts within one forward pass, notebook 02)."""
+    q, o = two_hop_question(s, r1, r2), world.answer(s, r1)
+    return [(q, o), (f"{q} {o}", world.answer(o, r2))]
+
+
+def answer_two_hop(answer, questions: Sequence[str]) -> list[str]:
+    """Greedy two-token answers to two-hop questions: the bridge, then the answer after it."""
+    bridges = answer(list(questions))
+    return answer([f"{q} {b}" for q, b in zip(questions, bridges, strict=True)])
+
+
+def score_two_hop(answer, items: Sequence[tuple[str, str]]) -> float:
+    """Exact-match accuracy of the final token of :func:`answer_two_hop` on (two-hop question, o₂) pairs."""
+    return score(lambda qs: answer_two_hop(answer, qs), items)
+
+
 def with_context(line: tuple[str, str, str], prompt: str) -> str:
     """A retrieved line "s r o" prepended to the question."""
     return f"ctx {' '.join(line)} {prompt}"
@@ -500,9 +543,9 @@ def context_example(world: FactWorld, rng: np.random.Generator) -> tuple[str, st
 
 
 def training_examples(world: FactWorld, chains: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
-    """Every fact under every training template, and the trained two-hop chains."""
+    """Every fact under every training template, and both steps of the trained two-hop chains."""
     qs = [(question(s, r, t), o) for (s, r), o in world.facts.items() for t in TRAIN_TEMPLATES]
-    return qs + [(two_hop_question(*c), world.two_hop(*c)) for c in chains]
+    return qs + [step for c in chains for step in two_hop_steps(world, *c)]
 
 
 def _last_token_loss(m, b):
@@ -533,18 +576,21 @@ def train_base(world: FactWorld, seed: int, steps: int, batch_size: int = 64, lr
 
 
 def base_report(model, tok, world: FactWorld, seed: int) -> dict[str, float]:
-    """What the base model can do before any edit: answer each template, copy a context line's (random)
-    object under each template, and answer trained and held-out two-hop chains."""
+    """What the base model can do before any edit: answer each template, copy a context line's (counterfactual)
+    object under each template, ignore a near-miss line (same subject, next relation) and answer its own fact,
+    and answer trained and held-out two-hop chains (bridge, then answer: :func:`score_two_hop`)."""
     answer = lambda ps: predict(model, tok, ps)  # noqa: E731
     facts = list(world.facts.items())
-    others = world.entities[1:] + world.entities[:1]  # a fixed "counterfactual" object per subject
+    other = {s: world.entities[(i + 1) % len(world.entities)] for i, s in enumerate(world.entities)}
+    nxt = {r: world.relations[(j + 1) % len(world.relations)] for j, r in enumerate(world.relations)}
     report = {f"fact: {t}": score(answer, [(question(s, r, t), o) for (s, r), o in facts]) for t in ALL_TEMPLATES}
-    report |= {f"copy context: {t}": score(answer, [(with_context((s, r, others[world.entities.index(s)]),
-                                                                  question(s, r, t)), others[world.entities.index(s)])
+    report |= {f"copy context: {t}": score(answer, [(with_context((s, r, other[s]), question(s, r, t)), other[s])
                                                     for (s, r), _ in facts]) for t in ALL_TEMPLATES}
+    report |= {f"ignore a near miss: {t}": score(answer, [(with_context((s, nxt[r], other[s]), question(s, r, t)), o)
+                                                          for (s, r), o in facts]) for t in ALL_TEMPLATES}
     trained, held_out = chain_split(world, seed)
     for name, chains in (("two-hop, trained chains", trained), ("two-hop, held-out chains", held_out)):
-        report[name] = score(answer, [(two_hop_question(*c), world.two_hop(*c)) for c in chains])
+        report[name] = score_two_hop(answer, [(two_hop_question(*c), world.two_hop(*c)) for c in chains])
     return report
 
 
@@ -598,8 +644,9 @@ def memit_edit(model, tok, world: FactWorld, edits: Sequence[Edit], Cs: dict[int
 
         (3)  ΔW_l = Rᵀ K_l (λ C_l + K_lᵀ K_l)⁻¹
 
-    with K_l the edits' keys at layer l and C_l = Σ k kᵀ over every fact's keys at layer l (the facts to
-    preserve): λ = 1 weighs each preserved key like each edit, MEMIT's least-squares objective.
+    with K_l the edits' keys at layer l and C_l = E[k kᵀ] over the keys of generic text at layer l
+    (:func:`generic_keys`), weighted by λ (the official `mom2_update_weight`): MEMIT's least-squares objective
+    ‖W K − V‖² over the edits plus λ times the preserved keys' error.
     """
     top = max(layers)
     prompts = [edit_prompts(e, token) for e in edits]
@@ -740,17 +787,16 @@ def run_lifelong(method: str, z, world: FactWorld, windows: Sequence[Window], cf
     memory = {"retrieval": DenseMemory, "retrieval_lexical": LexicalMemory}.get(method, lambda: None)()
     layer, token = site
     edited_layers = {"rome": [layer], "memit": memit_layers(layer)}.get(method, [])
-    keys = {l: fact_keys(model, tok, world, l, token) for l in edited_layers}  # of the unedited model
+    Cs = {l: key_covariance(generic_keys(model, tok, world, l, cfg.c_texts, derive_seed(seed, "C")))
+          for l in edited_layers}  # of the unedited model
     out = {m: [] for m in METRICS} | {"retention_learned": []}
     learned: list[Edit] = []
     for w, win in enumerate(windows):
         if method == "rome":
-            C = key_covariance(keys[layer])
             for e in win.edits:
-                rome_edit(model, tok, world, e, C, layer, cfg.v_steps, cfg.v_lr, token, objective_of(cfg))
+                rome_edit(model, tok, world, e, Cs[layer], layer, cfg.v_steps, cfg.v_lr, token, objective_of(cfg))
         elif method == "memit":
-            sums = {l: len(K) * key_covariance(K) for l, K in keys.items()}
-            memit_edit(model, tok, world, win.edits, sums, memit_layers(layer), cfg.v_steps, cfg.v_lr,
+            memit_edit(model, tok, world, win.edits, Cs, memit_layers(layer), cfg.v_steps, cfg.v_lr,
                        cfg.memit_lambda, token, objective_of(cfg))
         else:
             for e in win.edits:
@@ -765,7 +811,7 @@ def run_lifelong(method: str, z, world: FactWorld, windows: Sequence[Window], cf
         answer = (lambda ps: predict(model, tok, memory.augment_all(ps))) if memory is not None else \
             (lambda ps: predict(model, tok, ps))
         for metric, items in probes(world, windows, w).items():
-            out[metric].append(score(answer, items))
+            out[metric].append((score_two_hop if metric == "multihop" else score)(answer, items))
         out["retention_learned"].append(score(answer, [(question(e.subject, e.relation, t), e.new) for e in learned
                                                        for t in TRAIN_TEMPLATES]))
         learned += [e for e in win.edits if score(answer, [(question(e.subject, e.relation, t), e.new)
@@ -790,22 +836,20 @@ def tune_merge_alpha(z, world: FactWorld, cfg, seed: int) -> tuple[float, dict[f
 
 
 def lifelong(cfg, seeds: Sequence[int] | None = None, methods: Sequence[str] = METHODS + BASELINES) -> dict:
-    """Every method on every seed's base model and edit stream, ROME and MEMIT at the site causal tracing picks
-    on that seed's model, LoRA + merge with the α tuned on the first seed's tuning stream. Returns {method:
-    [run_lifelong(...) per seed]} and, under "setup", per seed: the traced site, the base model's report, and
-    the tuned α with its scores."""
+    """Every method on one base model (the zoo's, at seed `cfg.base_seed`) and on every seed's edit stream, ROME
+    and MEMIT at the site causal tracing picks on that model, LoRA + merge with the α tuned on a separate tuning
+    stream. A seed is one edit stream (with its own key-statistics sample and LoRA initialisations), as the paper
+    edits one model with many edits. Returns {method: [run_lifelong(...) per seed]} and, under "setup": the traced
+    site, the base model's report, and the tuned α with its scores."""
     from tqdm.auto import tqdm
 
     seeds = list(cfg.seeds if seeds is None else seeds)
-    results = {m: [] for m in methods} | {"setup": []}
-    alpha = scores = None
-    for seed in tqdm(seeds, desc="seeds"):
-        z, world = base_model(cfg, seed)
-        if alpha is None:
-            alpha, scores = tune_merge_alpha(z, world, cfg, seed)
-        site = traced_site(z.model, z.tokenizer, world, seed)
-        results["setup"].append({"site": site, "base": base_report(z.model, z.tokenizer, world, seed),
-                                 "alpha": alpha, "alpha_scores": scores})
+    z, world = base_model(cfg, cfg.base_seed)
+    alpha, scores = tune_merge_alpha(z, world, cfg, cfg.base_seed)
+    site = traced_site(z.model, z.tokenizer, world, cfg.base_seed)
+    results = {m: [] for m in methods} | {"setup": {"site": site, "alpha": alpha, "alpha_scores": scores,
+                                                     "base": base_report(z.model, z.tokenizer, world, cfg.base_seed)}}
+    for seed in tqdm(seeds, desc="edit streams"):
         windows = edit_stream(copy.deepcopy(world), cfg.n_windows, cfg.edits_per_window, seed)
         for m in methods:
             results[m].append(run_lifelong(m, z, world, windows, cfg, seed, site, alpha))
@@ -823,7 +867,7 @@ def claim_measurements(results: dict) -> dict:
     others = [m for m in METHODS if m != "retrieval"]
     fin = {m: {k: final(results, m, k) for k in ("success", "retention", "multihop", "retention_learned")}
            for m in METHODS}
-    base = [s["base"] for s in results["setup"]]
+    base = results["setup"]["base"]
     return {
         "locality_drop": [run["locality"][0] - run["locality"][-1] for run in results["rome"]],
         "rome_first_success": [run["success"][0] for run in results["rome"]],
@@ -837,9 +881,9 @@ def claim_measurements(results: dict) -> dict:
         "merge_success": [float(np.mean(run["success"])) for run in results["lora_merge"]],
         "finetune_success": [float(np.mean(run["success"])) for run in results["finetune"]],
         "multihop_margin": np.max([fin[m]["multihop"] - 0.5 * fin[m]["success"] for m in METHODS], 0).tolist(),
-        "base_fact_accuracy": [b[f"fact: {TRAIN_TEMPLATES[0]}"] for b in base],
-        "base_copy_accuracy": [min(b[f"copy context: {t}"] for t in TRAIN_TEMPLATES) for b in base],
-        "base_heldout_two_hop": [b["two-hop, held-out chains"] for b in base],
+        "base_fact_accuracy": base[f"fact: {TRAIN_TEMPLATES[0]}"],
+        "base_copy_accuracy": min(base[f"copy context: {t}"] for t in TRAIN_TEMPLATES),
+        "base_heldout_two_hop": base["two-hop, held-out chains"],
     }
 
 
