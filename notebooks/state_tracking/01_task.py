@@ -122,8 +122,10 @@ ax.legend(loc="lower right", fontsize=8);
 # Each horizontal bar is one position $t$ (stacked within a round): after round 0 it holds only $a_t$, after
 # each round its block doubles, and in the last round every block reaches back to $a_1$, i.e. $x_t = s_t$.
 #
-# **What the next notebook tests.** The two candidate mechanisms leave different traces: an AA model's parity is
-# decodable only where its state is (deep layers for long prefixes), and its errors pick a wrong state regardless
-# of parity (chance of keeping the parity: 2 of the 5 wrong states in $S_3$, 0.4); a PAA model's parity is
-# decodable early at every position and its errors keep the parity. This notebook checks no claim; the claims are
-# checked in [the mechanisms notebook](02_mechanisms).
+# **What the next notebook tests.** The two candidate mechanisms leave different traces, and the next notebook
+# reads three of them in every trained run: an AA model's parity is decodable only where its state is, while a PAA
+# model's parity is decodable early at every position (probes); a PAA model sends the parity of an action to
+# later tokens before the rest of the state (activation patching); and a PAA model's errors keep the parity, while
+# an AA model's errors pick a wrong state regardless of parity (chance of keeping it: 2 of the 5 wrong states in
+# $S_3$, 0.4; 59 of 119 in $S_5$). This notebook checks no claim; the claims are checked in
+# [the mechanisms notebook](02_mechanisms).

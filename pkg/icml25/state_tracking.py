@@ -13,11 +13,11 @@ The paper finds two mechanisms in trained transformers:
   linearly decodable early at every t), then the state is resolved within its parity class, so the model's
   errors keep the right parity.
 
-This module holds the group, the task, the training of tiny Llama models with per-token state supervision (and an
-optional parity curriculum: predict ε(s_t) first, then s_t), linear probes for state and parity at every layer and
-position, parity-consistency of errors, prefix activation patching, and the chapter's claims. Probes are ridge
-(least-squares) linear classifiers fitted in closed form, not the paper's logistic regression: same question
-(is it linearly decodable?), a fraction of the cost.
+This module holds the group, the task, the training of tiny Llama models with per-token state supervision under a
+length curriculum (and, as the steering intervention, an auxiliary parity objective throughout training),
+logistic-regression probes for state and parity at every layer pooled over positions (as in the official code),
+layer × token activation patching of the first action (as in the official code), the three signatures they give
+(errors, probes, patching), the declared rule that votes them into a label, and the chapter's claims.
 """
 
 from __future__ import annotations
@@ -31,15 +31,16 @@ from functools import lru_cache
 import numpy as np
 import torch
 import torch.nn.functional as F
+from sklearn.linear_model import LogisticRegression
 
 from .core import tinylm, train, zoo
-from .core.claims import Claim, Effect, Precondition, at_least, at_most
-from .core.config import COUNT, INDEX, NONNEGATIVE, POSITIVE, SEED, make_config, one_of
+from .core.claims import Claim, Effect, at_least, at_most
+from .core.config import COUNT, FRACTION, INDEX, NONNEGATIVE, POSITIVE, SEED, make_config, one_of
 from .core.seeding import numpy_rng, torch_generator
 
 SUPPORTED_N = (3, 5)
 PARITY_WORDS = ("even", "odd")
-CONDITIONS = ("plain", "parity_curriculum")
+CONDITIONS = ("plain", "parity_aux")
 
 # --------------------------------------------------------------------------------------------------------------
 # The group S_n
@@ -177,17 +178,18 @@ def model_inputs(actions: torch.Tensor, tokenizer, n: int) -> torch.Tensor:
     return torch.cat([bos, perm_ids[actions]], dim=1)
 
 
-def state_loss(model, actions: torch.Tensor, tokenizer, n: int, target: str = "state") -> torch.Tensor:
-    """Per-token cross-entropy of the label at the position of a_t: s_t (`target="state"`) or ε(s_t)
-    (`target="parity"`, the curriculum), over the permutation (or parity) words only."""
+def state_loss(model, actions: torch.Tensor, tokenizer, n: int, parity_weight: float = 0.0) -> torch.Tensor:
+    """Per-token cross-entropy of s_t at the position of a_t, over the n! permutation words (direct-state
+    supervision); with `parity_weight` λ > 0, plus λ times the cross-entropy of ε(s_t) over the two parity words at
+    the same position (the auxiliary parity objective that encourages the parity heuristic)."""
     perm_ids, par_ids = token_ids(tokenizer, n)
     logits = model(input_ids=model_inputs(actions, tokenizer, n)).logits[:, 1:]  # position of a_t predicts s_t
     states = state_sequence(actions, n)
-    if target == "state":
-        return F.cross_entropy(logits[..., perm_ids].flatten(0, 1), states.flatten())
-    if target == "parity":
-        return F.cross_entropy(logits[..., par_ids].flatten(0, 1), parity_of_states(states, n).flatten())
-    raise ValueError(f"unknown target {target!r}; valid: state, parity")
+    loss = F.cross_entropy(logits[..., perm_ids].flatten(0, 1), states.flatten())
+    if parity_weight:
+        parities = parity_of_states(states, n).flatten()
+        loss = loss + parity_weight * F.cross_entropy(logits[..., par_ids].flatten(0, 1), parities)
+    return loss
 
 
 @torch.no_grad()
@@ -201,69 +203,74 @@ def predict_states(model, actions: torch.Tensor, tokenizer, n: int, batch_size: 
     return torch.cat(out)
 
 
-def _batches(n: int, batch_size: int, length: int, seed: int):
+def curriculum_length(step: int, steps: int, start: int, final: int, ramp: float) -> int:
+    """The story length at optimiser step `step` of a length curriculum: it climbs one action at a time, in equal
+    stages, from `start` to `final` over the first `ramp` share of the steps, then stays at `final`."""
+    ramp_steps = int(ramp * steps)
+    if final <= start or step >= ramp_steps:
+        return final
+    return start + step * (final - start + 1) // ramp_steps
+
+
+def _batches(cfg, seed: int):
     g = torch_generator(seed, "state_tracking", "train")
+    step = 0
     while True:
-        yield sample_actions(n, batch_size, length, g)
+        length = curriculum_length(step, cfg.steps, cfg.start_length, cfg.train_length, cfg.ramp)
+        yield sample_actions(cfg.group_n, cfg.batch_size, length, g)
+        step += 1
 
 
 def train_tracker(cfg, seed: int, condition: str) -> tuple[object, object, dict]:
-    """Train one tiny Llama on S_n with direct-state supervision for `cfg.steps` steps; under the parity
-    curriculum, `cfg.parity_steps` steps predicting ε(s_t) come first (an intermediate training stage, so both
-    conditions get the same state training)."""
+    """Train one tiny Llama on S_n with direct-state supervision for `cfg.steps` steps, under a length curriculum
+    (:func:`curriculum_length`: short stories first, `cfg.train_length` actions from `cfg.ramp` of the way on).
+    Under `parity_aux` the loss adds `cfg.parity_weight` times the cross-entropy of ε(s_t) at every position and
+    every step (:func:`state_loss`); the data, initialisation and state loss are the plain run's."""
     if condition not in CONDITIONS:
         raise ValueError(f"unknown condition {condition!r}; valid: {', '.join(CONDITIONS)}")
     n = _check_n(cfg.group_n)
     tok = make_tokenizer(n)
     model = tinylm.make_model(cfg.preset, tok, seed, max_len=4 * cfg.train_length + 1,
                               num_hidden_layers=cfg.n_layers)
-    n_parity = cfg.parity_steps if condition == "parity_curriculum" else 0
-    info = {"condition": condition, "parity_steps": n_parity}
-    batches = _batches(n, cfg.batch_size, cfg.train_length, seed)
-    losses = []
-    if n_parity:
-        res = train.train(model, batches, n_parity, lr=cfg.lr, desc="parity",
-                          loss_fn=lambda m, a: state_loss(m, a, tok, n, "parity"))
-        losses += res.losses
-    res = train.train(model, batches, cfg.steps, lr=cfg.lr, desc="state",
-                      loss_fn=lambda m, a: state_loss(m, a, tok, n, "state"))
-    losses += res.losses
-    return model, tok, dict(info, losses=losses)
-
-
+    weight = cfg.parity_weight if condition == "parity_aux" else 0.0
+    res = train.train(model, _batches(cfg, seed), cfg.steps, lr=cfg.lr, desc=f"S{n} {condition}",
+                      loss_fn=lambda m, a: state_loss(m, a, tok, n, weight))
+    return model, tok, {"condition": condition, "parity_weight": weight, "losses": res.losses}
 
 
 # --------------------------------------------------------------------------------------------------------------
 # Settings and the zoo
 # --------------------------------------------------------------------------------------------------------------
 
-# ci: 4 actions per story, 1000 state steps (plus 100 parity steps first under the curriculum). The analysis is
-# only meaningful for models that solve the task (LEARNED_ACCURACY). Calibration on 1 CPU thread (micro, 3 blocks,
-# batch 64, lr 3e-3, seeds 0-3), by accuracy at the training length only: after 900 steps, 0.6-0.85 at T = 6 and
-# 0.77-0.94 at T = 5, but 0.93-0.96 at T = 4 after 600 (T = 6 needed ~2500 steps), so T = 4 is the longest story
-# 8 models learn within the chapter's budget; 3 blocks exceed its ceil(log2 4) = 2 scan rounds. Parity pretraining
-# slows the state stage: 200 parity + 800 state steps left all 4 curriculum runs at 0.60-0.84, while 100 parity
-# steps (the parity loss is near zero by then) + 1000 state steps gave 0.94-0.98. `full` is documented, not run.
+# ci calibration (1 CPU thread on a shared, heavily loaded machine, seed 0 unless said; accuracy of s_T at t = T on
+# 1000 held-out stories; recorded before any claim was checked). Budget: about 4000 optimiser steps in all at
+# ~25 ms each. With a curriculum from 2 actions over the first half of 800 steps, T = 6 reached only 0.48 (0.43
+# with the parity objective; lr 1e-2: 0.38), although t <= 3 were right every time and t = 4 0.94. At T = 4, 500
+# steps with a half-length ramp gave 0.83 (0.77 with the parity objective, weight 1), 600 steps with a quarter ramp
+# 0.89 (0.80). The old design without a curriculum reached 0.93-0.96 at T = 4 in 600-1000 steps. Hence T = 4, a
+# short ramp (the first 10% of the steps at 2 and 3 actions), 700 steps, and a parity weight of 0.5; longer
+# stories are out of this budget.
 TRAIN_PRESETS = {
-    "smoke": {"group_n": 3, "preset": "nano", "n_layers": 2, "train_length": 4, "batch_size": 32, "steps": 20,
-              "lr": 3e-3, "parity_steps": 5},
-    "ci": {"group_n": 3, "preset": "micro", "n_layers": 3, "train_length": 4, "batch_size": 64, "steps": 1000,
-           "lr": 3e-3, "parity_steps": 100},
-    "full": {"group_n": 3, "preset": "base", "n_layers": 6, "train_length": 16, "batch_size": 128, "steps": 20000,
-             "lr": 1e-3, "parity_steps": 2000},
+    "smoke": {"group_n": 3, "preset": "nano", "n_layers": 2, "train_length": 4, "start_length": 2, "ramp": 0.5,
+              "batch_size": 32, "steps": 20, "lr": 3e-3, "parity_weight": 1.0},
+    "ci": {"group_n": 3, "preset": "micro", "n_layers": 3, "train_length": 4, "start_length": 2, "ramp": 0.1,
+           "batch_size": 64, "steps": 700, "lr": 3e-3, "parity_weight": 0.5},
+    "full": {"group_n": 3, "preset": "base", "n_layers": 6, "train_length": 16, "start_length": 2, "ramp": 0.5,
+             "batch_size": 128, "steps": 20000, "lr": 1e-3, "parity_weight": 1.0},
 }
 TRAIN_KEYS = tuple(TRAIN_PRESETS["ci"])
 
 config = make_config({
-    scale: dict(train, seeds=seeds, length_factor=2, n_eval=n_eval, n_probe=n_probe, probe_ridge=1e-2,
-                early_layer=1, min_errors=30, n_patch=n_patch)
+    scale: dict(train, seeds=seeds, length_factor=2, n_eval=n_eval, n_probe=n_probe, early_layer=1,
+                min_errors=30, n_patch=n_patch)
     for (scale, train), seeds, n_eval, n_probe, n_patch in zip(
-        TRAIN_PRESETS.items(), ([0], [0, 1, 2, 3], list(range(10))), (100, 500, 2000), (200, 800, 4000),
-        (20, 100, 400))
+        TRAIN_PRESETS.items(), ([0], [0, 1, 2], list(range(10))), (200, 2000, 4000), (100, 500, 2000),
+        (20, 200, 400))
 },
     group_n=one_of(*SUPPORTED_N), preset=one_of(*tinylm.PRESETS), n_layers=COUNT, train_length=COUNT,
-    batch_size=COUNT, steps=COUNT, lr=POSITIVE, parity_steps=NONNEGATIVE, seeds=SEED, length_factor=COUNT,
-    n_eval=COUNT, n_probe=COUNT, probe_ridge=NONNEGATIVE, early_layer=INDEX, min_errors=NONNEGATIVE, n_patch=COUNT)
+    start_length=COUNT, ramp=FRACTION, batch_size=COUNT, steps=COUNT, lr=POSITIVE, parity_weight=POSITIVE,
+    seeds=SEED, length_factor=COUNT, n_eval=COUNT, n_probe=COUNT, early_layer=INDEX, min_errors=NONNEGATIVE,
+    n_patch=COUNT)
 
 
 def _register(condition: str) -> None:
@@ -292,7 +299,7 @@ def get_tracker(cfg, seed: int, condition: str) -> zoo.ZooModel:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Measurements: accuracy by position, parity-consistent errors, linear probes, prefix patching
+# Measurements: accuracy by position, parity-consistent errors, pooled linear probes, layer × token patching
 # --------------------------------------------------------------------------------------------------------------
 
 
@@ -312,9 +319,13 @@ def parity_chance(n: int) -> float:
     return (g / 2 - 1) / (g - 1)
 
 
-def parity_consistent_errors(pred: torch.Tensor, states: torch.Tensor, n: int) -> tuple[float, int]:
-    """Among wrong predictions, the fraction with the true state's parity ε(s_t); and the number of errors."""
+def parity_consistent_errors(pred: torch.Tensor, states: torch.Tensor, n: int,
+                             where: torch.Tensor | None = None) -> tuple[float, int]:
+    """Among wrong predictions (at the positions `where`, a boolean mask over t; all when None), the fraction
+    with the true state's parity ε(s_t); and the number of those errors."""
     wrong = pred != states
+    if where is not None:
+        wrong = wrong & torch.as_tensor(where)
     n_err = int(wrong.sum())
     if n_err == 0:
         return float("nan"), 0
@@ -329,35 +340,30 @@ def hidden_states(model, actions: torch.Tensor, tokenizer, n: int) -> torch.Tens
     return torch.stack(out.hidden_states)[:, :, 1:].float()
 
 
-def ridge_probe_accuracy(features: torch.Tensor, labels: torch.Tensor, n_classes: int, n_train: int,
-                         ridge: float) -> torch.Tensor:
-    """Linear probes fitted in closed form, batched over leading dims. features [..., N, d], labels [..., N].
-
-    Each probe minimises ‖[X 1] W − Y‖² + λ‖W‖² on the first `n_train` examples (Y one-hot), predicts
-    argmax([x 1] W), and reports accuracy on the remaining examples. Features are standardised with the training
-    statistics first."""
-    x_tr, x_te = features[..., :n_train, :], features[..., n_train:, :]
-    mu, sd = x_tr.mean(-2, keepdim=True), x_tr.std(-2, keepdim=True) + 1e-6
-    x_tr, x_te = (x_tr - mu) / sd, (x_te - mu) / sd
-    ones = torch.ones(*x_tr.shape[:-1], 1)
-    a = torch.cat([x_tr, ones], -1)
-    y = F.one_hot(labels[..., :n_train], n_classes).float()
-    eye = torch.eye(a.shape[-1]) * ridge * n_train
-    w = torch.linalg.solve(a.transpose(-1, -2) @ a + eye, a.transpose(-1, -2) @ y)
-    b = torch.cat([x_te, torch.ones(*x_te.shape[:-1], 1)], -1)
-    return ((b @ w).argmax(-1) == labels[..., n_train:]).float().mean(-1)
+def pooled_probe(features: np.ndarray, labels: np.ndarray) -> tuple[float, np.ndarray]:
+    """One logistic-regression probe for one layer, pooled over positions as in the official code: features
+    [N, T, d] and labels [N, T] are flattened story by story, the probe is fitted on the first min(1000, 0.8 N T)
+    rows and scored on the rest. Returns (held-out accuracy, held-out accuracy at each position t = 1 … T)."""
+    n_seq, length, d = features.shape
+    x, y = features.reshape(-1, d), labels.reshape(-1)
+    split = min(1000, int(0.8 * len(x)))
+    probe = LogisticRegression(max_iter=5000).fit(x[:split], y[:split])
+    right = probe.predict(x[split:]) == y[split:]
+    pos = np.arange(split, len(x)) % length
+    return float(right.mean()), np.array([right[pos == t].mean() for t in range(length)])
 
 
 def probe_maps(model, tokenizer, cfg, actions: torch.Tensor) -> dict[str, np.ndarray]:
-    """State and parity probe accuracy at every layer × position: {"state": [L+1, T], "parity": [L+1, T]}."""
+    """State and parity probes at every layer (pooled over positions): {"state", "parity"}: [L+1] held-out
+    accuracy; {"state_by_t", "parity_by_t"}: [L+1, T], the same probes' accuracy at each position."""
     n = cfg.group_n
-    h = hidden_states(model, actions, tokenizer, n).transpose(1, 2)  # [L+1, T, N, d]
-    states = state_sequence(actions, n).T  # [T, N]
-    n_train = int(0.75 * actions.shape[0])
+    h = hidden_states(model, actions, tokenizer, n).numpy()  # [L+1, N, T, d]
+    states = state_sequence(actions, n)
     out = {}
-    for name, lab, k in (("state", states, len(elements(n))), ("parity", parity_of_states(states, n), 2)):
-        labels = lab.expand(h.shape[0], *lab.shape)
-        out[name] = ridge_probe_accuracy(h, labels, k, n_train, cfg.probe_ridge).numpy()
+    for name, lab in (("state", states), ("parity", parity_of_states(states, n))):
+        scores = [pooled_probe(layer, lab.numpy()) for layer in h]
+        out[name] = np.array([s for s, _ in scores])
+        out[f"{name}_by_t"] = np.stack([by_t for _, by_t in scores])
     return out
 
 
@@ -381,68 +387,151 @@ def corrupt(actions: torch.Tensor, position: int, same_parity: bool, n: int, gen
     return out
 
 
+PATCH_MODES = ("window", "prefix")
+
+
 @torch.no_grad()
-def prefix_patching(model, tokenizer, n: int, clean: torch.Tensor, corrupted: torch.Tensor,
-                    position: int) -> np.ndarray:
-    """Normalised logit difference of the final state after prefix patching, one value per layer ℓ = 0 … L:
+def patching_map(model, tokenizer, n: int, clean: torch.Tensor, corrupted: torch.Tensor,
+                 mode: str = "window") -> np.ndarray:
+    """Activation patching over layers × tokens, as in the official code: the clean run, with the residual stream
+    at layer ℓ (0 = embeddings) and token t replaced by the corrupted run's (`mode="window"`: token t alone;
+    `"prefix"`: tokens 1 … t), scored at the last position by
 
-        NLD(ℓ) = (LD(x'; h_{≤position}^ℓ ← clean) − LD(x')) / (LD(x) − LD(x')),
+        NLD(ℓ, t) = (LD(x; h_ℓ,t ← h'_ℓ,t) − LD(x)) / (LD(x') − LD(x)),   clipped to [0, 1],
 
-    where LD = logit(s_T) − logit(s'_T) at the last position, s_T and s'_T are the clean and corrupted final
-    states, and the patch restores the clean residual stream at layer ℓ for every token up to and including the
-    corrupted action. NLD = 1: the patch restores everything (the information about a_position has not yet left
-    the prefix at layer ℓ); NLD = 0: it has already moved to later tokens."""
+    where LD = p(y') − p(y), y and y' are the clean and corrupted runs' predicted final states and p the softmax
+    over the state words. Averaged over the pairs whose two predictions differ. Returns [L+1, T]."""
+    if mode not in PATCH_MODES:
+        raise ValueError(f"unknown patching mode {mode!r}; valid: {', '.join(PATCH_MODES)}")
     perm_ids, _ = token_ids(tokenizer, n)
-    s_clean = state_sequence(clean, n)[:, -1]
-    s_corr = state_sequence(corrupted, n)[:, -1]
-    rows = torch.arange(clean.shape[0])
+    modules = [model.model.embed_tokens, *model.model.layers]
 
-    def ld(logits):
-        lg = logits[:, -1][:, perm_ids]
-        return lg[rows, s_clean] - lg[rows, s_corr]
+    def probs(input_ids):
+        return model(input_ids=input_ids).logits[:, -1][:, perm_ids].softmax(-1)
 
     x, x_c = model_inputs(clean, tokenizer, n), model_inputs(corrupted, tokenizer, n)
-    modules = [model.model.embed_tokens, *model.model.layers]
-    saved = []  # each module's clean output (hooks, not hidden_states: the last of those is after the norm)
+    saved = []  # each module's corrupted output (hooks, not hidden_states: the last of those is after the norm)
     handles = [mod.register_forward_hook(lambda _m, _i, o: saved.append(o.detach())) for mod in modules]
     try:
-        ld_clean = ld(model(input_ids=x).logits)
+        p_corr = probs(x_c)
     finally:
         for h in handles:
             h.remove()
-    ld_corr = ld(model(input_ids=x_c).logits)
-    cut = position + 2  # the bos token, then actions 0 … position
-    out = []
-    for module, source in zip(modules, saved):
+    p_clean = probs(x)
+    rows = torch.arange(clean.shape[0])
+    y, y_c = p_clean.argmax(-1), p_corr.argmax(-1)
+    keep = y != y_c
 
-        def hook(_m, _inp, output, source=source):
-            output = output.clone()
-            output[:, :cut] = source[:, :cut]
-            return output
+    def ld(p):
+        return p[rows, y_c] - p[rows, y]
 
-        handle = module.register_forward_hook(hook)
-        try:
-            ld_patch = ld(model(input_ids=x_c).logits)
-        finally:
-            handle.remove()
-        out.append(float(((ld_patch - ld_corr) / (ld_clean - ld_corr)).clamp(-1, 2).median()))
-    return np.array(out)
+    base, new = ld(p_clean), ld(p_corr)
+    out = np.zeros((len(modules), clean.shape[1]))
+    for i, (module, source) in enumerate(zip(modules, saved)):
+        for t in range(1, clean.shape[1] + 1):  # input index t holds a_t (index 0 is bos)
+            lo = t if mode == "window" else 1
+
+            def hook(_m, _inp, output, source=source, lo=lo, t=t):
+                output = output.clone()
+                output[:, lo:t + 1] = source[:, lo:t + 1]
+                return output
+
+            handle = module.register_forward_hook(hook)
+            try:
+                nld = ((ld(probs(x)) - base) / (new - base)).clamp(0, 1)
+            finally:
+                handle.remove()
+            out[i, t - 1] = float(nld[keep].mean()) if keep.any() else float("nan")
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------
-# One run, measured; the declared classification rule
+# The three signatures and the declared classification rule
 # --------------------------------------------------------------------------------------------------------------
-
 
 LEARNED_ACCURACY = 0.9
 """The declared precondition: a run has learned the task if its held-out accuracy of s_T at the training length
 t = T is at least this. Mechanism labels and every claim are about such runs only; the others are reported, with
 their count, and excluded (a model that has learned only the parity is "PAA-like" whatever it would become)."""
 ABOVE_CHANCE = 0.5
-"""A position where the model is right at least this often (chance is 1/6 in S3) is one where it still tracks."""
-INFORMATIVE_ERRORS = 0.5
-"""The declared precondition of the mechanism claims: at least this share of each run's errors is made at
-positions where the model still tracks the state (:func:`informative_error_share`)."""
+"""A position where the model is right at least this often is one where it still tracks the state; the error
+signature reads only errors made there (errors made at chance keep the parity at the chance rate whatever the
+mechanism)."""
+AA_BAND, PAA_BAND = 1 / 3, 2 / 3
+"""Each signature is scaled so that 0 is what AA predicts and 1 what PAA predicts; it votes AA-like at or below
+AA_BAND, PAA-like at or above PAA_BAND, and abstains in between."""
+RESOLVED = 0.9
+"""A layer whose state probe (scaled, :func:`scaled_probe`) is above this has resolved the state: the parity
+surplus is not read there (there is no room left for parity beyond the state)."""
+
+
+def scaled_probe(accuracy, n_classes: int):
+    """Probe accuracy scaled from chance (0) to perfect (1)."""
+    return (np.asarray(accuracy) - 1 / n_classes) / (1 - 1 / n_classes)
+
+
+def error_signature(pred: torch.Tensor, states: torch.Tensor, accuracy: np.ndarray, n: int,
+                    min_errors: int) -> tuple[float, int]:
+    """The errors' parity: among errors made where the model tracks (accuracy ≥ :data:`ABOVE_CHANCE`), the share
+    that keep the true parity, scaled z = (p − c)/(1 − c) with c the chance rate for uniform errors (0 for AA,
+    whose errors ignore the parity; 1 for PAA, whose errors keep it). NaN with fewer than `min_errors` such errors.
+    Returns (z, number of errors read)."""
+    p, n_err = parity_consistent_errors(pred, states, n, where=accuracy >= ABOVE_CHANCE)
+    if n_err < min_errors:
+        return float("nan"), n_err
+    c = parity_chance(n)
+    return (p - c) / (1 - c), n_err
+
+
+def probe_signature(probes: dict, n: int) -> float:
+    """Parity decodable ahead of the state. At each layer, with the state and parity probes scaled from chance
+    (z_s, z_ε), a representation that holds only (partial) state information and errs uniformly gives z_ε = z_s
+    exactly; the surplus (z_ε − z_s)/(1 − z_s) is 0 there (AA: parity only with the state) and 1 where the parity is
+    decodable though the state is not (PAA). The largest surplus over the layers that have not resolved the state
+    (z_s ≤ :data:`RESOLVED`); NaN if every layer has."""
+    z_s = scaled_probe(probes["state"], len(elements(n)))
+    z_p = scaled_probe(probes["parity"], 2)
+    open_ = z_s <= RESOLVED
+    if not open_.any():
+        return float("nan")
+    return float(np.max((z_p[open_] - z_s[open_]) / (1 - z_s[open_])))
+
+
+def patching_signature(maps: dict, early_layer: int) -> float:
+    """Parity reaches the answer early. Window patching at the last token after `early_layer` blocks: the share of
+    a parity-changing corruption's effect that token already carries, minus that of a parity-keeping corruption
+    (of a_1). AA moves a_1's information forward one scan round per layer, whatever its parity (0); PAA sends the
+    parity to every later token first, so only the parity-changing corruption is carried early (towards 1)."""
+    return float(maps["different"][early_layer, -1] - maps["same"][early_layer, -1])
+
+
+def vote(signature: float) -> str | None:
+    if math.isnan(signature):
+        return None
+    return "AA" if signature <= AA_BAND else "PAA" if signature >= PAA_BAND else None
+
+
+def classify(signatures: Sequence[float]) -> str:
+    """The declared rule: each signature votes (:func:`vote`); PAA-like with at least two PAA votes and no AA vote,
+    AA-like with at least two AA votes and no PAA vote, "mixed" otherwise."""
+    votes = [vote(s) for s in signatures]
+    aa, paa = votes.count("AA"), votes.count("PAA")
+    if paa >= 2 and aa == 0:
+        return "PAA-like"
+    if aa >= 2 and paa == 0:
+        return "AA-like"
+    return "mixed"
+
+
+def label_run(trained_accuracy: float, signatures: Sequence[float]) -> str:
+    """"not learned" below the precondition (:data:`LEARNED_ACCURACY` at the training length), else the
+    declared rule's label (:func:`classify`)."""
+    if trained_accuracy < LEARNED_ACCURACY:
+        return "not learned"
+    return classify(signatures)
+
+
+SIGNATURES = ("errors", "probes", "patching")
 
 
 @dataclass
@@ -452,45 +541,23 @@ class RunReport:
     accuracy: np.ndarray  # by position, 1 … eval_length
     trained_accuracy: float  # accuracy at t = train_length
     learned: bool  # trained_accuracy >= LEARNED_ACCURACY
-    parity_consistency: float
-    n_errors: int
-    probes: dict  # "state"/"parity" -> [L+1, train_length]
-    early_parity: float  # parity probe accuracy at cfg.early_layer, mean over positions
-    long_accuracy: float  # mean state accuracy over positions t > train_length // 2
+    signatures: dict  # SIGNATURES -> scaled value (0 AA, 1 PAA; NaN: not readable)
+    n_errors: int  # errors the error signature read
+    probes: dict  # probe_maps
+    patching: dict  # "same"/"different" -> window map [L+1, T]
+    long_accuracy: float  # mean state accuracy beyond the training length, T < t <= 2T
     label: str  # the rule's label, or "not learned" (excluded)
     losses: list
-    informative_errors: float  # share of errors made where the model still tracks (informative_error_share)
 
 
-def classify(parity_consistency: float, n_errors: int, n: int, min_errors: int) -> str:
-    """The declared rule. Normalise the parity-consistency of errors to z = (p − c)/(1 − c), c the chance
-    rate for uniform errors: AA-like if z ≤ 1/3 (errors ignore parity), PAA-like if z ≥ 2/3 (errors keep
-    parity), "intermediate" in between, "unclassified" with fewer than `min_errors` errors."""
-    if n_errors < min_errors:
-        return "unclassified"
-    c = parity_chance(n)
-    z = (parity_consistency - c) / (1 - c)
-    return "AA-like" if z <= 1 / 3 else "PAA-like" if z >= 2 / 3 else "intermediate"
-
-
-def label_run(trained_accuracy: float, parity_consistency: float, n_errors: int, n: int, min_errors: int) -> str:
-    """"not learned" below the precondition (:data:`LEARNED_ACCURACY` at the training length), else the
-    declared rule's label (:func:`classify`)."""
-    if trained_accuracy < LEARNED_ACCURACY:
-        return "not learned"
-    return classify(parity_consistency, n_errors, n, min_errors)
-
-
-def informative_error_share(pred: torch.Tensor, states: torch.Tensor, accuracy: np.ndarray) -> float:
-    """The share of wrong predictions made at positions where the model is right at least
-    :data:`ABOVE_CHANCE` of the time. Errors made where the model is at chance keep the parity at the chance rate
-    whatever the mechanism, so the parity signature is only read from errors of a model that is still tracking."""
-    wrong = pred != states
-    n_err = int(wrong.sum())
-    if n_err == 0:
-        return float("nan")
-    tracking = torch.as_tensor(accuracy >= ABOVE_CHANCE)
-    return float(wrong[:, tracking].sum() / n_err)
+def patching_maps(model, tokenizer, cfg, seed: int, mode: str = "window") -> dict[str, np.ndarray]:
+    """Window (or prefix) patching maps for parity-keeping ("same") and parity-changing ("different")
+    corruptions of the first action, on held-out stories of the training length."""
+    clean = eval_actions(cfg, cfg.n_patch, cfg.train_length, "patch")
+    g = torch_generator(seed, "state_tracking", "corrupt", mode)
+    return {kind: patching_map(model, tokenizer, cfg.group_n, clean, corrupt(clean, 0, kind == "same",
+                                                                                cfg.group_n, g), mode)
+            for kind in ("same", "different")}
 
 
 def measure_run(cfg, seed: int, condition: str) -> RunReport:
@@ -500,117 +567,100 @@ def measure_run(cfg, seed: int, condition: str) -> RunReport:
     states = state_sequence(acts, n)
     pred = predict_states(z.model, acts, z.tokenizer, n)
     acc = accuracy_by_position(pred, states)
-    pc, n_err = parity_consistent_errors(pred, states, n)
+    z_err, n_err = error_signature(pred, states, acc, n, cfg.min_errors)
     probes = probe_maps(z.model, z.tokenizer, cfg, eval_actions(cfg, cfg.n_probe, cfg.train_length, "probe"))
+    patching = patching_maps(z.model, z.tokenizer, cfg, seed)
+    signatures = {"errors": z_err, "probes": probe_signature(probes, n),
+                  "patching": patching_signature(patching, cfg.early_layer)}
     trained = float(acc[cfg.train_length - 1])
-    return RunReport(condition, seed, acc, trained, trained >= LEARNED_ACCURACY, pc, n_err, probes,
-                     early_parity=float(probes["parity"][cfg.early_layer].mean()),
-                     long_accuracy=float(acc[cfg.train_length // 2:].mean()),
-                     label=label_run(trained, pc, n_err, n, cfg.min_errors), losses=list(z.info["losses"]),
-                     informative_errors=informative_error_share(pred, states, acc))
+    return RunReport(condition, seed, acc, trained, trained >= LEARNED_ACCURACY, signatures, n_err, probes,
+                     patching, long_accuracy=float(acc[cfg.train_length:].mean()),
+                     label=label_run(trained, list(signatures.values())), losses=list(z.info["losses"]))
 
 
 def measure_all(cfg) -> list[RunReport]:
     return [measure_run(cfg, s, c) for c in CONDITIONS for s in cfg.seeds]
 
 
-def patching_curves(cfg, seed: int, condition: str, position: int | None = None) -> dict[str, np.ndarray]:
-    """Prefix-patching NLD by layer for same- and different-parity corruptions of one action."""
-    z = get_tracker(cfg, seed, condition)
-    n = cfg.group_n
-    position = cfg.train_length // 2 - 1 if position is None else position
-    clean = eval_actions(cfg, cfg.n_patch, cfg.train_length, "patch")
-    g = torch_generator(seed, "state_tracking", "corrupt")
-    return {kind: prefix_patching(z.model, z.tokenizer, n, clean, corrupt(clean, position, kind == "same", n, g),
-                                  position)
-            for kind in ("same", "different")}
-
-
-def mean_probe_map(reports: Sequence[RunReport], condition: str, target: str) -> tuple[np.ndarray, int]:
-    """The `target` ("state" or "parity") probe map averaged over the runs of `condition` that learned the task,
-    and their number (an all-NaN map when none did)."""
-    maps = [r.probes[target] for r in reports if r.condition == condition and r.learned]
+def mean_map(reports: Sequence[RunReport], condition: str, get) -> tuple[np.ndarray, int]:
+    """`get(report)` (a probe or patching map) averaged over the runs of `condition` that learned the task, and
+    their number (an all-NaN map when none did)."""
+    maps = [get(r) for r in reports if r.condition == condition and r.learned]
     if not maps:
-        return np.full_like(reports[0].probes[target], np.nan), 0
+        return np.full_like(get(reports[0]), np.nan, dtype=float), 0
     return np.mean(maps, axis=0), len(maps)
 
 
 def summarise(reports: Sequence[RunReport]) -> dict:
-    """The claims' measurements, per condition and per label, over the runs that learned the task
-    (:data:`LEARNED_ACCURACY`); `labels` lists every run, `n_not_learned` counts the excluded ones."""
+    """The claims' measurements over the runs that learned the task (:data:`LEARNED_ACCURACY`); `labels` lists
+    every run, `n_not_learned` counts the excluded ones."""
     learned = [r for r in reports if r.learned]
-    by_cond = {c: [r for r in learned if r.condition == c] for c in CONDITIONS}
     by_label = {lab: [r for r in learned if r.label == lab] for lab in ("AA-like", "PAA-like")}
     by_seed = {(r.seed, r.condition): r for r in learned}
     seeds = sorted({r.seed for r in learned})
-    # paired by seed: the same seed's plain and curriculum runs (same data order and initialisation)
-    pairs = [(by_seed[s, "plain"], by_seed[s, "parity_curriculum"]) for s in seeds
-             if (s, "plain") in by_seed and (s, "parity_curriculum") in by_seed]
+    # paired by seed: the same seed's plain and parity_aux runs (same data order and initialisation)
+    pairs = [(by_seed[s, "plain"], by_seed[s, "parity_aux"]) for s in seeds
+             if (s, "plain") in by_seed and (s, "parity_aux") in by_seed]
     # seeds whose two runs got different labels: (the AA-like run, the PAA-like run)
     mixed = [tuple(sorted(p, key=lambda r: r.label)) for p in pairs if {p[0].label, p[1].label} == {"AA-like",
                                                                                                    "PAA-like"}]
-    return {
-        "parity_consistency_plain": [r.parity_consistency for r in by_cond["plain"]],
-        "parity_consistency_curriculum": [r.parity_consistency for r in by_cond["parity_curriculum"]],
-        "early_parity_plain": [r.early_parity for r in by_cond["plain"]],
-        "early_parity_curriculum": [r.early_parity for r in by_cond["parity_curriculum"]],
+    out = {
         "labels": [f"{r.condition}/s{r.seed}:{r.label}" for r in reports],
         "n_not_learned": len(reports) - len(learned),
-        "n_intermediate": sum(r.label in ("intermediate", "unclassified") for r in learned),
+        "n_mixed_label": sum(r.label == "mixed" for r in learned),
         "n_aa": len(by_label["AA-like"]), "n_paa": len(by_label["PAA-like"]),
         "long_accuracy_aa": [r.long_accuracy for r in by_label["AA-like"]],
         "long_accuracy_paa": [r.long_accuracy for r in by_label["PAA-like"]],
-        "informative_errors": [r.informative_errors for r in learned],
-        "steer_consistency_diff": [cur.parity_consistency - pl.parity_consistency for pl, cur in pairs],
-        "steer_early_parity_diff": [cur.early_parity - pl.early_parity for pl, cur in pairs],
         "n_pairs": len(pairs),
         "is_aa": [float(r.label == "AA-like") for r in learned],
         "is_paa": [float(r.label == "PAA-like") for r in learned],
         "aa_minus_paa_long_accuracy": [a.long_accuracy - b.long_accuracy for a, b in mixed],
         "n_mixed_seeds": len(mixed),
+        "n_signatures_read": [sum(not math.isnan(v) for v in r.signatures.values()) for r in learned],
     }
+    for name in SIGNATURES:
+        out[f"steer_{name}_diff"] = [aux.signatures[name] - pl.signatures[name] for pl, aux in pairs]
+    return out
 
 
 def _finite(xs) -> list[float]:
     return [float(x) for x in xs if x is not None and not math.isnan(x)]
 
 
-def _mean(xs) -> float:
-    xs = _finite(xs)
-    return float(np.mean(xs)) if xs else float("nan")
-
-
 # --------------------------------------------------------------------------------------------------------------
-# Claims (declared before any experiment ran; the training precondition, LEARNED_ACCURACY, was added when the
-# ci runs were redesigned to learn the task, before any redesigned run was measured)
+# Claims. Redesigned (issue 36) before any redesigned run was measured: the label is now the vote of three
+# signatures (errors, probes, patching) instead of the errors' parity alone, the steering intervention is an
+# auxiliary parity objective throughout training instead of a parity stage first, and the error signature reads
+# only errors made where the model tracks (this replaces the old `errors_informative` precondition, which asked
+# that at least half of the errors be made there).
 # --------------------------------------------------------------------------------------------------------------
-
-def _tracking_errors(rule_runs: str) -> Precondition:
-    return at_least("errors_informative", "informative_errors", INFORMATIVE_ERRORS,
-                    f"in every {rule_runs}, at least {INFORMATIVE_ERRORS:.0%} of errors are made at positions where the "
-                    f"model is right >= {ABOVE_CHANCE:.0%} of the time (errors at chance keep the parity at the "
-                    "chance rate whatever the mechanism)")
-
 
 _ALL_LEARNED = at_most("all_learned", "n_not_learned", 0,
                        f"every run learned the task (accuracy >= {LEARNED_ACCURACY} at the training length)")
+_READABLE = at_least("signatures_read", "n_signatures_read", 2,
+                     "every learned run has at least 2 of its 3 signatures readable (errors: enough errors where "
+                     "the model tracks; probes: a layer that has not resolved the state), so the rule can label it")
+
+
+def _rise(name: str):
+    return lambda m: _finite(m[f"steer_{name}_diff"])
+
 
 STEERABLE = Claim(
     chapter="state_tracking", id="steerable",
-    paper_statement="Intermediate training steers the mechanism: training on parity first yields the PAA "
-                    "signature (parity decodable early, errors that keep the parity)",
-    paper_value="qualitative (parity-first models become PAA)",
-    criterion="Paired by seed (curriculum minus plain run of the same seed), the parity-consistency of errors "
-              "rises (95% t interval above 0; refuted below +0.10) AND the layer-1 parity-probe accuracy rises "
-              "(above 0; refuted below +0.05)",
-    effects=[Effect("parity_consistency_rise", "steer_consistency_diff", min_effect=0.10),
-             Effect("early_parity_probe_rise", "steer_early_parity_diff", min_effect=0.05)],
-    preconditions=[_ALL_LEARNED, at_least("paired_seeds", "n_pairs", 3, "at least 3 seeds with both runs learned"),
-                   _tracking_errors("run")],
-    examples=({"steer_consistency_diff": [0.3, 0.25, 0.35, 0.3], "steer_early_parity_diff": [0.1, 0.12, 0.09, 0.11],
-               "n_not_learned": 0, "n_pairs": 4, "informative_errors": [0.8] * 8},
-              {"steer_consistency_diff": [0.02, -0.01, 0.03, 0.0], "steer_early_parity_diff": [0.1, 0.12, 0.09, 0.11],
-               "n_not_learned": 0, "n_pairs": 4, "informative_errors": [0.8] * 8}),
+    paper_statement="Training that encourages the parity heuristic steers models toward PAA (parity decodable "
+                    "before the state, its information reaching the answer early)",
+    paper_value="qualitative (parity training yields PAA)",
+    criterion="Paired by seed (parity_aux minus plain run of the same seed), the probe signature rises (95% t "
+              "interval above 0; refuted below +0.10) AND the patching signature rises (above 0; refuted below "
+              "+0.10); both are scaled so that 0 is AA's prediction and 1 PAA's",
+    effects=[Effect("probe_signature_rise", _rise("probes"), min_effect=0.10),
+             Effect("patching_signature_rise", _rise("patching"), min_effect=0.10)],
+    preconditions=[_ALL_LEARNED, at_least("paired_seeds", "n_pairs", 3, "at least 3 seeds with both runs learned")],
+    examples=({"steer_probes_diff": [0.4, 0.5, 0.35, 0.45], "steer_patching_diff": [0.3, 0.25, 0.4, 0.3],
+               "n_not_learned": 0, "n_pairs": 4},
+              {"steer_probes_diff": [0.02, -0.01, 0.03, 0.0], "steer_patching_diff": [0.3, 0.25, 0.4, 0.3],
+               "n_not_learned": 0, "n_pairs": 4}),
 )
 
 TWO_MECHANISMS = Claim(
@@ -618,13 +668,13 @@ TWO_MECHANISMS = Claim(
     paper_statement="Models learn one of two mechanisms, AA or PAA, rather than a continuum",
     paper_value="two discrete signatures across runs",
     criterion="Over the runs that learned the task, the share labelled AA-like and the share labelled PAA-like by "
-              "the declared rule are both above 0 (95% t interval over runs; refuted when either lies wholly below "
-              "0.10)",
+              "the declared rule (a vote of the error, probe and patching signatures) are both above 0 (95% t "
+              "interval over runs; refuted when either lies wholly below 0.10)",
     effects=[Effect("aa_share", "is_aa", min_effect=0.10), Effect("paa_share", "is_paa", min_effect=0.10)],
-    preconditions=[_ALL_LEARNED, _tracking_errors("run")],
+    preconditions=[_ALL_LEARNED, _READABLE],
     examples=({"is_aa": [1, 0, 1, 0, 1, 0, 1, 0], "is_paa": [0, 1, 0, 1, 0, 1, 0, 1], "n_not_learned": 0,
-               "informative_errors": [0.8] * 8},
-              {"is_aa": [1] * 8, "is_paa": [0] * 8, "n_not_learned": 0, "informative_errors": [0.8] * 8}),
+               "n_signatures_read": [3] * 8},
+              {"is_aa": [1] * 8, "is_paa": [0] * 8, "n_not_learned": 0, "n_signatures_read": [3] * 8}),
 )
 
 AA_GENERALISES = Claim(
@@ -632,15 +682,15 @@ AA_GENERALISES = Claim(
     paper_statement="AA models generalise to longer sequences better than PAA models",
     paper_value="AA keeps accuracy to longer lengths than PAA",
     criterion="Over the seeds whose two runs got different labels, the AA-like run's mean state accuracy beyond "
-              "half the training length minus the PAA-like run's is above 0 (95% t interval; refuted below +0.05)",
+              "the training length (T < t <= 2T) minus the PAA-like run's is above 0 (95% t interval; refuted "
+              "below +0.05)",
     effects=[Effect("aa_minus_paa_long_accuracy", "aa_minus_paa_long_accuracy", min_effect=0.05)],
-    preconditions=[_ALL_LEARNED, at_least("mixed_seeds", "n_mixed_seeds", 3,
-                                          "at least 3 seeds with one AA-like and one PAA-like run"),
-                   _tracking_errors("run")],
+    preconditions=[_ALL_LEARNED, _READABLE, at_least("mixed_seeds", "n_mixed_seeds", 3,
+                                                     "at least 3 seeds with one AA-like and one PAA-like run")],
     examples=({"aa_minus_paa_long_accuracy": [0.2, 0.15, 0.25], "n_not_learned": 0, "n_mixed_seeds": 3,
-               "informative_errors": [0.8] * 6},
+               "n_signatures_read": [3] * 6},
               {"aa_minus_paa_long_accuracy": [-0.01, 0.0, 0.01], "n_not_learned": 0, "n_mixed_seeds": 3,
-               "informative_errors": [0.8] * 6}),
+               "n_signatures_read": [3] * 6}),
 )
 
 CLAIMS = (STEERABLE, TWO_MECHANISMS, AA_GENERALISES)
