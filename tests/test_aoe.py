@@ -142,3 +142,22 @@ def test_bad_input_raises():
         aoe.AoEFFN(16, 4, 2, 24, 16)
     with pytest.raises(ValueError, match="kind"):
         aoe.build_model("dense", aoe.config("smoke"), 0)
+
+
+def test_mlp_router_has_w_down_parameters_and_leaves_the_experts_as_the_moe():
+    d, n, d_low = 16, 4, 3
+    plain = aoe.MoEFFN(d, n, 2, 24, seed=7)
+    big = aoe.MoEFFN(d, n, 2, 24, seed=7, router_hidden=n * d_low)
+    aoe_layer = aoe.AoEFFN(d, n, 2, 24, d_low, seed=7)
+    assert big.router_in.numel() == aoe_layer.w_down.numel() == d * n * d_low
+    assert big.router.shape == (n * d_low, n)
+    for name in ("w_gate", "w_up", "w_out"):  # same experts as the linear-router MoE of the seed
+        assert torch.equal(getattr(big, name), getattr(plain, name))
+    x = torch.randn(5, d, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(big.router_logits(x), torch.nn.functional.silu(x @ big.router_in) @ big.router)
+    torch.testing.assert_close(plain.router_logits(x), x @ plain.router)
+    model = aoe.build_model("moe_mlp_router", aoe.config("smoke"), 0, d_low=4)
+    assert all(layer.router_in is not None for layer in aoe.expert_layers(model))
+    assert [v[1] for v in aoe.variants(aoe.config("smoke"))][-1] == "moe_mlp_router"
+    with pytest.raises(ValueError, match="router_hidden"):
+        aoe.MoEFFN(d, n, 2, 24, router_hidden=-1)

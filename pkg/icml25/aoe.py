@@ -44,7 +44,7 @@ config = make_config({
               "n_train": 512, "batch_size": 8, "steps": 15, "lr": 1e-2, "n_val": 16, "eval_every": 5,
               "bench_repeats": 3},
     "ci": {"seeds": [0, 1, 2, 3, 4], "d_model": 48, "n_layers": 2, "n_experts": 8, "top_k": 2, "d_ffn": 64,
-           "d_lows": [8, 16], "claim_d_low": 16, "alpha": 0.01, "n_domains": 8, "vocab": 32, "concentration": 0.1, "seq_len": 32,
+           "d_lows": [16], "claim_d_low": 16, "alpha": 0.01, "n_domains": 8, "vocab": 32, "concentration": 0.1, "seq_len": 32,
            "n_train": 4096, "batch_size": 16, "steps": 200, "lr": 1e-2, "n_val": 128, "eval_every": 25,
            "bench_repeats": 10},
     "full": {"seeds": [0, 1, 2, 3, 4], "d_model": 256, "n_layers": 4, "n_experts": 8, "top_k": 2, "d_ffn": 512,
@@ -187,22 +187,38 @@ class _ExpertLayer(nn.Module):
 
 
 class MoEFFN(_ExpertLayer):
-    """A routed mixture of SwiGLU experts: linear router, softmax -> top-k -> renormalise, optional Eq. 6 loss."""
+    """A routed mixture of SwiGLU experts: softmax -> top-k -> renormalise over router logits, optional Eq. 6 loss.
 
-    def __init__(self, d: int, n_experts: int, top_k: int, d_ffn: int, alpha: float = 0.0, seed: int = 0):
+    The router is linear ([d, n]); with `router_hidden` = h > 0 it is an MLP, logits = SiLU(x W_in) W_r with
+    W_in [d, h] and W_r [h, n]: with h = n·d_low, W_in has the shape and parameters of AoE's W_down (the
+    paper's "router with as many parameters" ablation, in this chapter's reading)."""
+
+    def __init__(self, d: int, n_experts: int, top_k: int, d_ffn: int, alpha: float = 0.0, seed: int = 0,
+                 router_hidden: int = 0):
         super().__init__()
         if not 1 <= top_k <= n_experts:
             raise ValueError(f"top_k={top_k} must lie in [1, n_experts={n_experts}]")
+        if router_hidden < 0:
+            raise ValueError(f"router_hidden={router_hidden} must be >= 0 (0: a linear router)")
         self.n_experts, self.top_k, self.alpha = n_experts, top_k, alpha
         g = torch_generator(seed, "moe")
         self.router = nn.Parameter(torch.randn(d, n_experts, generator=g) * d ** -0.5)
         self.w_gate = nn.Parameter(torch.randn(n_experts, d, d_ffn, generator=g) * d ** -0.5)
         self.w_up = nn.Parameter(torch.randn(n_experts, d, d_ffn, generator=g) * d ** -0.5)
         self.w_out = nn.Parameter(torch.randn(n_experts, d_ffn, d, generator=g) * d_ffn ** -0.5)
+        self.router_in = None
+        if router_hidden:  # the experts are drawn as in the linear-router MoE of the same seed
+            gr = torch_generator(seed, "mlp_router")
+            self.router_in = nn.Parameter(torch.randn(d, router_hidden, generator=gr) * d ** -0.5)
+            self.router = nn.Parameter(torch.randn(router_hidden, n_experts, generator=gr) * router_hidden ** -0.5)
+
+    def router_logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The router's logits [T, n] for tokens `x` [T, d]."""
+        return (x if self.router_in is None else F.silu(x @ self.router_in)) @ self.router
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         x = hidden.reshape(-1, hidden.shape[-1])
-        routing, probs = top_k_softmax(x @ self.router, self.top_k)
+        routing, probs = top_k_softmax(self.router_logits(x), self.top_k)
         self._record(routing, probs)
         y = ops.expert_ffn(x, routing, ops.Experts(self.w_gate, self.w_up, self.w_out))
         return y.view(hidden.shape)
@@ -259,11 +275,15 @@ def aoe_expert_params(d: int, d_low: int, d_wide: int) -> int:
 
 # --- models ---------------------------------------------------------------------------------------------------
 
+KINDS = ("moe", "aoe", "moe_mlp_router")
+
+
 def build_model(kind: str, cfg, seed: int, d_low: int | None = None) -> LlamaForCausalLM:
-    """A tiny Llama whose every MLP is a routed MoE (`kind="moe"`) or an AoE layer (`kind="aoe"`, with d_low),
-    both with the Eq. 6 loss at `cfg.alpha`."""
-    if kind not in ("moe", "aoe"):
-        raise ValueError(f"unknown kind {kind!r}; valid kinds: moe, aoe")
+    """A tiny Llama whose every MLP is a routed MoE (`kind="moe"`), an AoE layer (`kind="aoe"`, with d_low), or
+    a routed MoE whose router is an MLP with a first matrix of AoE's W_down shape, d × n·d_low
+    (`kind="moe_mlp_router"`, with d_low); all with the Eq. 6 loss at `cfg.alpha`."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; valid kinds: {', '.join(KINDS)}")
     llama = LlamaConfig(vocab_size=vocab_size(cfg), hidden_size=cfg.d_model, intermediate_size=8,
                         num_hidden_layers=cfg.n_layers, num_attention_heads=4, num_key_value_heads=4,
                         max_position_embeddings=cfg.seq_len, tie_word_embeddings=True, pad_token_id=0)
@@ -271,8 +291,11 @@ def build_model(kind: str, cfg, seed: int, d_low: int | None = None) -> LlamaFor
         model = LlamaForCausalLM(llama)
     for i, layer in enumerate(model.model.layers):
         s = seed * 1000 + i
-        layer.mlp = (MoEFFN(cfg.d_model, cfg.n_experts, cfg.top_k, cfg.d_ffn, cfg.alpha, s) if kind == "moe" else
-                     AoEFFN(cfg.d_model, cfg.n_experts, cfg.top_k, cfg.d_ffn, d_low, cfg.alpha, s))
+        if kind == "aoe":
+            layer.mlp = AoEFFN(cfg.d_model, cfg.n_experts, cfg.top_k, cfg.d_ffn, d_low, cfg.alpha, s)
+        else:
+            hidden = cfg.n_experts * d_low if kind == "moe_mlp_router" else 0
+            layer.mlp = MoEFFN(cfg.d_model, cfg.n_experts, cfg.top_k, cfg.d_ffn, cfg.alpha, s, hidden)
     return model
 
 
@@ -376,8 +399,14 @@ def routing_stats(model: nn.Module, ids: torch.Tensor, domain: torch.Tensor, n_d
 
 
 def variants(cfg) -> list[tuple[str, str, int | None]]:
-    """(label, kind, d_low) of every model the experiment trains."""
-    return [("MoE", "moe", None)] + [(f"AoE d_low={d}", "aoe", d) for d in cfg.d_lows]
+    """(label, kind, d_low) of every model the experiment trains: the MoE, AoE at every d_low, and the MoE whose
+    router has AoE's W_down parameters at `claim_d_low` (the ablation)."""
+    return ([("MoE", "moe", None)] + [(f"AoE d_low={d}", "aoe", d) for d in cfg.d_lows]
+            + [(MLP_ROUTER, "moe_mlp_router", cfg.claim_d_low)])
+
+
+#: the label of the ablation: a routed MoE whose router has as many parameters as AoE's W_down
+MLP_ROUTER = "MoE, MLP router"
 
 
 def pretraining_experiment(cfg) -> list[dict]:
@@ -428,6 +457,6 @@ def throughput(cfg, seed: int, labels: Sequence[str] | None = None) -> dict[str,
 def selection_demo(layer: _ExpertLayer, x: torch.Tensor) -> dict:
     """What a layer decides for tokens `x` [T, d]: the scores it ranks by, the full probabilities, the top-k."""
     with torch.no_grad():
-        scores = x @ layer.router if isinstance(layer, MoEFFN) else aoe_scores(x, layer.w_down, layer.n_experts)[1]
+        scores = layer.router_logits(x) if isinstance(layer, MoEFFN) else aoe_scores(x, layer.w_down, layer.n_experts)[1]
         routing, probs = top_k_softmax(scores, layer.top_k)
     return {"scores": scores, "probs": probs, "index": routing.index, "weight": routing.weight}
