@@ -8,7 +8,6 @@
 // y[t] = sum_j weight[t,j] * O[pos[t*k+j]], is a gather per token, so neither direction needs atomics.
 #include "kernels.h"
 
-#include <cmath>
 #include <cstring>
 
 namespace {
@@ -50,24 +49,6 @@ template <typename scalar_t, typename Row>
 void gather_rows(scalar_t* dst, const scalar_t* src, int64_t S, int64_t n, Row row) {
 #pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < S; ++p) std::memcpy(dst + p * n, src + row(p) * n, n * sizeof(scalar_t));
-}
-
-// H = silu(A) * U
-template <typename scalar_t>
-void swiglu(const scalar_t* a, const scalar_t* u, scalar_t* h, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) h[i] = a[i] / (1 + std::exp(-a[i])) * u[i];
-}
-
-// dA = dH * U * silu'(A) with silu'(a) = sig(a) (1 + a (1 - sig(a))),  dU = dH * silu(A)
-template <typename scalar_t>
-void swiglu_backward(const scalar_t* a, const scalar_t* u, const scalar_t* dh, scalar_t* da, scalar_t* du, int64_t n) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const scalar_t sig = 1 / (1 + std::exp(-a[i]));
-    da[i] = dh[i] * u[i] * sig * (1 + a[i] * (1 - sig));
-    du[i] = dh[i] * a[i] * sig;
-  }
 }
 
 // y[t] = sum_j w[t,j] * O[pos[t*k+j]]: the weighted scatter-add back, as one gather per token.
@@ -144,7 +125,7 @@ std::vector<at::Tensor> expert_ffn_forward(const at::Tensor& x, const at::Tensor
       mm_into(A.narrow(0, o, n), Gs.narrow(0, o, n), w_gate[e]);
       mm_into(U.narrow(0, o, n), Xs.narrow(0, o, n), w_up[e]);
     });
-    swiglu(A.data_ptr<scalar_t>(), U.data_ptr<scalar_t>(), H.data_ptr<scalar_t>(), S * h);
+    at::silu_out(H, A).mul_(U);  // H = silu(A) * U, with ATen's vectorised SiLU
     for_each_group(g.offset, [&](int64_t e, int64_t o, int64_t n) {
       mm_into(O.narrow(0, o, n), H.narrow(0, o, n), w_out[e]);
     });
@@ -178,8 +159,9 @@ std::vector<at::Tensor> expert_ffn_backward(const at::Tensor& grad_y, const std:
       mm_into(dWo[e], H.narrow(0, o, n).t(), dO.narrow(0, o, n));
       mm_into(dH.narrow(0, o, n), dO.narrow(0, o, n), w_out[e].t());
     });
-    swiglu_backward(A.data_ptr<scalar_t>(), U.data_ptr<scalar_t>(), dH.data_ptr<scalar_t>(), dA.data_ptr<scalar_t>(),
-                    dU.data_ptr<scalar_t>(), S * h);
+    // dU = dH * silu(A),  dA = dH * U * silu'(A) with silu'(a) = sig(a) (1 + a (1 - sig(a))), vectorised by ATen
+    at::mul_out(dU, dH, at::silu(A));
+    at::silu_backward_out(dA, dH * U, A);
     for_each_group(offset, [&](int64_t e, int64_t o, int64_t n) {
       mm_into(dWg[e], Gs.narrow(0, o, n).t(), dA.narrow(0, o, n));
       mm_into(dWu[e], Xs.narrow(0, o, n).t(), dU.narrow(0, o, n));
