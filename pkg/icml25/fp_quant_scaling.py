@@ -285,13 +285,13 @@ class MarkovLanguage:
 
 
 config = make_config({
-    "smoke": {"seeds": [0, 1], "vocab": 64, "zipf": 1.2, "seq_len": 16, "batch_size": 8, "lr": 3e-2,
+    "smoke": {"seeds": [0, 1], "vocab": 64, "zipf": 1.2, "seq_len": 16, "batch_size": 8, "lr": 0.1,
               "model": (8, 16), "steps": 24, "n_checkpoints": 4, "n_eval": 16,
               "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2)},
-    "ci": {"seeds": [0, 1, 2], "vocab": 64, "zipf": 1.2, "seq_len": 32, "batch_size": 64, "lr": 3e-2,
+    "ci": {"seeds": [0, 1, 2], "vocab": 64, "zipf": 1.2, "seq_len": 32, "batch_size": 64, "lr": 0.1,
            "model": (8, 16), "steps": 160, "n_checkpoints": 16, "n_eval": 256,
            "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2)},
-    "full": {"seeds": [0, 1, 2, 3, 4], "vocab": 64, "zipf": 1.2, "seq_len": 64, "batch_size": 64, "lr": 3e-2,
+    "full": {"seeds": [0, 1, 2, 3, 4], "vocab": 64, "zipf": 1.2, "seq_len": 64, "batch_size": 64, "lr": 0.1,
              "model": (8, 16), "steps": 8000, "n_checkpoints": 32, "n_eval": 256,
              "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2)},
 },
