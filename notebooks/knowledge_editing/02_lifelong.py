@@ -24,7 +24,7 @@
 # * **retention**: the edits of all *earlier* windows (defined from the second window on).
 #
 # Methods: sequential **ROME** (one rank-one update per edit), **MEMIT** (one batched update per window over two
-# layers), both at the site causal tracing picks on each seed's model (notebook 01) and with the official value
+# layers), both at the site causal tracing picks on the model (notebook 01) and with the official value
 # objective (KL term, weight decay, norm clamp, early stop), **continual fine-tuning** of every weight on the
 # window's edits, **LoRA + merge** (a PEFT LoRA adapter trained on the window, folded in, then merged into the
 # running model with weight $\alpha$, tuned on a separate edit stream before the run), and **retrieval**: a memory of edit lines, the question retrieves one by MiniLM sentence-embedding
@@ -40,7 +40,8 @@
 # and, for multi-hop, that the base model composes two facts before any edit.
 #
 # **Calibrated knobs** (on immediate edit success and the base model's accuracy, in an earlier version of the
-# chapter, before any claim was checked): MEMIT's weight on preserved keys λ = 0.1, and the base model's 1200
+# chapter, before any claim was checked): MEMIT's weight on preserved keys (0.1 per key on 360 keys then; now
+# λ = 36 on the mean second moment of generic text's keys, the same total weight), and the base model's 1200
 # training steps. LoRA's rank 4 and 30 steps are the paper's kind of settings.
 #
 # **Parameters.** At `scale="full"`: 1000 entities × 6 relations, a 6-layer `small` model trained 20k steps,
