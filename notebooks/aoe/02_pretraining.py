@@ -161,7 +161,9 @@ display(Markdown(
     f"Parameters: MoE {params['MoE']:,d}, {claimed} {params[claimed]:,d}, {aoe.MLP_ROUTER} "
     f"{params[aoe.MLP_ROUTER]:,d}. Paired by seed, the MLP router changes the MoE's validation loss by "
     f"{aoe.mean_sd3(mlp_gap)} nats and {claimed} changes it by "
-    f"{aoe.mean_sd3(aoe.paired(final[claimed], final['MoE']))} nats (mean ± sd over {len(cfg.seeds)} seeds)."))
+    f"{aoe.mean_sd3(aoe.paired(final[claimed], final['MoE']))} nats; the layer-averaged confidence entropy by "
+    f"{aoe.mean_sd3(conf[aoe.MLP_ROUTER].mean(1) - conf['MoE'].mean(1))} and "
+    f"{aoe.mean_sd3(conf[claimed].mean(1) - conf['MoE'].mean(1))} nats (mean ± sd over {len(cfg.seeds)} seeds)."))
 
 # %% [markdown]
 # ## The claim checks
