@@ -103,7 +103,7 @@ def test_min_step_best_of_n_is_invariant_to_a_positive_beta_scale(pair):
     cands = ip.Candidates(problems, texts, answers, correct, labels)
     picks = []
     for beta in (0.05, 0.5, 5.0):
-        scores = ip.prm_scores(ip.step_rewards_grid(ip.ImplicitPRM(policy, ref, TOK, beta), cands), beta)
+        scores = ip.prm_scores(ip.step_rewards_grid(ip.ImplicitPRM(policy, ref, TOK, beta), cands))
         best = scores["prm_min"].argmax(1)
         picks.append((best.tolist(), ip.best_of_n(cands, scores, 4)["prm_min"], scores["prm_min_q"].argmax(1).tolist()))
     assert all(p == picks[0] for p in picks)
@@ -213,27 +213,13 @@ def test_score_variants_and_official_vote_weights():
     problems = [arithmetic.parse_prompt("3+4|")]
     cands = ip.Candidates(problems, [["a", "b", "c"]], answers[None], correct[None], [[[True]] * 3])
     for top, expected in ((-1.5, 0.0), (0.0, 1.0)):
-        got = ip.best_of_n(cands, {"s": np.array([[-2.0, -2.0, top]])}, 3, voted=("s",))
+        got = ip.best_of_n(cands, {"s": np.array([[-2.0, -2.0, top]])}, 3)
         assert got["s_vote"] == expected and got["s"] == 1.0 and got["majority"] == 0.0
-    assert "s_vote" not in ip.best_of_n(cands, {"s": np.zeros((1, 3))}, 3)  # only the scores named in `voted`
-
-
-def test_scores_are_in_the_official_units_log_ratio_times_coef(pair):
-    policy, ref = pair
-    problems = [arithmetic.parse_prompt(p) for p in PROMPTS]
-    cands = ip.Candidates(problems, [[c] for c in COMPLETIONS], np.zeros((3, 1)), np.ones((3, 1), bool),
-                          [[arithmetic.step_labels(p, c)] for p, c in zip(problems, COMPLETIONS)])
-    for beta in (0.05, 2.0):
-        scores = ip.prm_scores(ip.step_rewards_grid(ip.ImplicitPRM(policy, ref, TOK, beta), cands), beta)
-        with torch.no_grad():
-            raw = (sequence_logprobs(policy, TOK, PROMPTS, COMPLETIONS)
-                   - sequence_logprobs(ref, TOK, PROMPTS, COMPLETIONS)).numpy()
-        np.testing.assert_allclose(scores["prm_outcome"][:, 0], ip.VOTE_COEF * raw, rtol=1e-4, atol=1e-8)
 
 
 def test_claim_measurements_are_paired_per_seed_differences():
     def arm(step, bo):
-        return {"step_auc": step, "train": {"outcome_auc": 0.8, "step_auc": 0.7 + step / 10}, "best_of": {4: bo}}
+        return {"step_auc": step, "train": {"outcome_auc": 0.8}, "best_of": {4: bo}}
 
     runs = {s: {"arms": {"ce": arm(0.6 + s, {"prm_min": 0.5, "majority": 0.4, "random": 0.3}),
                          "ce_n1": arm(0.5, {"prm_min": 0.35 + s, "majority": 0.4, "random": 0.3}),
@@ -243,30 +229,3 @@ def test_claim_measurements_are_paired_per_seed_differences():
     assert m["step_auc"] == [0.6, 1.6] and m["n1_minus_random"] == pytest.approx([0.05, 1.05])
     assert m["prm_minus_majority"] == pytest.approx([0.1, 0.1])
     assert m["control_minus_majority"] == pytest.approx([0.3, 0.3])
-    assert m["train_step_auc"] == pytest.approx([0.76, 0.86]) and m["n1_train_step_auc"] == pytest.approx([0.75] * 2)
-
-
-def test_training_stops_at_the_first_check_that_reaches_the_bound(pair, monkeypatch):
-    _, ref = pair
-    problems = [arithmetic.parse_prompt(p) for p in PROMPTS]
-    data = ip.Rollouts(problems, [0, 1, 2], COMPLETIONS, [True, False, True])
-    aucs = iter([0.6, 0.85, 0.9])
-    monkeypatch.setattr(ip, "learning_metrics", lambda prm, d: {"step_auc": next(aucs), "outcome_auc": 1.0})
-    prm, run = ip.train_implicit_prm(ref, TOK, data, "ce", 0.5, steps=20, batch_size=3, lr=1e-3, seed=0,
-                                     eval_every=4, stop_at=0.8)
-    assert run.stopped_at == 8 and len(run.losses) == 8 and run.checks == [(4, 0.6), (8, 0.85)]
-    assert prm.reference is ref and prm.policy is not ref
-    aucs = iter([0.1] * 10)
-    _, run = ip.train_implicit_prm(ref, TOK, data, "ce", 0.5, steps=10, batch_size=3, lr=1e-3, seed=0,
-                                   eval_every=5, stop_at=0.8)
-    assert run.stopped_at == 10 and [c[0] for c in run.checks] == [5, 10]
-
-
-def test_arms_train_from_the_base_with_the_draft_as_a_contrast_at_arm_seeds():
-    cfg = ip.config("ci")
-    main = ip.arms(cfg, cfg.seeds[-1])
-    assert [a.name for a in main] == ["ce", "ce_n1"] and all(a.base == ip.BASE for a in main)
-    extra = {a.name: a for a in ip.arms(cfg, cfg.arm_seeds[0])}
-    assert {"dpo", "kto", "nca", "ce_from_draft"} <= set(extra)
-    assert extra["ce_from_draft"].base == ip.GENERATOR and extra["ce_n1"].responses == 1
-    assert {a.beta for a in extra.values() if a.name.startswith("ce_beta")} == set(cfg.betas) - {cfg.beta}

@@ -11,12 +11,8 @@ partial sums of the token log-ratios a *process* reward for free::
     q_θ^t = Σ_{i ≤ t} β · log π_θ(y_i | y_<i) / π_ref(y_i | y_<i)  =  β · log E_{π_ref(y | y_≤t)} exp(r_θ(y) / β)
 
 so a step's reward is r_t = q^t − q^{t−1}, read at the step boundaries (here the arithmetic task's `;`).
-Responses are scored by their worst step (min over t of r_t), their worst partial sum (min over t of q^t) or the
-outcome reward, and best-of-N picks the highest-scoring candidate, or votes with each vote weighted by σ(reward) as
-the official evaluation does (rewards there are the log-ratios times a fixed 0.001, `VOTE_COEF`).
-
-As in the paper, π_θ starts as a copy of π_ref and both are the same capable model (here the zoo's target
-reasoner); the responses it is trained on and the candidates it reranks come from a weaker generator (the draft).
+Responses are scored by their worst step (min over t of r_t) or by the outcome reward, and best-of-N picks the
+highest-scoring candidate, optionally with reward-weighted majority voting.
 
 Everything below takes Hugging Face causal LMs, so the same code runs on a real policy/reference pair.
 """
@@ -41,22 +37,18 @@ from .core.seeding import numpy_rng, torch_generator
 from .core.train import train
 
 CHAPTER = "implicit_prm"
-GENERATOR = "arith-draft"  # samples the training responses and the test candidates; π_ref of the positive control
-BASE = "arith-target"  # π_ref of the trained PRMs and π_θ's initialisation; π_θ of the positive control
-BASES = (BASE, GENERATOR)  # a PRM can start from either (the draft-based arm shows a base that cannot learn it)
+REFERENCE = "arith-draft"  # the zoo model that is π_ref, the sampler of candidates, and θ's initialisation
+CONTROL = "arith-target"  # π_θ of the positive control (with π_ref = the draft, untrained)
 PRM_NAME = "implicit-prm"  # this chapter's zoo entry: the CE-trained implicit PRM (reusable by other chapters)
-VOTE_COEF = 0.001  # the official evaluation's scale of the log-ratios (its `coef`), used for σ-weighted votes
 
 # Settings of the zoo PRM (the main CE model); the chapter config holds them plus the experiment's knobs.
-# `train_steps` is the most a PRM trains; it stops at the first check (every `eval_every` steps) where its step AUC
-# on the first `check_responses` training responses reaches `LEARNED_STEP_AUC` (see `train_implicit_prm`).
 _PRM = {
-    "smoke": dict(ref_seed=0, base=BASE, beta=0.1, n_prompts=60, responses_per_prompt=2, temperature=1.0,
-                  train_steps=10, eval_every=5, check_responses=32, batch_size=16, lr=3e-3),
-    "ci": dict(ref_seed=0, base=BASE, beta=0.1, n_prompts=200, responses_per_prompt=4, temperature=1.0,
-               train_steps=100, eval_every=25, check_responses=256, batch_size=32, lr=1e-3),
-    "full": dict(ref_seed=0, base=BASE, beta=0.1, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
-                 train_steps=1000, eval_every=100, check_responses=2000, batch_size=64, lr=1e-3),
+    "smoke": dict(ref_seed=0, beta=0.1, n_prompts=60, responses_per_prompt=2, temperature=1.0,
+                  train_steps=10, batch_size=16, lr=3e-3),
+    "ci": dict(ref_seed=0, beta=0.1, n_prompts=200, responses_per_prompt=4, temperature=1.0,
+               train_steps=80, batch_size=32, lr=3e-3),
+    "full": dict(ref_seed=0, beta=0.1, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
+                 train_steps=1000, batch_size=64, lr=3e-3),
 }
 _ARMS = dict(objectives=["ce", "dpo", "kto", "nca"], betas=[0.02, 0.1, 0.5], arm_seeds=[0])
 PRESETS = {
@@ -68,30 +60,23 @@ PRESETS = {
                  n_candidates=64, best_of=[1, 4, 16, 64], tabular_vocab=4, tabular_length=5),
 }
 config = make_config(
-    PRESETS, ref_seed=SEED, base=one_of(*BASES), beta=POSITIVE, n_prompts=COUNT, responses_per_prompt=COUNT,
-    temperature=POSITIVE, train_steps=COUNT, eval_every=COUNT, check_responses=COUNT, batch_size=COUNT, lr=POSITIVE, objectives=one_of("ce", "dpo", "kto", "nca"), betas=POSITIVE,
+    PRESETS, ref_seed=SEED, beta=POSITIVE, n_prompts=COUNT, responses_per_prompt=COUNT, temperature=POSITIVE,
+    train_steps=COUNT, batch_size=COUNT, lr=POSITIVE, objectives=one_of("ce", "dpo", "kto", "nca"), betas=POSITIVE,
     arm_seeds=SEED, seeds=SEED, n_test=COUNT, n_candidates=COUNT, best_of=COUNT, tabular_vocab=Range(ge=2),
     tabular_length=COUNT)
 PRM_KEYS = tuple(_PRM["ci"])
 
 # ---------------------------------------------------------------------------------------------------------
-# Claims, fixed before any experiment ran. Every effect is one value per seed. The preconditions say that the PRM
-# learned what it was trained on (its outcome reward separates right from wrong training responses), that the
-# PRMs whose choices the best-of-N claims read reached the training regime the chapter declares (training-set step
-# AUC, the rule that stops their training), and that the evaluation can see a PRM that works (the positive
-# control, π_θ = target, π_ref = draft, untrained, is detected). `step_signal` is not guarded by the step-AUC
-# regime: step signal emerging from outcome labels is what it tests, so a PRM that never reaches it refutes it.
+# Claims, fixed before any experiment ran. Every effect is one value per seed; the preconditions say that the PRM
+# learned what it was trained on (its outcome reward separates right from wrong training responses) and that the
+# evaluation can see a PRM that works (the positive control, π_θ = target, π_ref = draft, untrained, is detected).
 
 LEARNED_AUC = 0.7  # training-set outcome AUC a PRM must reach before its verdicts count
-LEARNED_STEP_AUC = 0.8  # training-set step AUC at which a PRM's training stops, and which best-of-N's PRMs need
 CONTROL_AUC = 0.8  # held-out step AUC the positive control must reach
 CONTROL_MARGIN = 0.02  # best-of-N margin the positive control must show over the baseline it is compared with
 
 _LEARNED = at_least("prm_learned", "train_outcome_auc", LEARNED_AUC,
                     f"CE PRM's outcome reward separates right from wrong training responses: AUC >= {LEARNED_AUC}")
-_STEPS_LEARNED = at_least("prm_steps_learned", "train_step_auc", LEARNED_STEP_AUC,
-                          f"CE PRM's step rewards separate right from wrong steps of its training responses: "
-                          f"AUC >= {LEARNED_STEP_AUC}")
 
 STEP_SIGNAL = Claim(
     chapter=CHAPTER, id="step_signal",
@@ -115,13 +100,12 @@ BEST_OF_N = Claim(
     criterion="per seed, best-of-N (largest N) accuracy of the CE PRM (min-step score) minus majority voting on "
               "the same candidates; the 95% t interval lies above 0; refuted if wholly below +0.02",
     effects=[Effect("prm_minus_majority", "prm_minus_majority", min_effect=0.02)],
-    preconditions=[_LEARNED, _STEPS_LEARNED,
-                   at_least("positive_control_detected", "control_minus_majority", CONTROL_MARGIN,
-                            f"the target/draft control beats majority voting by >= {CONTROL_MARGIN}")],
+    preconditions=[_LEARNED, at_least("positive_control_detected", "control_minus_majority", CONTROL_MARGIN,
+                                      f"the target/draft control beats majority voting by >= {CONTROL_MARGIN}")],
     examples=({"prm_minus_majority": [0.1, 0.08, 0.12], "train_outcome_auc": [0.8] * 3,
-               "train_step_auc": [0.85] * 3, "control_minus_majority": [0.2] * 3},
+               "control_minus_majority": [0.2] * 3},
               {"prm_minus_majority": [-0.05, -0.1, -0.08], "train_outcome_auc": [0.8] * 3,
-               "train_step_auc": [0.85] * 3, "control_minus_majority": [0.2] * 3}),
+               "control_minus_majority": [0.2] * 3}),
 )
 ONE_RESPONSE = Claim(
     chapter=CHAPTER, id="one_response",
@@ -133,14 +117,12 @@ ONE_RESPONSE = Claim(
     effects=[Effect("n1_minus_random", "n1_minus_random", min_effect=0.02)],
     preconditions=[at_least("n1_prm_learned", "n1_train_outcome_auc", LEARNED_AUC,
                             f"the one-response PRM's training-set outcome AUC >= {LEARNED_AUC}"),
-                   at_least("n1_prm_steps_learned", "n1_train_step_auc", LEARNED_STEP_AUC,
-                            f"the one-response PRM's training-set step AUC >= {LEARNED_STEP_AUC}"),
                    at_least("positive_control_detected", "control_minus_random", CONTROL_MARGIN,
                             f"the target/draft control beats random choice by >= {CONTROL_MARGIN}")],
     examples=({"n1_minus_random": [0.1, 0.08, 0.12], "n1_train_outcome_auc": [0.8] * 3,
-               "n1_train_step_auc": [0.85] * 3, "control_minus_random": [0.3] * 3},
+               "control_minus_random": [0.3] * 3},
               {"n1_minus_random": [-0.05, -0.1, -0.08], "n1_train_outcome_auc": [0.8] * 3,
-               "n1_train_step_auc": [0.85] * 3, "control_minus_random": [0.3] * 3}),
+               "control_minus_random": [0.3] * 3}),
 )
 CLAIMS = (STEP_SIGNAL, BEST_OF_N, ONE_RESPONSE)
 
@@ -344,10 +326,6 @@ class Rollouts:
         return Rollouts(self.problems, [self.prompt_index[k] for k in keep], [self.completions[k] for k in keep],
                         [self.labels[k] for k in keep])
 
-    def head(self, k: int) -> Rollouts:
-        """The first `k` responses."""
-        return Rollouts(self.problems, self.prompt_index[:k], self.completions[:k], self.labels[:k])
-
     @property
     def prompts(self) -> list[str]:
         return [self.problems[i].prompt for i in self.prompt_index]
@@ -405,59 +383,22 @@ def pair_batches(tokenizer, data: Rollouts, batch_size: int, seed: int):
         yield encode_completions(tokenizer, [prompts[k] for k in rows], [data.completions[k] for k in rows])
 
 
-class _Learned(Exception):
-    """Raised by the training-set check when the PRM's step AUC has reached the declared bound: training stops."""
-
-
-@dataclass
-class Training:
-    """How a PRM trained: its loss curve, the training-set step AUC at every check, and the step it stopped at."""
-
-    losses: list[float]
-    checks: list[tuple[int, float]]
-    stopped_at: int
-
-
-def train_implicit_prm(base: PreTrainedModel, tokenizer, data: Rollouts, objective: str, beta: float,
-                       steps: int, batch_size: int, lr: float, seed: int, eval_every: int = 0,
-                       stop_at: float | None = LEARNED_STEP_AUC,
-                       check_responses: int | None = None) -> tuple[ImplicitPRM, Training]:
-    """Train π_θ from a copy of `base` (which stays frozen as π_ref) on outcome labels with one of
-    :data:`OBJECTIVES`, for at most `steps` optimizer steps.
-
-    Every `eval_every` steps the step AUC on the first `check_responses` training responses (all by default) is
-    measured (:func:`learning_metrics`); training stops at the first check where it reaches `stop_at`. The step labels of the training responses decide only when training
-    stops, never a gradient: the objective sees outcome labels alone."""
+def train_implicit_prm(reference: PreTrainedModel, tokenizer, data: Rollouts, objective: str, beta: float,
+                       steps: int, batch_size: int, lr: float, seed: int) -> tuple[ImplicitPRM, list[float]]:
+    """Train π_θ from a copy of π_ref on outcome labels with one of :data:`OBJECTIVES`; the PRM and its loss
+    curve."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
-    policy = copy.deepcopy(base)
-    base.eval()
+    policy = copy.deepcopy(reference)
+    reference.eval()
     if objective in PAIRED:
         batches = pair_batches(tokenizer, data, batch_size, seed)
     else:
         batches = labelled_batches(tokenizer, data, batch_size, seed, mismatched=objective == "kto")
-    loss, losses, checks = OBJECTIVES[objective], [], []
-    check_set = data if check_responses is None else data.head(check_responses)
-
-    def loss_fn(m, b):
-        value = loss(m, base, b, beta)
-        losses.append(float(value.detach()))
-        return value
-
-    def check(m):
-        auc = learning_metrics(ImplicitPRM(m, base, tokenizer, beta), check_set)["step_auc"]
-        checks.append((len(losses), auc))
-        if stop_at is not None and auc >= stop_at:
-            raise _Learned
-        return auc
-
-    try:
-        train(policy, batches, steps, lr=lr, loss_fn=loss_fn, eval_fn=check if eval_every else None,
-              eval_every=eval_every, desc=f"implicit PRM ({objective}, β={beta:g})")
-    except _Learned:
-        pass
-    policy.eval()
-    return ImplicitPRM(policy, base, tokenizer, beta), Training(losses, checks, len(losses))
+    loss = OBJECTIVES[objective]
+    result = train(policy, batches, steps, lr=lr, loss_fn=lambda m, b: loss(m, reference, b, beta),
+                   desc=f"implicit PRM ({objective}, β={beta:g})")
+    return ImplicitPRM(policy, reference, tokenizer, beta), result.losses
 
 
 def train_problems(cfg, seed: int) -> list[arithmetic.Problem]:
@@ -468,48 +409,39 @@ def test_problems(cfg, seed: int) -> list[arithmetic.Problem]:
     return arithmetic.sample_problems(cfg.n_test, seed, stream="implicit_prm/test")
 
 
-def training_rollouts(generator: zoo.ZooModel, cfg, seed: int) -> Rollouts:
-    """The generator's rollouts on the training prompts, `responses_per_prompt` each, outcome-labelled."""
-    return sample_rollouts(generator.model, generator.tokenizer, train_problems(cfg, seed),
-                           cfg.responses_per_prompt, cfg.temperature,
-                           torch_generator(seed, "implicit_prm", "train_rollouts"))
-
-
-def train_arm(cfg, seed: int, data: Rollouts, objective: str, beta: float, base: str):
-    """One trained PRM of the experiment: from the zoo model `base`, with `cfg`'s step budget and stop rule."""
-    b = zoo.get(base, cfg.scale, cfg.ref_seed)
-    return train_implicit_prm(b.model, b.tokenizer, data, objective, beta, cfg.train_steps, cfg.batch_size, cfg.lr,
-                              seed, eval_every=cfg.eval_every, check_responses=cfg.check_responses)
+def training_rollouts(ref: zoo.ZooModel, cfg, seed: int) -> Rollouts:
+    """π_ref's own rollouts on the training prompts, `responses_per_prompt` each, outcome-labelled."""
+    return sample_rollouts(ref.model, ref.tokenizer, train_problems(cfg, seed), cfg.responses_per_prompt,
+                           cfg.temperature, torch_generator(seed, "implicit_prm", "train_rollouts"))
 
 
 @zoo.register(PRM_NAME, _PRM)
 def _build_prm(cfg, seed: int):
-    data = training_rollouts(zoo.get(GENERATOR, cfg.scale, cfg.ref_seed), cfg, seed)
-    prm, run = train_arm(cfg, seed, data, "ce", cfg.beta, cfg.base)
-    return prm.policy, prm.tokenizer, {"losses": run.losses, "checks": run.checks, "stopped_at": run.stopped_at,
-                                       "beta": cfg.beta, "train_accuracy": float(np.mean(data.labels))}
+    ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
+    data = training_rollouts(ref, cfg, seed)
+    prm, losses = train_implicit_prm(ref.model, ref.tokenizer, data, "ce", cfg.beta, cfg.train_steps,
+                                     cfg.batch_size, cfg.lr, seed)
+    return prm.policy, ref.tokenizer, {"losses": losses, "beta": cfg.beta,
+                                       "train_accuracy": float(np.mean(data.labels))}
 
 
 def load_prm(scale: str = "ci", seed: int = 0) -> ImplicitPRM:
     """This chapter's CE implicit PRM at `scale` from the zoo (trained once), paired with its reference."""
     settings = config(scale)
     z = zoo.get(PRM_NAME, scale, seed)
-    base = zoo.get(settings.base, scale, settings.ref_seed)
-    return ImplicitPRM(z.model, base.model, base.tokenizer, settings.beta)
+    ref = zoo.get(REFERENCE, scale, settings.ref_seed)
+    return ImplicitPRM(z.model, ref.model, ref.tokenizer, settings.beta)
 
 
-def main_prm(cfg, seed: int, data: Rollouts | None = None) -> tuple[ImplicitPRM, Training]:
-    """The CE PRM with all `responses_per_prompt`: from the zoo when `cfg` has the zoo's settings, else trained
-    (on `data`, the generator's training rollouts, sampled here when not given)."""
+def main_prm(cfg, seed: int) -> tuple[ImplicitPRM, list[float]]:
+    """The CE PRM with all `responses_per_prompt`: from the zoo when `cfg` has the zoo's settings, else trained."""
     if all(cfg[k] == _PRM[cfg.scale][k] for k in PRM_KEYS):
         z = zoo.get(PRM_NAME, cfg.scale, seed)
-        base = zoo.get(cfg.base, cfg.scale, cfg.ref_seed)
-        info = z.info
-        return (ImplicitPRM(z.model, base.model, base.tokenizer, cfg.beta),
-                Training(info["losses"], [tuple(c) for c in info["checks"]], info["stopped_at"]))
-    if data is None:
-        data = training_rollouts(zoo.get(GENERATOR, cfg.scale, cfg.ref_seed), cfg, seed)
-    return train_arm(cfg, seed, data, "ce", cfg.beta, cfg.base)
+        ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
+        return ImplicitPRM(z.model, ref.model, ref.tokenizer, cfg.beta), z.info["losses"]
+    ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
+    return train_implicit_prm(ref.model, ref.tokenizer, training_rollouts(ref, cfg, seed), "ce", cfg.beta,
+                              cfg.train_steps, cfg.batch_size, cfg.lr, seed)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -670,14 +602,13 @@ def argmax_pick(scores: np.ndarray, correct: np.ndarray) -> float:
     return float(correct[top].mean())
 
 
-def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int,
-              voted: Sequence[str] = ()) -> dict[str, float]:
+def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int) -> dict[str, float]:
     """Best-of-`n` accuracy of every selector, averaged over the disjoint groups of `n` among the candidates.
 
     Selectors: `random` (expected accuracy), `majority`, the argmax of each score in `scores` (e.g. `prm_min`,
-    `prm_outcome`, or `ref_likelihood`, the untrained baseline log π_ref(y)), `<score>_vote` for the scores named in
-    `voted` (majority voting with each vote weighted by σ(score), the official evaluation's weighting of an implicit
-    PRM's votes), and `oracle` (any correct)."""
+    `prm_outcome`, or `ref_likelihood`, the untrained baseline log π_ref(y)), `<score>_vote` (majority voting with
+    each vote weighted by σ(score), as the official evaluation weights an implicit PRM's votes), and `oracle` (any
+    correct)."""
     total = cands.correct.shape[1]
     if n > total or n < 1:
         raise ValueError(f"best-of-{n} needs 1 <= n <= {total} candidates")
@@ -690,9 +621,8 @@ def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int,
             acc.setdefault("majority", []).append(majority_pick(ans, ok))
             for name, s in scores.items():
                 acc.setdefault(name, []).append(argmax_pick(s[p, sl], ok))
-                if name in voted:
-                    acc.setdefault(f"{name}_vote", []).append(
-                        majority_pick(ans, ok, 0.5 * (1 + np.tanh(s[p, sl] / 2))))  # σ(s) without overflow
+                acc.setdefault(f"{name}_vote", []).append(
+                    majority_pick(ans, ok, 0.5 * (1 + np.tanh(s[p, sl] / 2))))  # σ(s) without overflow
             acc.setdefault("oracle", []).append(float(ok.any()))
     return {k: float(np.mean(v)) for k, v in acc.items()}
 
@@ -700,12 +630,10 @@ def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int,
 SCORES = {"prm_min": "min", "prm_min_q": "min_q", "prm_outcome": "sum"}
 
 
-def prm_scores(rewards: list[list[np.ndarray]], beta: float) -> dict[str, np.ndarray]:
-    """The response scores of the official evaluation: min single-step reward r_t, min partial sum q^t, and the
-    outcome reward (sum of the steps), in its units: the log-ratios times `VOTE_COEF` (the step rewards given here
-    carry β, which is divided out). A positive scale changes no argmax; it sets how far σ(score) is from ½."""
-    scale = VOTE_COEF / beta
-    return {name: scale * np.array([[aggregate_steps(r, how) for r in row] for row in rewards])
+def prm_scores(rewards: list[list[np.ndarray]]) -> dict[str, np.ndarray]:
+    """The response scores of the paper's evaluation: min single-step reward r_t, min partial sum q^t, and the
+    outcome reward (sum of the steps)."""
+    return {name: np.array([[aggregate_steps(r, how) for r in row] for row in rewards])
             for name, how in SCORES.items()}
 
 
@@ -725,13 +653,13 @@ def within_problem_correlation(a: np.ndarray, b: np.ndarray) -> float:
 def evaluate_prm(prm: ImplicitPRM, cands: Candidates, best_of: Sequence[int]) -> dict:
     """Step metrics and best-of-N for every N in `best_of`."""
     rewards = step_rewards_grid(prm, cands)
-    scores = prm_scores(rewards, prm.beta)
+    scores = prm_scores(rewards)
     extra = {}
     if cands.ref_logprob is not None:
         extra["corr_within_problem"] = within_problem_correlation(scores["prm_outcome"], cands.ref_logprob)
         scores["ref_likelihood"] = cands.ref_logprob
     return {**step_metrics(rewards, cands), **extra,
-            "best_of": {n: best_of_n(cands, scores, n, voted=tuple(SCORES)) for n in best_of}}
+            "best_of": {n: best_of_n(cands, scores, n) for n in best_of}}
 
 
 def learning_metrics(prm: ImplicitPRM, data: Rollouts) -> dict[str, float]:
@@ -750,57 +678,42 @@ def learning_metrics(prm: ImplicitPRM, data: Rollouts) -> dict[str, float]:
 def positive_control(cfg) -> ImplicitPRM:
     """The upper bound: π_θ = the zoo's target reasoner, π_ref = the draft, no training at all. Its log-ratio is
     large where the target is sure and the draft is not, which is where the draft errs."""
-    draft, target = zoo.get(GENERATOR, cfg.scale, cfg.ref_seed), zoo.get(BASE, cfg.scale, cfg.ref_seed)
-    return ImplicitPRM(target.model, draft.model, draft.tokenizer, cfg.beta)
+    ref, target = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed), zoo.get(CONTROL, cfg.scale, cfg.ref_seed)
+    return ImplicitPRM(target.model, ref.model, ref.tokenizer, cfg.beta)
 
 
-@dataclass(frozen=True)
-class Arm:
-    """One trained PRM: its name, objective, β, responses per instruction and the zoo model it starts from."""
-
-    name: str
-    objective: str
-    beta: float
-    responses: int
-    base: str
-
-
-def arms(cfg, seed: int) -> list[Arm]:
-    """The trained PRMs of one seed: the main CE PRM and the CE PRM on one response per instruction at every seed;
-    at `cfg.arm_seeds` the other objectives, the other β values, and the CE PRM started from the generator (the
-    draft, a model too small to learn the task) instead of `cfg.base`."""
-    n, b = cfg.responses_per_prompt, cfg.base
-    out = [Arm("ce", "ce", cfg.beta, n, b), Arm("ce_n1", "ce", cfg.beta, 1, b)]
+def arms(cfg, seed: int) -> list[tuple[str, str, float, int]]:
+    """The trained PRMs of one seed as (name, objective, β, responses per prompt): the main CE PRM and the CE PRM
+    on one response per instruction at every seed; the other objectives and β values at `cfg.arm_seeds`."""
+    out = [("ce", "ce", cfg.beta, cfg.responses_per_prompt), ("ce_n1", "ce", cfg.beta, 1)]
     if seed in cfg.arm_seeds:
-        out += [Arm(obj, obj, cfg.beta, n, b) for obj in cfg.objectives if obj != "ce"]
-        out += [Arm(f"ce_beta{x:g}", "ce", x, n, b) for x in cfg.betas if x != cfg.beta]
-        other = GENERATOR if b != GENERATOR else BASE
-        out.append(Arm(f"ce_from_{other.removeprefix('arith-')}", "ce", cfg.beta, n, other))
+        out += [(obj, obj, cfg.beta, cfg.responses_per_prompt) for obj in cfg.objectives if obj != "ce"]
+        out += [(f"ce_beta{b:g}", "ce", b, cfg.responses_per_prompt) for b in cfg.betas if b != cfg.beta]
     return out
 
 
 def run_seed(cfg, seed: int) -> dict:
-    """The whole experiment for one seed: training responses and test candidates from the generator; the positive
-    control; every arm of :func:`arms`, trained on the same instructions and evaluated on the same candidates, with
-    its training-set learning metrics and how long it trained."""
-    gen = zoo.get(GENERATOR, cfg.scale, cfg.ref_seed)
-    cands = sample_candidates(gen.model, gen.tokenizer, test_problems(cfg, seed), cfg.n_candidates,
+    """The whole experiment for one seed: test candidates from π_ref; the positive control; every arm of
+    :func:`arms`, trained on the same instructions and evaluated on the same candidates, with its training-set
+    learning metrics."""
+    ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
+    cands = sample_candidates(ref.model, ref.tokenizer, test_problems(cfg, seed), cfg.n_candidates,
                               cfg.temperature, torch_generator(seed, "implicit_prm", "candidates"))
-    data = training_rollouts(gen, cfg, seed)
-    out = {"train_accuracy": float(np.mean(data.labels)), "arms": {}, "losses": {}, "stopped_at": {}}
+    data = training_rollouts(ref, cfg, seed)
+    out = {"train_accuracy": float(np.mean(data.labels)), "arms": {}, "losses": {}}
     control = positive_control(cfg)
     out["arms"]["control"] = {**evaluate_prm(control, cands, cfg.best_of), "train": learning_metrics(control, data)}
-    for arm in arms(cfg, seed):
-        subset = data.first(arm.responses)
-        if arm.objective in PAIRED and not preference_pairs(subset):
+    for name, objective, beta, n in arms(cfg, seed):
+        subset = data.first(n)
+        if objective in PAIRED and not preference_pairs(subset):
             continue  # no prompt with both a right and a wrong response: nothing to pair
-        if arm.name == "ce":
-            prm, run = main_prm(cfg, seed, data)
+        if name == "ce":
+            prm, losses = main_prm(cfg, seed)
         else:
-            prm, run = train_arm(cfg, seed, subset, arm.objective, arm.beta, arm.base)
-        out["arms"][arm.name] = {**evaluate_prm(prm, cands, cfg.best_of), "train": learning_metrics(prm, subset)}
-        out["losses"][arm.name] = run.losses
-        out["stopped_at"][arm.name] = run.stopped_at
+            prm, losses = train_implicit_prm(ref.model, ref.tokenizer, subset, objective, beta, cfg.train_steps,
+                                             cfg.batch_size, cfg.lr, seed)
+        out["arms"][name] = {**evaluate_prm(prm, cands, cfg.best_of), "train": learning_metrics(prm, subset)}
+        out["losses"][name] = losses
     return out
 
 
@@ -815,9 +728,7 @@ def claim_measurements(runs: dict[int, dict], n: int) -> dict[str, list[float]]:
     return {
         "step_auc": [float(np.nan_to_num(arm(s, "ce")["step_auc"], nan=0.5)) for s in seeds],
         "train_outcome_auc": [arm(s, "ce")["train"]["outcome_auc"] for s in seeds],
-        "train_step_auc": [arm(s, "ce")["train"]["step_auc"] for s in seeds],
         "n1_train_outcome_auc": [arm(s, "ce_n1")["train"]["outcome_auc"] for s in seeds],
-        "n1_train_step_auc": [arm(s, "ce_n1")["train"]["step_auc"] for s in seeds],
         "control_step_auc": [float(np.nan_to_num(arm(s, "control")["step_auc"], nan=0.5)) for s in seeds],
         "prm_minus_majority": [b["prm_min"] - b["majority"] for b in bo["ce"]],
         "n1_minus_random": [b["prm_min"] - b["random"] for b in bo["ce_n1"]],
