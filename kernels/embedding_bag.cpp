@@ -17,7 +17,7 @@
 
 namespace {
 
-constexpr int64_t kPrefetch = 8;   // slots ahead whose rows are prefetched
+constexpr int64_t kPrefetch = 16;  // slots ahead whose rows are prefetched
 constexpr int kDigit = 11;         // radix-sort digit: 2048 buckets
 
 template <typename scalar_t>
@@ -30,7 +30,7 @@ inline void prefetch_row(const scalar_t* row, int64_t D) {
 template <typename scalar_t>
 void forward(const scalar_t* V, const int64_t* idx, const scalar_t* w, scalar_t* out, int64_t B, int64_t K,
              int64_t D) {
-  constexpr int64_t kTile = 64 / sizeof(scalar_t) * 2;  // two cache lines of the row
+  constexpr int64_t kTile = 64 / sizeof(scalar_t) * 4;  // four cache lines of the row
   const int64_t S = B * K;
 #pragma omp parallel for schedule(static)
   for (int64_t b = 0; b < B; ++b) {

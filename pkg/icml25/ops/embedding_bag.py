@@ -58,6 +58,8 @@ def embedding_bag(values: torch.Tensor, indices: torch.Tensor, weights: torch.Te
     kernels = kernels_for(values, indices, weights)
     if kernels is None or values.dtype not in KERNEL_DTYPES:
         return embedding_bag_reference(values, indices, weights, sparse)
+    if not (torch.is_grad_enabled() and (values.requires_grad or weights.requires_grad)):  # no graph to record
+        return kernels.embedding_bag_forward(values.contiguous(), indices.contiguous(), weights.contiguous())
     return _EmbeddingBag.apply(values.contiguous(), indices.contiguous(), weights.contiguous(), sparse)
 
 
