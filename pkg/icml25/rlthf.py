@@ -228,24 +228,30 @@ class RewardModel(torch.nn.Module):
         return d.numpy() * np.asarray(labels)
 
 
+def _fit(a: np.ndarray, b: np.ndarray, loss_of, cfg, seed: int, stream: str) -> RewardModel:
+    """An MLP of the reward model's shape, initialised under (`seed`, `stream`) and trained by full-batch Adam for
+    `cfg.epochs` steps on `loss_of(h(a), h(b))`."""
+    with torch.random.fork_rng():
+        torch.manual_seed(derive_seed(seed, stream))
+        h = RewardModel(a.shape[1], cfg.hidden)
+    opt = torch.optim.Adam(h.parameters(), lr=cfg.lr)
+    ta, tb = torch.as_tensor(a, dtype=torch.float32), torch.as_tensor(b, dtype=torch.float32)
+    for _ in range(cfg.epochs):
+        loss = loss_of(h(ta), h(tb))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return h
+
+
 def train_reward_model(a: np.ndarray, b: np.ndarray, labels: np.ndarray, weights: np.ndarray | None, cfg,
                        seed: int) -> RewardModel:
     """Full-batch Adam on the (weighted) Bradley–Terry loss."""
     if len(labels) == 0:
         raise ValueError("cannot train a reward model on an empty set of pairs")
-    with torch.random.fork_rng():
-        torch.manual_seed(derive_seed(seed, "rlthf-rm"))
-        rm = RewardModel(a.shape[1], cfg.hidden)
-    opt = torch.optim.Adam(rm.parameters(), lr=cfg.lr)
-    ta, tb = torch.as_tensor(a, dtype=torch.float32), torch.as_tensor(b, dtype=torch.float32)
     y = torch.as_tensor(labels, dtype=torch.float32)
     w = None if weights is None else torch.as_tensor(weights, dtype=torch.float32)
-    for _ in range(cfg.epochs):
-        loss = bt_loss((rm(ta) - rm(tb)) * y, w)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return rm
+    return _fit(a, b, lambda ra, rb: bt_loss((ra - rb) * y, w), cfg, seed, "rlthf-rm")
 
 
 def test_accuracy(rm: RewardModel, test: World) -> float:
@@ -427,21 +433,11 @@ def dpo_loss(logratio_chosen: torch.Tensor, logratio_rejected: torch.Tensor, bet
 
 
 def train_dpo_policy(a: np.ndarray, b: np.ndarray, labels: np.ndarray, cfg, seed: int) -> RewardModel:
-    """h_θ (an MLP of the RM's shape, from the same initialisation) trained by full-batch Adam on `dpo_loss` with
-    β = `dpo_beta`; the policy is π_ref exp(h_θ)/Z."""
-    with torch.random.fork_rng():
-        torch.manual_seed(derive_seed(seed, "rlthf-dpo"))
-        h = RewardModel(a.shape[1], cfg.hidden)
-    opt = torch.optim.Adam(h.parameters(), lr=cfg.lr)
-    ta, tb = torch.as_tensor(a, dtype=torch.float32), torch.as_tensor(b, dtype=torch.float32)
+    """h_θ (an MLP of the RM's shape) trained by full-batch Adam on `dpo_loss` with β = `dpo_beta`; the policy is
+    π_ref exp(h_θ)/Z."""
     chosen_is_a = torch.as_tensor(np.asarray(labels) > 0)
-    for _ in range(cfg.epochs):
-        ha, hb = h(ta), h(tb)
-        loss = dpo_loss(torch.where(chosen_is_a, ha, hb), torch.where(chosen_is_a, hb, ha), cfg.dpo_beta)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return h
+    return _fit(a, b, lambda ha, hb: dpo_loss(torch.where(chosen_is_a, ha, hb), torch.where(chosen_is_a, hb, ha),
+                                              cfg.dpo_beta), cfg, seed, "rlthf-dpo")
 
 
 def dpo_candidates(cfg, seed: int) -> np.ndarray:
