@@ -16,3 +16,23 @@ torch.set_num_threads(1)
 def _results_in_tmp(tmp_path, monkeypatch):
     """Claims checked by tests land in a temporary folder, never in book/_results."""
     monkeypatch.setenv("ICML25_RESULTS", str(tmp_path / "_results"))
+
+
+ARCHITECTURE_FAMILIES = ("gpt2", "llama", "qwen2")  # the families every any-causal-LM method is tested on
+
+
+@pytest.fixture(scope="module")
+def family_checkpoints(tmp_path_factory):
+    """`make(tokenizer, **config)`: {family: folder} of tiny random GPT-2, Llama and Qwen2 checkpoints written with
+    `save_pretrained` (model and tokenizer), to load back through `icml25.core.models.load` / `models.get`."""
+    from icml25.core import tinylm
+
+    def make(tokenizer, seed: int = 0, **config) -> dict[str, Path]:
+        out = {}
+        for family in ARCHITECTURE_FAMILIES:
+            path = tmp_path_factory.mktemp(family)
+            tinylm.save(tinylm.random_model(family, tokenizer, seed, **config), tokenizer, path)
+            out[family] = path
+        return out
+
+    return make

@@ -105,3 +105,27 @@ def test_a_tokenizer_that_cannot_write_the_alphabet_is_refused_naming_the_charac
         models.load(tmp_path, device="cpu", alphabet=arithmetic.ALPHABET)
     assert models.untokenizable(BPE, arithmetic.ALPHABET) == []
     models.load(tmp_path, device="cpu", alphabet="0123456789")
+
+
+def test_get_reads_a_folder_as_a_zoo_model_and_a_zoo_name_as_the_zoo_s(checkpoints):
+    original, path = checkpoints["llama"]
+    z = models.get(path, device="cpu")
+    ids = torch.tensor([[1, 2, 3, 4]])
+    torch.testing.assert_close(z.model(ids).logits, original.eval()(ids).logits)
+    assert z.info["checkpoint"] == str(path) and z.info["n_params"] == tinylm.n_params(original)
+    assert z.path == path and not z.trained_now
+    direct = zoo.get("arith-draft", "smoke", 0)
+    via = models.get("arith-draft", "smoke", 0)
+    assert via.path == direct.path and via.info == direct.info
+
+
+def test_get_refuses_a_tokenizer_that_cannot_write_the_task_naming_the_model(checkpoints):
+    with pytest.raises(ValueError, match=r"model 'arith-draft'.*alphabet"):
+        models.get("arith-draft", "smoke", 0, alphabet="Ω")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_decoder_blocks_are_the_family_s_own_block_list(checkpoints, family):
+    model, _ = checkpoints[family]
+    own = model.transformer.h if family == "gpt2" else model.model.layers
+    assert models.decoder_blocks(model) is own and len(own) == model.config.num_hidden_layers

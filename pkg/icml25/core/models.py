@@ -137,3 +137,34 @@ def load(name_or_path: str | Path, device: str | torch.device | None = None, dty
     if alphabet is not None:
         check_alphabet(tokenizer, alphabet, name)
     return model.to(device).eval(), tokenizer
+
+
+def get(name_or_path: str | Path, scale: str = "ci", seed: int = 0, device: str | torch.device | None = None,
+        *, alphabet: str | None = None):
+    """A chapter's model as a :class:`icml25.core.zoo.ZooModel`, whatever its source: a zoo entry's name gives
+    :func:`icml25.core.zoo.get` (trained in place at `scale` from `seed`, or read from the cache, so smoke and ci
+    numbers are the zoo's); any other name or folder is loaded with :func:`load` (on `device`, default
+    :func:`default_device`), with `info` saying where it came from. A chapter's `model` notebook parameter goes
+    through here, so a real checkpoint takes the zoo model's place."""
+    from . import tinylm, zoo
+
+    name = str(name_or_path)
+    if name in zoo.names():
+        z = zoo.get(name, scale, seed)
+        if alphabet is not None:
+            check_alphabet(z.tokenizer, alphabet, name)
+        return z if device is None else zoo.ZooModel(z.model.to(device), z.tokenizer, z.info, z.path, z.trained_now)
+    model, tokenizer = load(name_or_path, device=device, alphabet=alphabet, local_files_only=None)
+    return zoo.ZooModel(model, tokenizer, {"checkpoint": name, "n_params": tinylm.n_params(model)},
+                        Path(resolve(name_or_path, scale, seed)), trained_now=False)
+
+
+def decoder_blocks(model: PreTrainedModel) -> torch.nn.ModuleList:
+    """The decoder blocks of any causal LM, first to last: `model.model.layers` in Llama, Qwen, Mistral and Gemma,
+    `model.transformer.h` in GPT-2, and otherwise the one `ModuleList` with `config.num_hidden_layers` entries
+    (hooks and edits placed on these work whatever the family)."""
+    n = model.config.num_hidden_layers
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList) and len(m) == n]
+    if not lists:
+        raise ValueError(f"{type(model).__name__}: no list of {n} decoder blocks found")
+    return lists[0]
