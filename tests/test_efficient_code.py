@@ -144,7 +144,7 @@ def test_runner_never_receives_the_expected_outputs(monkeypatch):
 
     sent = []
     real = S.sandboxed
-    monkeypatch.setattr(S, "sandboxed", lambda job, limits: sent.append(job) or real(job, limits))
+    monkeypatch.setattr(S, "sandboxed", lambda job, *a: sent.append(job) or real(job, *a))
     src = MATCH_BUILTINS + ("def f(n):\n    B = real_builtins()\n    frame = B.__import__('sys')._getframe(1)\n"
                             "    job = frame.f_locals.get('job') or frame.f_globals.get('job') or {}\n"
                             "    return B.repr(job)\n")
@@ -205,7 +205,7 @@ def test_caller_is_back_in_time_and_nothing_outlives_the_sandbox(body, monkeypat
 
     runs = []
     real = S.sandboxed
-    monkeypatch.setattr(S, "sandboxed", lambda job, limits: runs.append(real(job, limits)) or runs[-1])
+    monkeypatch.setattr(S, "sandboxed", lambda job, *a: runs.append(real(job, *a)) or runs[-1])
     limits = Limits(wall_s=2.0, cpu_s=5, repeats=1)
     S._probe()
     start = time.perf_counter()
@@ -240,7 +240,21 @@ def test_no_bubblewrap_is_a_clear_error_not_a_weaker_sandbox(monkeypatch):
 
     monkeypatch.setattr(S.shutil, "which", lambda name: None)
     with pytest.raises(S.SandboxUnavailable, match="apt-get install bubblewrap"):
-        S.sandboxed({"mode": "base", "perf": [], "calls": 0}, FAST)
+        S.sandboxed({"source": "", "entry": "f", "inputs": [], "perf": []}, FAST)
+
+
+def test_one_sandbox_start_measures_a_candidate_and_its_start_up_is_not_in_et(monkeypatch):
+    """The tests and every timed batch run in one fresh sandbox per candidate, and ET (CPU per call read from
+    outside) does not contain the sandbox's start-up: returning the input costs far less than starting Python."""
+    from icml25.efficient_code import sandbox as S
+
+    S._probe()
+    runs = []
+    real = S.sandboxed
+    monkeypatch.setattr(S, "sandboxed", lambda job, *a: runs.append(real(job, *a)) or runs[-1])
+    r = run_candidate("def f(n):\n    return n\n", TESTS, PERF, limits=Limits(repeats=3, min_time=0.01))
+    assert r.passed and len(runs) == 1
+    assert r.time < 1e-4 < runs[0].cpu
 
 
 def test_correct_programs_pass_with_plausible_timings():

@@ -2,14 +2,14 @@
 bubblewrap sandbox (no network, no view of the host's processes or files, a read-only root), from the source
 text ``python -I -S -c`` is given, so nothing of it lies on a file the candidate could reach.
 
-It reads one JSON job from stdin: the candidate's ``source`` and ``entry``, the unit-test ``inputs`` (never their
-expected outputs: the parent compares), the performance input ``perf`` and a number of ``calls``. In ``run``
-mode it writes the candidate's outputs on the unit-test inputs as one JSON line to the job's file descriptor
-``fd`` (a pipe to the parent), then calls the entry ``calls`` times on fresh copies of ``perf``; in ``base``
-mode it runs no candidate and only decodes ``perf`` ``calls`` times. The parent times both from outside (CPU time
-of the whole sandbox from ``wait4``) and takes the difference, so no clock the candidate could touch enters a
-measurement. The restricted builtins and import hook below are
-defence in depth only; nothing depends on them."""
+It reads one JSON job as the first line of stdin: the candidate's ``source`` and ``entry``, the unit-test
+``inputs`` (never their expected outputs: the parent compares) and the performance input ``perf``. It writes the
+candidate's outputs on the unit-test inputs as one JSON line to the job's file descriptor ``fd`` (a pipe to the
+parent). Then it serves *batches*, one command line of stdin each: ``call N`` calls the entry N times on fresh
+copies of ``perf``, ``decode N`` only decodes ``perf`` N times; after each it writes ``ok`` on the pipe and waits
+for the next command (the parent reads the runner's CPU time and memory from ``/proc`` before and after, from
+outside, so no clock the candidate could touch enters a measurement). End of stdin ends the runner. The
+restricted builtins and import hook below are defence in depth only; nothing depends on them."""
 
 import builtins
 import json
@@ -40,7 +40,8 @@ def _output(value):
 
 
 def main():
-    job = json.loads(sys.stdin.read())
+    commands = sys.stdin
+    job = json.loads(commands.readline())
     results = os.fdopen(job["fd"], "w")
     sys.stdout = sys.stderr = open(os.devnull, "w")
     safe = {k: getattr(builtins, k) for k in SAFE_BUILTINS}
@@ -48,10 +49,6 @@ def main():
     safe["print"] = lambda *a, **k: None
     env = {"__builtins__": safe, "__name__": "candidate"}
     perf = json.dumps(job["perf"])
-    if job["mode"] == "base":  # the sandbox without a candidate: start-up and decoding the input
-        for _ in range(job["calls"]):
-            json.loads(perf)
-        return
     try:
         exec(compile(job["source"], "<candidate>", "exec"), env)
         fn = env[job["entry"]]
@@ -70,14 +67,22 @@ def main():
         except BaseException as e:
             outputs.append({"error": f"{type(e).__name__}: {str(e)[:120]}"})
     results.write(json.dumps({"outputs": outputs}) + "\n")
-    results.close()
-    try:
-        for _ in range(job["calls"]):
-            fn(*json.loads(perf))
-    except MemoryError:
-        os._exit(EXIT_MEMORY)
-    except BaseException:
-        os._exit(EXIT_RAISED)
+    results.flush()
+    for line in commands:
+        kind, n = line.split()
+        try:
+            if kind == "decode":
+                for _ in range(int(n)):
+                    json.loads(perf)
+            else:
+                for _ in range(int(n)):
+                    fn(*json.loads(perf))
+        except MemoryError:
+            os._exit(EXIT_MEMORY)
+        except BaseException:
+            os._exit(EXIT_RAISED)
+        results.write("ok\n")
+        results.flush()
 
 
 if __name__ == "__main__":

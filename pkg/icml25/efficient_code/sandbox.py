@@ -12,18 +12,21 @@ and the kernel kills every process left in the namespace; every wait is bounded,
 says how to install or enable it; there is no weaker fallback.
 
 **Measurements the candidate cannot forge.** The runner (:mod:`.child`) never sees the expected outputs: it
-reports the candidate's outputs over a pipe, and the parent compares them. Time and memory are taken by the
-parent from outside: CPU time (user + system) and peak resident memory of the whole sandbox from ``wait4``, and
-memory-time by sampling the runner's resident memory in ``/proc`` every `interval` seconds. Each measurement is
-the difference between a run that calls the entry `L` times on the performance input and a run of the same
-program that only decodes the input `L` times (same interpreter start-up, same module-level code), divided by
-`L`; `L` is chosen by the parent from a first run so that the calls take about `min_time`. Standard output is
-never read.
+reports the candidate's outputs over a pipe, and the parent compares them. One sandbox start serves one
+candidate: after its outputs, the parent asks the same runner for *batches* (``call L``: the entry `L` times on
+fresh copies of the performance input; ``decode L``: only decoding the input `L` times) and reads, from outside,
+the runner's CPU time (``/proc/<pid>/schedstat``, nanoseconds) and resident high-water mark before and after each
+batch, and its resident memory every `interval` seconds while a batch runs. So the sandbox's start-up is in no
+measurement, and no clock the candidate could touch is in any. `L` grows from 1 until a batch costs at least
+`min_time` of CPU. Standard output is never read.
 
-- ET, execution time: the minimum over `repeats` of that CPU-time difference per call;
-- MU, peak memory: the peak resident set of the calling run above the decoding run's (bytes; the paper's
-  ``mprof`` also reads the resident set);
-- TMU, memory-time: the time-integral of the runner's resident memory, calling run minus decoding run, per call.
+- ET, execution time: (minimum over `repeats` call batches − minimum over `repeats` decode batches) / `L`;
+- MU, peak memory: the runner's resident high-water mark after the call batches (bytes: the whole process's
+  peak, as the paper's ``mprof`` reports it);
+- TMU, memory-time: the time-integral of the runner's resident memory, call batch minus decode batch, per call.
+
+A program that escaped the restricted builtins could end a batch early (write ``ok`` itself) and look fast, as
+it could exit early under any scheme that lets it run the calls; what it can *reach* does not depend on this.
 
 The static allow-list (:func:`check_source`) stays as defence in depth: a program it refuses is ``BLOCKED``
 without running. Nothing above depends on it.
@@ -73,7 +76,7 @@ class Limits:
     memory_mb: int = 512  # RLIMIT_AS
     tmpfs_mb: int = 8  # size of the private writable tmpfs
     repeats: int = 3  # ET = min over repeats
-    min_time: float = 0.05  # the calls of one timed run cost at least this much CPU beyond the baseline (s)
+    min_time: float = 0.02  # the calls of one timed batch cost at least this much CPU (s)
     max_calls: int = 100_000
     interval: float = 0.001  # memory sampling period (s)
 
@@ -154,11 +157,21 @@ def launch_command(limits: Limits, uid: int, info_fd: int) -> list[str]:
 
 
 @dataclass(frozen=True)
+class Batch:
+    """One batch the runner served, measured from outside."""
+
+    kind: str  # "call" or "decode"
+    calls: int
+    cpu: float  # the runner's CPU seconds during the batch
+    area: float  # byte·seconds of the runner's resident memory during the batch
+    hwm: int  # the runner's resident high-water mark after the batch (bytes)
+
+
+@dataclass(frozen=True)
 class _Run:
     returncode: int | None  # None: killed at the wall-clock limit
     cpu: float  # user + system seconds of the whole sandbox
-    peak: int  # bytes: the runner's resident high-water mark
-    area: float  # byte·seconds of the runner's resident memory
+    peak: int  # bytes: the runner's resident high-water mark seen while batches ran
     report: dict | None  # the runner's JSON line on its result pipe
     pid: int | None = None  # the runner's pid (outside the sandbox's namespace)
 
@@ -172,30 +185,83 @@ def _memory(pid: int) -> tuple[int, int] | None:
         return None
 
 
-def _sample_memory(info_r: int, interval: float, out: dict, done: threading.Event) -> None:
-    """Read the runner's pid from bubblewrap's info fd, then sample its resident memory every `interval` s until it
-    ends: `out["area"]` is the time-integral of the resident set (byte·s), `out["peak"]` its high-water mark."""
+def _cpu(pid: int) -> float | None:
+    """The CPU seconds a process has run (the scheduler's nanosecond count), or None once it is gone."""
     try:
-        raw = b""
-        while not done.is_set() and not raw.rstrip().endswith(b"}"):
-            if select.select([info_r], [], [], 0.05)[0]:
-                chunk = os.read(info_r, 4096)
-                if not chunk:
-                    break
-                raw += chunk
-        pid = out["pid"] = json.loads(raw)["child-pid"]
-        last = time.perf_counter()
-        while not done.is_set():
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) * 1e-9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _read_pid(info_r: int, deadline: float) -> int | None:
+    """The runner's pid, from the JSON bubblewrap writes on its info fd (None: bubblewrap ended first)."""
+    raw = b""
+    while not raw.rstrip().endswith(b"}") and time.perf_counter() < deadline:
+        if select.select([info_r], [], [], max(0.0, deadline - time.perf_counter()))[0]:
+            chunk = os.read(info_r, 4096)
+            if not chunk:
+                break
+            raw += chunk
+    try:
+        return json.loads(raw)["child-pid"]
+    except (ValueError, KeyError):
+        return None
+
+
+def _sample_memory(pid: int, interval: float, out: dict, busy: threading.Event, done: threading.Event) -> None:
+    """While a batch runs (`busy` set), sample the runner's resident memory every `interval` s: the batch's list
+    `out["phase"]` accumulates the time-integral of the resident set (byte·s), `out["peak"]` keeps the high-water
+    mark. Ends with the runner or when `done` is set."""
+    while not done.is_set():
+        if not busy.wait(0.05):
+            continue
+        phase, last = out["phase"], time.perf_counter()
+        while busy.is_set() and out["phase"] is phase and not done.is_set():
+            time.sleep(interval)
             mem = _memory(pid)
             now = time.perf_counter()
             if mem is None:
-                break
-            out["area"] += mem[0] * (now - last)
+                return
+            phase[0] += mem[0] * (now - last)
             out["peak"] = max(out["peak"], mem[1])
             last = now
-            time.sleep(interval)
-    except (OSError, ValueError, KeyError):
-        pass
+
+
+class _Lines:
+    """Lines from the runner's result pipe, read with a deadline, while its stderr is drained (first 4 KiB kept)."""
+
+    def __init__(self, res_r: int, err_r: int):
+        self.fds, self.res_r, self.buf, self.err = [res_r, err_r], res_r, b"", b""
+
+    def next(self, deadline: float) -> bytes | None:
+        """The next line (without its newline); None at end of file or at the deadline."""
+        while b"\n" not in self.buf:
+            if self.res_r not in self.fds or not self._read(deadline):
+                return None
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line
+
+    def drain(self, deadline: float) -> bool:
+        """Read until both pipes close; False at the deadline."""
+        while self.fds:
+            if not self._read(deadline):
+                return False
+        return True
+
+    def _read(self, deadline: float) -> bool:
+        left = deadline - time.perf_counter()
+        ready = select.select(self.fds, [], [], max(0.0, left))[0] if left > 0 else []
+        if not ready:
+            return False
+        for fd in ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                self.fds.remove(fd)
+            elif fd == self.res_r:
+                self.buf += chunk
+            else:
+                self.err += chunk[:4096 - len(self.err)]
+        return True
 
 
 def _kill(proc: subprocess.Popen, runner: int | None) -> None:
@@ -217,8 +283,10 @@ def _kill(proc: subprocess.Popen, runner: int | None) -> None:
         time.sleep(0.005)
 
 
-def sandboxed(job: dict, limits: Limits) -> _Run:
-    """One run of the runner on `job` in a fresh sandbox; never waits past `limits.wall_s` (+ a kill)."""
+def sandboxed(job: dict, limits: Limits, driver=None) -> _Run:
+    """One run of the runner on `job` in a fresh sandbox; never waits past `limits.wall_s` (+ a kill). Once the
+    runner has reported its outputs, `driver(report, batch)` (when given) may ask it for batches:
+    ``batch(kind, calls) -> Batch | None`` (None: the runner stopped, or the time is up)."""
     if shutil.which("bwrap") is None:
         raise SandboxUnavailable("bubblewrap is not installed: `apt-get install bubblewrap` (Debian/Ubuntu), then "
                                  "re-run; generated code is never run without it")
@@ -228,7 +296,7 @@ def sandboxed(job: dict, limits: Limits) -> _Run:
                                  "limits with them")
     for _ in range(8):  # a user of this run's own; another sandbox holding the same uid refuses the start
         try:
-            return _sandboxed_as(60000 + (os.getpid() * 7919 + next(_UIDS)) % 5000, job, limits)
+            return _sandboxed_as(60000 + (os.getpid() * 7919 + next(_UIDS)) % 5000, job, limits, driver)
         except _UidBusy:
             continue
     raise SandboxUnavailable("no free sandbox uid in 60000-64999 after 8 tries")
@@ -238,68 +306,87 @@ class _UidBusy(Exception):
     pass
 
 
-def _sandboxed_as(uid: int, job: dict, limits: Limits) -> _Run:
+def _send(proc: subprocess.Popen, text: str) -> bool:
+    try:
+        proc.stdin.write(text.encode())
+        proc.stdin.flush()
+        return True
+    except (BrokenPipeError, OSError):
+        return False
+
+
+def _sandboxed_as(uid: int, job: dict, limits: Limits, driver) -> _Run:
     res_r, res_w = os.pipe()
     info_r, info_w = os.pipe()
     os.set_inheritable(res_w, True)
     os.set_inheritable(info_w, True)
     start = time.perf_counter()
+    deadline = start + limits.wall_s
     proc = subprocess.Popen(launch_command(limits, uid, info_w), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"}, start_new_session=True,
                             pass_fds=(res_w, info_w))
     os.close(res_w)
     os.close(info_w)
-    samples, done = {"area": 0.0, "peak": 0, "pid": None}, threading.Event()
-    sampler = threading.Thread(target=_sample_memory, args=(info_r, limits.interval, samples, done), daemon=True)
-    sampler.start()
-    report, buf, err = None, b"", b""
+    samples, busy, done = {"peak": 0, "phase": None}, threading.Event(), threading.Event()
+    pid = _read_pid(info_r, deadline)
+    sampler = threading.Thread(target=_sample_memory, args=(pid, limits.interval, samples, busy, done), daemon=True)
+    if pid is not None:
+        sampler.start()
+    _send(proc, json.dumps(dict(job, fd=res_w)) + "\n")
+    lines = _Lines(res_r, proc.stderr.fileno())
+    first = lines.next(deadline)
     try:
-        proc.stdin.write(json.dumps(dict(job, fd=res_w)).encode())
+        report = json.loads(first) if first else None
+    except ValueError:
+        report = {"error": "unreadable report"}
+
+    def batch(kind: str, calls: int) -> Batch | None:
+        before = _cpu(pid) if pid is not None else None
+        samples["phase"] = phase = [0.0]
+        busy.set()
+        if before is None or not _send(proc, f"{kind} {calls}\n"):
+            busy.clear()
+            return None
+        line = lines.next(deadline)
+        after, mem = _cpu(pid), _memory(pid)
+        busy.clear()
+        if line != b"ok" or after is None or mem is None:
+            return None
+        return Batch(kind, calls, after - before, phase[0], mem[1])
+
+    if driver is not None and report is not None:
+        driver(report, batch)
+    try:
         proc.stdin.close()
-    except BrokenPipeError:
+    except (BrokenPipeError, OSError):
         pass
-    deadline = start + limits.wall_s
-    fds = [res_r, proc.stderr.fileno()]
-    while fds and time.perf_counter() < deadline:
-        ready = select.select(fds, [], [], max(0.0, deadline - time.perf_counter()))[0]
-        for fd in ready:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                fds.remove(fd)
-            elif fd == res_r:
-                buf += chunk
-            else:
-                err += chunk[:4096]
     returncode = None
-    if fds:  # the wall-clock limit: kill the sandbox, whatever holds its pipes
-        _kill(proc, samples["pid"])
-    _, status, usage = os.wait4(proc.pid, 0)
-    if not fds:
+    if lines.drain(deadline):
+        _, status, usage = os.wait4(proc.pid, 0)
         returncode = os.waitstatus_to_exitcode(status)
+    else:  # the wall-clock limit: kill the sandbox, whatever holds its pipes
+        _kill(proc, pid)
+        _, status, usage = os.wait4(proc.pid, 0)
     done.set()
-    sampler.join(timeout=1.0)
+    if pid is not None:
+        sampler.join(timeout=1.0)
     os.close(res_r)
     os.close(info_r)
     proc.stderr.close()
+    err = lines.err
     if b"bwrap:" in err and b"Resource temporarily unavailable" in err:
         raise _UidBusy
     if b"bwrap:" in err and returncode not in (0, None):
         raise SandboxUnavailable(f"bubblewrap could not start the sandbox ({err.decode(errors='replace').strip()}); "
                                  "user namespaces must be enabled (sysctl kernel.unprivileged_userns_clone=1, "
                                  "user.max_user_namespaces > 0)")
-    try:
-        report = json.loads(buf.decode().splitlines()[0]) if buf else None
-    except (ValueError, IndexError):
-        report = {"error": "unreadable report"}
-    return _Run(returncode, usage.ru_utime + usage.ru_stime, samples["peak"], samples["area"], report,
-                samples["pid"])
+    return _Run(returncode, usage.ru_utime + usage.ru_stime, samples["peak"], report, pid)
 
 
 @cache
 def _probe() -> None:
     """Fail early, with the reason, when this machine cannot run the sandbox at all."""
-    run = sandboxed({"source": "def f():\n    return 1\n", "entry": "f", "inputs": [[]], "perf": [], "calls": 0,
-                     "mode": "run"}, Limits())
+    run = sandboxed({"source": "def f():\n    return 1\n", "entry": "f", "inputs": [[]], "perf": []}, Limits())
     if run.report != {"outputs": [{"value": 1}]}:
         raise SandboxUnavailable(f"the sandbox runs but its runner did not report (exit {run.returncode}); is "
                                  f"{PYTHON} a working Python 3?")
@@ -352,26 +439,36 @@ def _compare(report: dict | None, tests: list) -> str | None:
 
 
 def _round_up(x: float) -> int:
-    """The next of 1, 2, 5, 10, 20, 50, ... at or above x (few distinct call counts: baselines are shared)."""
+    """The next of 1, 2, 5, 10, 20, 50, ... at or above x."""
     k = 10 ** max(0, math.floor(math.log10(max(x, 1))))
     return next(int(m * k) for m in (1, 2, 5, 10) if m * k >= x)
 
 
-@cache
-def _baseline(perf_json: str, calls: int, limits: Limits) -> _Run:
-    """The cost of the sandbox without the candidate: start-up and decoding the performance input `calls` times
-    (the minimum CPU, memory-time and peak over `limits.repeats` runs), shared by every candidate on that input."""
-    job = {"source": "", "entry": "", "inputs": [], "perf": json.loads(perf_json), "calls": calls, "mode": "base"}
-    runs = [sandboxed(job, limits) for _ in range(limits.repeats)]
-    return _Run(0, min(r.cpu for r in runs), min(r.peak for r in runs), min(r.area for r in runs), None)
+def _timed(batch, limits: Limits) -> dict | None:
+    """ET, MU and TMU from the batches of one runner (see the module docstring); None if the runner stopped."""
+    calls = 1
+    while True:  # more calls until a batch costs at least min_time of CPU
+        run = batch("call", calls)
+        if run is None:
+            return None
+        if run.cpu >= limits.min_time or calls >= limits.max_calls:
+            break
+        calls = _round_up(min(limits.max_calls, calls * min(100.0, max(2.0, limits.min_time / max(run.cpu, 1e-6)))))
+    runs = [run] + [batch("call", calls) for _ in range(limits.repeats - 1)]
+    decodes = [batch("decode", calls) for _ in range(limits.repeats)]
+    if None in runs or None in decodes:
+        return None
+    return {"calls": calls, "time": max((min(r.cpu for r in runs) - min(d.cpu for d in decodes)) / calls, 1e-9),
+            "peak": float(max(r.hwm for r in runs)),
+            "area": max((min(r.area for r in runs) - min(d.area for d in decodes)) / calls, 0.0)}
 
 
 def run_candidate(source: str, tests: list, perf: list, entry: str = "f", limits: Limits = Limits(),
                   static_check: bool = True) -> Execution:
-    """Run `source` in the sandbox: every `(args, expected)` in `tests` must give `expected` from `entry(*args)`
-    (compared here, never inside); if all do, measure ET, MU and TMU of `entry(*perf)` from outside, as the
-    candidate's run minus the sandbox's baseline (start-up and decoding the input), per call. Never raises on the
-    candidate's account; raises :class:`SandboxUnavailable` when the machine cannot sandbox.
+    """Run `source` in one fresh sandbox: every `(args, expected)` in `tests` must give `expected` from
+    `entry(*args)` (compared here, never inside); if all do, the same runner serves the timed batches and ET, MU
+    and TMU of `entry(*perf)` are measured from outside, per call. Never raises on the candidate's account;
+    raises :class:`SandboxUnavailable` when the machine cannot sandbox.
 
     `static_check=False` skips the allow-list, to test that the sandbox holds on its own."""
     try:
@@ -381,42 +478,24 @@ def run_candidate(source: str, tests: list, perf: list, entry: str = "f", limits
     if reason:
         return Execution("BLOCKED", reason)
     _probe()
-    job = {"source": source, "entry": entry, "inputs": [args for args, _ in tests], "perf": perf, "mode": "run"}
-    perf_json = json.dumps(perf)
-    run = sandboxed(dict(job, calls=1), limits)
+    measured = {}
+
+    def driver(report, batch):
+        if _compare(report, tests) is None:
+            measured["m"] = _timed(batch, limits)
+
+    run = sandboxed({"source": source, "entry": entry, "inputs": [args for args, _ in tests], "perf": perf},
+                    limits, driver)
     timed_out = _timeout(run, limits)
     if timed_out:
         return timed_out
     wrong = _compare(run.report, tests)
     if wrong:
         return Execution("MEMORY" if "MemoryError" in wrong else "FAIL", wrong)
-    # how many calls to time is chosen against the bare sandbox's start-up, one measurement shared by every task;
-    # what is subtracted from the timed runs is still the baseline of this input at the chosen call count
-    calls, startup = 1, _baseline("[]", 0, limits).cpu
-    def growth(spent: float, cpu: float) -> float:
-        """How much to multiply the calls by: towards min_time, but keeping a timed run well inside the CPU limit
-        (decoding a large input may cost more than the call itself)."""
-        return min(100.0, max(2.0, limits.min_time / max(spent, 1e-4)), 0.25 * limits.cpu_s / max(cpu, 1e-3))
-
-    while True:  # more calls until they cost at least min_time of CPU beyond the sandbox's start-up
-        failed = _failure(run, limits)
-        if failed:
-            return failed
-        spent = run.cpu - startup
-        if spent >= limits.min_time or calls >= limits.max_calls or growth(spent, run.cpu) < 2:
-            runs = [run]
-            for _ in range(limits.repeats - 1):
-                runs.append(sandboxed(dict(job, calls=calls), limits))
-                failed = _failure(runs[-1], limits)
-                if failed:
-                    return failed
-            base = _baseline(perf_json, calls, limits)
-            spent = min(r.cpu for r in runs) - base.cpu  # start-up jitter only ever adds CPU: the minimum
-            if spent >= limits.min_time / 2 or calls >= limits.max_calls or growth(spent, run.cpu) < 2:
-                break
-        calls = _round_up(min(limits.max_calls, calls * growth(spent, run.cpu)))
-        run = sandboxed(dict(job, calls=calls), limits)
-    return Execution("PASS", f"{calls} calls per timed run",
-                     time=max((min(r.cpu for r in runs) - base.cpu) / calls, 1e-9),
-                     peak=float(max(max(r.peak for r in runs) - base.peak, 0)),
-                     area=max((min(r.area for r in runs) - base.area) / calls, 0.0))
+    failed = _failure(run, limits)
+    if failed:
+        return failed
+    m = measured.get("m")
+    if m is None:
+        return Execution("FAIL", "the runner stopped before its timed batches ended")
+    return Execution("PASS", f"{m['calls']} calls per timed batch", time=m["time"], peak=m["peak"], area=m["area"])
