@@ -272,3 +272,61 @@ def test_lorahub_objective_is_the_cross_entropy_of_the_solution_tokens(tiny):
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1][sel]
     want = torch.nn.functional.cross_entropy(logits, batch["input_ids"][:, 1:][sel])
     assert np.isclose(ms.loss_fn(setup, feats)(np.zeros((1, d)))[0], float(want), rtol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def families(family_checkpoints):
+    from icml25.core import models
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    loaded = {f: models.get(path, device="cpu") for f, path in family_checkpoints(tok).items()}
+    for z in loaded.values():
+        z.model.requires_grad_(False)
+    return loaded, ms.domain_problems("+-*", 1, 3, 8, 0, "test")
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_any_family_batched_lora_logits_match_the_merged_model(families, family):
+    """On GPT-2 (Conv1D, stored [in, out]), Llama and Qwen2: the cached-feature batched LoRA logits equal a full
+    forward of the model with W + B A merged into the last MLP's output projection, and the merged weight change
+    of a convex combination of experts is (Σ c_k B_k)(Σ c_k A_k), factor by factor."""
+    z, problems = families[0][family], families[1]
+    model, tok = z.model, z.tokenizer
+    feats = ms.features(model, tok, problems)
+    d = sum(a[0] * a[1] + b[0] * b[1] for _, a, b in ms.lora_shapes(model, 2))
+    experts = np.random.default_rng(1).normal(0, 0.5, (3, d))
+    c = np.array([0.5, 0.3, 0.2])
+    flat = np.stack([experts[0], c @ experts])
+    logits = ms.top_logits(model, feats, ms.unflatten(model, torch.as_tensor(flat, dtype=torch.float32), 2))
+    batch = ms.encode_completions(tok, [p.prompt for p in problems], [p.solution for p in problems], True)
+    sel = batch["completion_mask"][:, 1:].bool()
+    site = ms.mlp_site(model)
+    w0 = ms.weight_out_in(getattr(site.mlp, site.projection)).clone()
+    for n in range(2):
+        merged = ms.merged_model(model, flat[n], 2)
+        ref = merged(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1][sel]
+        torch.testing.assert_close(logits[n], ref, atol=1e-4, rtol=1e-4)
+    (name, sa, sb), = ms.lora_shapes(model, 2)
+    parts = [torch.as_tensor(e, dtype=torch.float32) for e in experts]
+    a = sum(ck * p[:sa[0] * sa[1]].reshape(sa) for ck, p in zip(c, parts))
+    b = sum(ck * p[sa[0] * sa[1]:].reshape(sb) for ck, p in zip(c, parts))
+    delta = ms.weight_out_in(getattr(ms.mlp_site(merged).mlp, name)) - w0
+    torch.testing.assert_close(delta, (b @ a).float(), atol=1e-5, rtol=1e-5)
+    assert torch.equal(ms.weight_out_in(getattr(site.mlp, site.projection)), w0)  # the base model is untouched
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_any_family_swarm_of_one_checkpoint_stays_at_it(families, family):
+    """A swarm whose experts are all one adapter, scored by the real utility of a GPT-2, Llama or Qwen2, never
+    leaves it: every particle, the global best and f(g) are that expert's; a trained expert moves the base."""
+    z, problems = families[0][family], families[1]
+    model, tok = z.model, z.tokenizer
+    feats = ms.features(model, tok, problems)
+    expert = ms.train_expert(model, feats, 2, 5, seed=0)
+    assert not np.allclose(expert, ms.initial_adapter(model, 2))
+    setup = ms.Setup(model, tok, 2, np.stack([expert] * 3), ms.initial_adapter(model, 2), {}, {})
+    f = ms.utility_fn(setup, feats, "reward")
+    res = ms.swarm_search(setup.experts, f, seed=0, n_particles=5, max_iteration=3, patience=3)
+    np.testing.assert_allclose(res.global_best, expert, atol=1e-9)
+    for x in res.positions:
+        np.testing.assert_allclose(x, np.broadcast_to(expert, x.shape), atol=1e-9)
+    assert res.g == f(expert[None])[0]

@@ -13,8 +13,10 @@
 # %% [markdown]
 # # Adapting LoRA experts with a swarm
 #
-# The paper's setting in miniature. The base model is the zoo's arithmetic `arith-draft` (a small Llama trained
-# on arithmetic modulo 10). Six **experts** are rank-16 LoRA adapters on the MLP of its last layer, each
+# The paper's setting in miniature. The base model (parameter `model`) is the zoo's arithmetic `arith-draft` (a
+# small Llama trained on arithmetic modulo 10) at smoke and ci, and Gemma-2-2B-it at full scale; any causal LM
+# checkpoint can take its place. Six **experts** are rank-16 LoRA adapters on the output projection of the MLP of
+# its last layer, each
 # fine-tuned on one operator "domain" of arithmetic **modulo 7**, which the base model was never taught
 # (problems using only `+`, only `-`, only `*`, or a pair of them). All experts start from one shared draw of $A$
 # (with $B = 0$), as adapters fine-tuned from one seed do. The **target** is a held-out mix the experts never
@@ -41,6 +43,7 @@
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0  # the seed whose search is drawn in detail
+model = None  # a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
 seeds = None  # search seeds (dev sets and swarm randomness); None: the scale's value (5 at ci)
 ablation_seeds = None  # seeds for the ablations; None: the scale's value
 n_particles = None  # swarm size (6 experts + crossovers; official scripts: 20); None: the scale's value
@@ -62,7 +65,7 @@ from icml25.core import check, plot
 from icml25.core.claims import mean_sd
 
 plot.use_style()
-cfg = ms.config(scale, seeds=seeds, ablation_seeds=ablation_seeds, n_particles=n_particles,
+cfg = ms.config(scale, model=model, seeds=seeds, ablation_seeds=ablation_seeds, n_particles=n_particles,
                 max_iteration=max_iteration, patience=patience, n_dev=n_dev, n_test=n_test, tune_configs=tune_configs)
 setup = ms.make_setup(cfg)
 no_adapter = np.zeros((1, setup.experts.shape[1]))

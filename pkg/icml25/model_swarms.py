@@ -14,12 +14,13 @@ term is a difference of positions and the swarm starts from crossovers w·x_a + 
 in the affine hull of the initial experts: the search carries each particle's coefficients over the experts next
 to its parameters, which is what the tests check and what the trajectory plots draw.
 
-Experts here are rank-r LoRA adapters on the MLP of the last layer of the zoo's arithmetic model `arith-draft`
-(trained on arithmetic modulo 10), each fine-tuned on one operator "domain" of arithmetic modulo 7, a task the
-base model does not know; the target is a mix of all three operators modulo 7. All experts start from one shared
-draw of A (B = 0), as LoRA adapters fine-tuned from one seed do, so that their factors live in a common basis and
-averaging them is not destructive by construction. Because the adapters touch only that MLP, everything below it is
-frozen: it is computed once per problem set (`features`) and all particles are evaluated in one batched pass
+Experts here are rank-r LoRA adapters on the output projection of the last decoder block's MLP of the base model
+(config knob `model`: at smoke and ci the zoo's arithmetic model `arith-draft`, trained on arithmetic modulo 10;
+any Hugging Face causal LM otherwise, GPT-2's Conv1D layers included), each fine-tuned on one operator "domain"
+of arithmetic modulo 7, a task the base model does not know; the target is a mix of all three operators modulo
+7. All experts start from one shared draw of A (B = 0), as LoRA adapters fine-tuned from one seed do, so that
+their factors live in a common basis and averaging them is not destructive by construction. Because the adapters
+touch only that MLP, everything below it is frozen: it is computed once per problem set (`features`) and all particles are evaluated in one batched pass
 over those cached features (`utilities`). The factors A and B of each adapter are coordinates of the flat
 parameter vector, so every linear combination moves A and B separately, as the official `merge.py` does.
 """
@@ -31,8 +32,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from transformers.pytorch_utils import Conv1D
 
-from .core import arithmetic, zoo
+from .core import arithmetic, models
 from .core.claims import Claim, Effect, at_least
 from .core.config import COUNT, SEED, Range, make_config
 from .core.generation import encode_completions
@@ -41,13 +43,13 @@ from .core.seeding import numpy_rng, torch_generator
 CHAPTER = "model_swarms"
 
 config = make_config({
-    "smoke": {"seeds": [0, 1], "n_particles": 6, "max_iteration": 3, "patience": 3, "n_dev": 200,
+    "smoke": {"model": "arith-draft", "seeds": [0, 1], "n_particles": 6, "max_iteration": 3, "patience": 3, "n_dev": 200,
               "n_test": 200, "n_train": 200, "expert_steps": 20, "rank": 4, "ablation_seeds": [0],
               "n_own_test": 100, "tune_configs": 2, "tune_seeds": [100]},
-    "ci": {"seeds": [0, 1, 2, 3, 4], "n_particles": 20, "max_iteration": 20, "patience": 5, "n_dev": 200,
+    "ci": {"model": "arith-draft", "seeds": [0, 1, 2, 3, 4], "n_particles": 20, "max_iteration": 20, "patience": 5, "n_dev": 200,
            "n_test": 1000, "n_train": 1000, "expert_steps": 200, "rank": 16, "ablation_seeds": [0, 1, 2],
            "n_own_test": 500, "tune_configs": 6, "tune_seeds": [100, 101]},
-    "full": {"seeds": list(range(10)), "n_particles": 20, "max_iteration": 50, "patience": 10, "n_dev": 200,
+    "full": {"model": "google/gemma-2-2b-it", "seeds": list(range(10)), "n_particles": 20, "max_iteration": 50, "patience": 10, "n_dev": 200,
              "n_test": 5000, "n_train": 10000, "expert_steps": 500, "rank": 8, "ablation_seeds": list(range(5)),
              "n_own_test": 2000, "tune_configs": 20, "tune_seeds": [100, 101, 102]},
 },
@@ -68,7 +70,7 @@ DOMAINS = {"add": "+", "sub": "-", "mul": "*", "add-sub": "+-", "add-mul": "+*",
 # Targets: held-out mixes of all three operators.
 TARGET = ("+-*", 3, 3)  # single task: three operations, all operators
 MULTITASK = (("+-*", 1, 2), ("+-*", 3, 3), ("+-*", 4, 5))  # short, medium and long chains
-LORA_TARGETS = ("down_proj",)
+OUTPUT_PROJECTIONS = ("down_proj", "c_proj", "fc2", "dense_4h_to_h")  # the MLP's last linear map, by family
 MIN_EXPERT_GAIN = 0.02  # an expert "beats the base on its domain" by at least 2 accuracy points
 
 
@@ -491,20 +493,22 @@ class Features:
 
 @torch.inference_mode()
 def features(model, tokenizer, problems: Sequence[arithmetic.Problem], batch_size: int = 500) -> Features:
-    """Run the frozen model once over prompt+solution+EOS and keep the inputs of the last layer's MLP."""
-    layer = model.model.layers[-1]
+    """Run the frozen model once over prompt+solution+EOS and keep the residual stream entering the last block's
+    MLP (the input of the norm in front of it), on the model's device."""
+    site = mlp_site(model)
     hs, targets, rows, steps, step_offset = [], [], [], [], 0
     captured = {}
-    hook = layer.post_attention_layernorm.register_forward_pre_hook(lambda mod, args: captured.update(h=args[0]))
+    hook = site.norm.register_forward_pre_hook(lambda mod, args: captured.update(h=args[0]))
     try:
         for start in range(0, len(problems), batch_size):
             chunk = problems[start:start + batch_size]
             batch = encode_completions(tokenizer, [p.prompt for p in chunk], [p.solution for p in chunk], True)
+            batch = {k: v.to(model.device) for k, v in batch.items()}
             model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
             sel = batch["completion_mask"][:, 1:].bool()  # position t predicts token t+1
             hs.append(captured["h"][:, :-1][sel])
             targets.append(batch["input_ids"][:, 1:][sel])
-            rows.append((torch.arange(len(chunk))[:, None] + start).expand_as(sel)[sel])
+            rows.append((torch.arange(len(chunk), device=sel.device)[:, None] + start).expand_as(sel)[sel])
             # step index: each `;` closes a step; the answer and EOS belong to the last step
             step_ids = []
             for p in chunk:
@@ -514,20 +518,52 @@ def features(model, tokenizer, problems: Sequence[arithmetic.Problem], batch_siz
                     s += ch == arithmetic.STEP_DELIMITER
                 step_ids.append(step_offset + s)  # EOS
                 step_offset += s + 1
-            steps.append(torch.tensor(step_ids))
+            steps.append(torch.tensor(step_ids, device=sel.device))
     finally:
         hook.remove()
     return Features(torch.cat(hs), torch.cat(targets), torch.cat(rows), torch.cat(steps), len(problems), step_offset)
 
 
+@dataclass(frozen=True)
+class MLPSite:
+    """Where the adapters act, in the last decoder block of any causal LM: the block adds
+    `post(mlp(norm(h)))` to its residual stream h (`post` is Gemma-2's post-feed-forward norm, else None);
+    `projection` names the MLP's output projection, the adapted map."""
+
+    norm: torch.nn.Module
+    mlp: torch.nn.Module
+    projection: str
+    post: torch.nn.Module | None
+
+
+def mlp_site(model) -> MLPSite:
+    """The last decoder block's MLP site (Llama, Qwen, Mistral, Gemma: `post_attention_layernorm` or
+    `pre_feedforward_layernorm` and `down_proj`; GPT-2: `ln_2` and `c_proj`)."""
+    block = models.decoder_blocks(model)[-1]
+    norm = next((getattr(block, n) for n in ("pre_feedforward_layernorm", "post_attention_layernorm", "ln_2")
+                 if hasattr(block, n)), None)
+    projection = next((n for n in OUTPUT_PROJECTIONS if hasattr(block.mlp, n)), None)
+    if norm is None or projection is None:
+        raise ValueError(f"{type(model).__name__}: cannot find the last block's MLP norm and output projection")
+    return MLPSite(norm, block.mlp, projection, getattr(block, "post_feedforward_layernorm", None))
+
+
+def weight_out_in(module: torch.nn.Module) -> torch.Tensor:
+    """A linear map's weight as [out, in]: `nn.Linear` stores it so, GPT-2's Conv1D stores [in, out] (a view)."""
+    return module.weight.T if isinstance(module, Conv1D) else module.weight
+
+
 def lora_shapes(model, rank: int) -> list[tuple[str, tuple[int, int], tuple[int, int]]]:
     """(name, shape of A, shape of B) of each adapted linear map W [out, in]: A is [r, in], B is [out, r]."""
-    mlp = model.model.layers[-1].mlp
-    return [(t, (rank, getattr(mlp, t).in_features), (getattr(mlp, t).out_features, rank)) for t in LORA_TARGETS]
+    site = mlp_site(model)
+    n_out, n_in = weight_out_in(getattr(site.mlp, site.projection)).shape
+    return [(site.projection, (rank, n_in), (n_out, rank))]
 
 
 def unflatten(model, flat: torch.Tensor, rank: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-    """Flat parameter rows [N, D] → {name: (A [N, r, in], B [N, out, r])}, in the order of `lora_shapes`."""
+    """Flat parameter rows [N, D] → {name: (A [N, r, in], B [N, out, r])}, in the order of `lora_shapes`, on the
+    model's device and in its dtype."""
+    flat = flat.to(device=model.device, dtype=model.dtype)
     out, i = {}, 0
     for name, sa, sb in lora_shapes(model, rank):
         na, nb = sa[0] * sa[1], sb[0] * sb[1]
@@ -539,22 +575,34 @@ def unflatten(model, flat: torch.Tensor, rank: int) -> dict[str, tuple[torch.Ten
 
 
 def top_logits(model, feats: Features, lora: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-    """Logits [N, P, V] of N adapted models at every cached position: the last layer's MLP with
-    W + B_n A_n in place of each adapted W (LoRA, scale 1), then the final norm and the head."""
-    layer = model.model.layers[-1]
-    mlp = layer.mlp
-    xn = layer.post_attention_layernorm(feats.h)
+    """Logits [N, P, V] of N adapted models at every cached position: the last block's MLP with W + B_n A_n in
+    place of its output projection W (LoRA, scale 1), then the final norm and the head. Only the output projection
+    is adapted, so the MLP's hidden activations (its input) are the same for every model: one pass of the MLP,
+    the N low-rank terms added to its output."""
+    site = mlp_site(model)
+    captured = {}
+    hook = getattr(site.mlp, site.projection).register_forward_pre_hook(lambda m, a: captured.update(x=a[0]))
+    try:
+        out = site.mlp(site.norm(feats.h))  # [P, d]
+    finally:
+        hook.remove()
+    if site.projection in lora:
+        a, b = lora[site.projection]
+        out = out + (captured["x"] @ a.transpose(1, 2)) @ b.transpose(1, 2)  # [N, P, d]
+    if site.post is not None:
+        out = site.post(out)
+    logits = model.get_output_embeddings()(final_norm(model)(feats.h + out))
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    return logits if cap is None else cap * torch.tanh(logits / cap)
 
-    def linear(name: str, inp: torch.Tensor) -> torch.Tensor:  # inp [P, in] or [N, P, in]
-        base = inp @ getattr(mlp, name).weight.T
-        if name not in lora:
-            return base
-        a, b = lora[name]
-        return base + (inp @ a.transpose(1, 2)) @ b.transpose(1, 2)
 
-    hidden = mlp.act_fn(linear("gate_proj", xn)) * linear("up_proj", xn)
-    out = feats.h + linear("down_proj", hidden)
-    return model.lm_head(model.model.norm(out))
+def final_norm(model) -> torch.nn.Module:
+    """The norm between the last decoder block and the head (`norm` in Llama-like models, `ln_f` in GPT-2)."""
+    base = model.base_model
+    norm = next((getattr(base, n) for n in ("norm", "ln_f", "final_layernorm") if hasattr(base, n)), None)
+    if norm is None:
+        raise ValueError(f"{type(model).__name__}: cannot find the final norm")
+    return norm
 
 
 def scores(model, feats: Features, lora: dict) -> dict[str, torch.Tensor]:
@@ -564,17 +612,18 @@ def scores(model, feats: Features, lora: dict) -> dict[str, torch.Tensor]:
     with torch.no_grad():
         ok = (top_logits(model, feats, lora).argmax(-1) == feats.target).float()  # [N, P]
     n = ok.shape[0]
-    per_row = torch.ones(n, feats.n_rows).scatter_reduce(1, feats.row.expand(n, -1), ok, "amin")
-    per_step = torch.ones(n, feats.n_steps).scatter_reduce(1, feats.step.expand(n, -1), ok, "amin")
-    return {"exact": per_row.mean(1), "steps": per_step.mean(1)}
+    per_row = torch.ones(n, feats.n_rows, device=ok.device).scatter_reduce(1, feats.row.expand(n, -1), ok, "amin")
+    per_step = torch.ones(n, feats.n_steps, device=ok.device).scatter_reduce(1, feats.step.expand(n, -1), ok, "amin")
+    return {"exact": per_row.mean(1).cpu(), "steps": per_step.mean(1).cpu()}
 
 
 def merged_model(model, flat: np.ndarray, rank: int):
     """A copy of `model` with one LoRA vector merged into its weights (W ← W + B A): the plain reference."""
     import copy
     merged = copy.deepcopy(model)
+    site = mlp_site(merged)
     for name, (a, b) in unflatten(model, torch.as_tensor(flat, dtype=torch.float32)[None], rank).items():
-        w = getattr(merged.model.layers[-1].mlp, name).weight
+        w = weight_out_in(getattr(site.mlp, name))
         with torch.no_grad():
             w += b[0] @ a[0]
     return merged
@@ -608,7 +657,7 @@ def train_expert(model, feats: Features, rank: int, steps: int, seed: int, lr: f
     flat = torch.as_tensor(initial_adapter(model, rank), dtype=torch.float32)[None].requires_grad_(True)
     opt = torch.optim.Adam([flat], lr=lr)
     for _ in range(steps):
-        idx = torch.randint(len(feats.target), (batch,), generator=g)
+        idx = torch.randint(len(feats.target), (batch,), generator=g).to(feats.h.device)
         sub = Features(feats.h[idx], feats.target[idx], feats.row[idx], feats.step[idx], feats.n_rows, feats.n_steps)
         logits = top_logits(model, sub, unflatten(model, flat, rank))[0]
         loss = torch.nn.functional.cross_entropy(logits, sub.target)
@@ -649,9 +698,10 @@ def target_problems(kind: str, n: int, seed: int, stream: str) -> list[ModProble
 
 
 def make_setup(cfg) -> Setup:
-    """Load the zoo's `arith-draft`, freeze it, fine-tune one LoRA expert per domain on its cached features, and
-    score base and expert on a held-out test set of each expert's own domain."""
-    base = zoo.get("arith-draft", cfg.scale, 0)
+    """Load the base model `cfg.model` (a zoo name, a checkpoint folder or a Hub id), freeze it, fine-tune one
+    LoRA expert per domain on its cached features, and score base and expert on a held-out test set of each
+    expert's own domain."""
+    base = models.get(cfg.model, cfg.scale, 0, alphabet=arithmetic.ALPHABET)
     model, tok = base.model, base.tokenizer
     model.requires_grad_(False)
     experts, own = [], {}
@@ -693,7 +743,7 @@ def loss_fn(setup: Setup, feats: Features) -> Callable[[np.ndarray], np.ndarray]
             logits = top_logits(setup.model, feats, lora)  # [N, P, V]
             ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), feats.target.expand(len(logits), -1),
                                                    reduction="none")
-        return ce.mean(1).double().numpy()
+        return ce.mean(1).double().cpu().numpy()
 
     return f
 
