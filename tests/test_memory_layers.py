@@ -214,3 +214,37 @@ def test_bad_input_to_topk_and_layer_raise():
         ml.add_memory(ml.tiny_llama(10, 8, 16, 0, n_heads=2), [2], 4, 1, 2, 4)
     with pytest.raises(ValueError, match="n_facts"):
         ml.fact_world(10, 0, n_relations=4)
+
+
+@pytest.mark.parametrize("scale", ["smoke", "ci", "full"])
+def test_matched_moe_has_the_memory_layers_parameters_within_the_flop_budget(scale):
+    cfg = ml.config(scale)
+    d = cfg.d_model
+    budget = 2 * 3 * d * 4 * d  # the dense FFN's FLOPs per token
+    spec = ml.matched_moe(cfg, budget)
+    target = cfg.n_keys ** 2 * d + ml.memory_params(d, cfg.n_keys, cfg.heads, cfg.k_dim)
+    assert spec.top_k == cfg.moe_top_k and spec.d_ffn % 8 == 0
+    assert ml.moe_flops_per_token(d, spec) <= budget
+    assert abs(ml.moe_params(d, spec) - target) <= 3 * d * spec.d_ffn / 2 + d * spec.n_experts  # nearest count
+    wider = spec.d_ffn + 8  # the next width up, with its own expert count, does not fit
+    n = max(spec.top_k, round(target / (3 * d * wider)))
+    assert ml.moe_flops_per_token(d, ml.MoESpec(n, spec.top_k, wider)) > budget
+
+
+def test_moe_model_counts_its_layer_and_adds_the_balancing_loss():
+    cfg = ml.config("smoke")
+    task = ml.fact_task(ml.fact_world(64, 0, 8, 16))
+    spec = ml.MoESpec(5, 2, 24)
+    dense, _ = ml.build(ml.Arch("dense", 4 * cfg.d_model), task.vocab_size, cfg, 0, 3)
+    moe, _ = ml.build(ml.Arch("MoE", 4 * cfg.d_model, moe_layers=(1,), moe=spec), task.vocab_size, cfg, 0, 3)
+    layer = moe.model.layers[1].mlp
+    assert sum(p.numel() for p in layer.parameters()) == ml.moe_params(cfg.d_model, spec)
+    assert ml.flops_per_token(moe, 3) - ml.flops_per_token(dense, 3) == pytest.approx(
+        ml.moe_flops_per_token(cfg.d_model, spec) - 2 * 3 * cfg.d_model * 4 * cfg.d_model)
+    x, t = task.inputs[:16], task.targets[:16]
+    total = ml.task_loss(moe, x, t)
+    ce = F.cross_entropy(moe(input_ids=x).logits.flatten(0, 1), t.flatten(), ignore_index=-100)
+    assert float(layer.aux_loss.detach()) > 0
+    torch.testing.assert_close(total, ce + layer.aux_loss)
+    torch.testing.assert_close(ml.task_loss(dense, x, t),
+                               F.cross_entropy(dense(input_ids=x).logits.flatten(0, 1), t.flatten(), ignore_index=-100))

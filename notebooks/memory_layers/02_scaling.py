@@ -30,7 +30,11 @@
 #   "when needed". Lample et al. (2019) introduced it to spread the queries over the keys, and at this scale the
 #   lookups need it (below);
 # - **memory, no query BN**: the same without the BatchNorm (the component's ablation);
-# - **dense 2x**: FFNs widened until the model costs 2× the memory model's FLOPs per token.
+# - **dense 2x**: FFNs widened until the model costs 2× the memory model's FLOPs per token;
+# - **MoE**: the second FFN replaced by a routed mixture of SwiGLU experts (top-`moe_top_k`, the AoE chapter's
+#   `MoEFFN` with its load-balancing loss) whose layer has the memory layer's parameters, values included, and
+#   at most the dense FFN's FLOPs per token: the paper's "MoE matched for compute and parameters" (the widest
+#   experts that fit, their number set by the parameter count).
 #
 # As in the official code, the shared values train at their own learning rate (`value_lr_mult` × the base, the
 # released configs' 1e-3 against 1e-4, on the same warmup-cosine schedule) and the same weight decay as
@@ -56,6 +60,7 @@ weight_decay = None  # AdamW weight decay, values included (the official code: 0
 n_keys = None  # sqrt(N): sub-keys per half
 knn = None  # values read per head
 dense_flop_multiples = None  # FLOPs of the wider dense models, in multiples of the memory model's
+moe_top_k = None  # experts per token of the MoE baseline
 
 # %%
 import numpy as np
@@ -68,7 +73,8 @@ from icml25.core.claims import mean_sd
 plot.use_style()
 cfg = ml.config(scale, seeds=seeds, n_facts=n_facts, steps=steps, batch_size=batch_size, lr_centres=lr_centres,
                 lr_factors=lr_factors, lr_extensions=lr_extensions, tune_seed=tune_seed, value_lr_mult=value_lr_mult,
-                weight_decay=weight_decay, n_keys=n_keys, knn=knn, dense_flop_multiples=dense_flop_multiples)
+                weight_decay=weight_decay, n_keys=n_keys, knn=knn, dense_flop_multiples=dense_flop_multiples,
+                moe_top_k=moe_top_k)
 cfg
 
 # %% [markdown]
@@ -82,7 +88,9 @@ cfg
 task = ml.fact_task(ml.fact_world(cfg.n_facts, seed, cfg.n_relations, cfg.n_objects))
 for arch in ml.architectures(cfg, task.vocab_size, task.inputs.shape[1]):
     model, _ = ml.build(arch, task.vocab_size, cfg, seed, task.inputs.shape[1])
-    print(f"{arch.name:20s} FFN width {arch.d_ff:5d}  {ml.flops_per_token(model, 3) / 1e3:7.1f} kFLOPs/token  "
+    layer = (f"{arch.moe.n_experts} experts of width {arch.moe.d_ffn}, top-{arch.moe.top_k}" if arch.moe
+             else f"FFN width {arch.d_ff}")
+    print(f"{arch.name:20s} {layer:32s} {ml.flops_per_token(model, 3) / 1e3:7.1f} kFLOPs/token  "
           f"{sum(p.numel() for p in model.parameters()):>9,d} parameters")
 
 # %% [markdown]
@@ -218,6 +226,25 @@ b2 = check(ml.BEATS_2X, seeds=cfg.seeds, scale=scale,
            our_value=f"memory {mean_sd(facts['memory'])} vs {wide} {mean_sd(facts[wide])}")
 plot.show_verdicts(b2)
 
+# %% [markdown]
+# Against the MoE with the memory layer's parameters: both spend their extra parameters on a sparse read, the
+# MoE through a learned router over a few wide experts, the memory through a product-key search over many
+# one-row values.
+
+# %%
+def params_of(name):
+    return np.mean(ml.select(runs, "params", arch=name, task=task.name))
+
+
+bm = check(ml.BEATS_MOE, seeds=cfg.seeds, scale=scale,
+           measured={"memory_acc": facts["memory"], "moe_acc": facts["MoE"],
+                     "moe_param_ratio": params_of("MoE") / params_of("memory"),
+                     "moe_flop_ratio": flops_of("MoE") / flops_of("dense"), **common},
+           our_value=f"memory {mean_sd(facts['memory'])} vs MoE {mean_sd(facts['MoE'])} at "
+                     f"{params_of('MoE') / params_of('memory'):.2f}x the parameters and "
+                     f"{flops_of('MoE') / flops_of('memory'):.2f}x the FLOPs")
+plot.show_verdicts(bm)
+
 # %%
 fig, ax = plot.subplots()
 pos = np.arange(2)
@@ -245,7 +272,8 @@ display(Markdown(
     f"{mean_sd(facts['memory'])} of the facts; without it, {mean_sd(usage['memory, no query BN'])} and "
     f"{mean_sd(facts['memory, no query BN'])} (verdict on the component: **{v.label}**). Against the dense "
     f"model ({mean_sd(facts['dense'])}) the paired gain is {mean_sd(gain)} (**{iso.label}**); against the "
-    f"{wide} model ({mean_sd(facts[wide])}) **{b2.label}**; larger on facts than on the control: "
+    f"{wide} model ({mean_sd(facts[wide])}) **{b2.label}**; against the MoE with its parameters "
+    f"({mean_sd(facts['MoE'])}) **{bm.label}**; larger on facts than on the control: "
     f"**{fa.label}**. Each verdict's reason and preconditions are in its cell above. The dense models are "
     f"limited by learning speed as much as by storage at {cfg.steps} steps, which is why their learning rates "
     f"were tuned per width and the ladder is checked to improve with width before a claim is judged."))

@@ -32,7 +32,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from . import ops
+from . import aoe, ops
 from .core import arithmetic, flops, tinylm
 from .core.facts import Facts, sample_facts
 from .core.claims import Claim, Effect, Precondition, at_least, at_most
@@ -42,29 +42,32 @@ from .core.train import lr_at
 
 config = make_config({
     "smoke": {"seeds": [0], "n_facts": 128, "n_relations": 8, "n_objects": 64, "steps": 15, "batch_size": 64,
-              "lr_centres": {"dense": 3e-2, "memory": 1e-2, "dense 2x": 1e-2}, "lr_factors": [1 / 3, 1, 3],
+              "lr_centres": {"dense": 3e-2, "memory": 1e-2, "dense 2x": 1e-2, "MoE": 1e-2}, "lr_factors": [1 / 3, 1, 3],
               "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
               "d_model": 32, "n_keys": 16, "heads": 2, "knn": 4, "k_dim": 16, "dense_flop_multiples": [2.0],
-              "usage_every": 5, "control_problems": 100, "control_batch_size": 16, "lookup_sizes": [8, 16, 32],
+              "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 5, "control_problems": 100, "control_batch_size": 16,
+              "lookup_sizes": [8, 16, 32],
               "lookup_tokens": 256},
     "ci": {"seeds": [0, 1, 2], "n_facts": 512, "n_relations": 8, "n_objects": 64, "steps": 150, "batch_size": 128,
-           "lr_centres": {"dense": 3e-2, "memory": 1e-2, "dense 2x": 1e-2}, "lr_factors": [1 / 3, 1, 3],
+           "lr_centres": {"dense": 1e-2, "memory": 1e-2, "dense 2x": 1e-2, "MoE": 1e-2}, "lr_factors": [1 / 3, 1, 3],
            "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
            "d_model": 32, "n_keys": 64, "heads": 2, "knn": 8, "k_dim": 16, "dense_flop_multiples": [2.0],
-           "usage_every": 25, "control_problems": 500, "control_batch_size": 32,
+           "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 25, "control_problems": 500, "control_batch_size": 32,
            "lookup_sizes": [16, 32, 64, 128, 256], "lookup_tokens": 1024},
     "full": {"seeds": [0, 1, 2, 3, 4], "n_facts": 16384, "n_relations": 16, "n_objects": 256, "steps": 5000,
              "batch_size": 512,
-             "lr_centres": {"dense": 4e-3, "memory": 2e-3, "dense 2x": 2e-3, "dense 4x": 2e-3},
+             "lr_centres": {"dense": 4e-3, "memory": 2e-3, "dense 2x": 2e-3, "dense 4x": 2e-3, "MoE": 2e-3},
              "lr_factors": [1 / 2, 1, 2], "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0,
              "weight_decay": 0.1, "d_model": 128, "n_keys": 256, "heads": 4, "knn": 16, "k_dim": 64,
-             "dense_flop_multiples": [2.0, 4.0], "usage_every": 250, "control_problems": 10000,
+             "dense_flop_multiples": [2.0, 4.0], "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 250,
+             "control_problems": 10000,
              "control_batch_size": 128, "lookup_sizes": [16, 32, 64, 128, 256, 512, 1024], "lookup_tokens": 4096},
 },
     seeds=SEED, n_facts=COUNT, n_relations=COUNT, n_objects=COUNT, steps=COUNT, batch_size=COUNT,
     lr_centres=POSITIVE, lr_factors=POSITIVE, lr_extensions=NONNEGATIVE, tune_seed=SEED, value_lr_mult=POSITIVE,
     weight_decay=NONNEGATIVE,
     d_model=COUNT, n_keys=COUNT, heads=COUNT, knn=COUNT, k_dim=COUNT, dense_flop_multiples=POSITIVE,
+    moe_top_k=COUNT, moe_alpha=NONNEGATIVE,
     usage_every=COUNT, control_problems=COUNT, control_batch_size=COUNT, lookup_sizes=COUNT, lookup_tokens=COUNT)
 
 
@@ -116,6 +119,30 @@ BEATS_2X = Claim(
                "dense2x_loss": [2.0, 2.1, 2.0], "dense_loss": [2.5, 2.4, 2.6], "lrs_at_grid_edge": 0},
               {"memory_acc": [0.4, 0.3, 0.42], "dense2x_acc": [0.5, 0.45, 0.5], "dense_flop_ratio": 2.0,
                "dense2x_loss": [2.0, 2.1, 2.0], "dense_loss": [2.5, 2.4, 2.6], "lrs_at_grid_edge": 0}),
+)
+
+
+BEATS_MOE = Claim(
+    chapter="memory_layers", id="beats_moe",
+    paper_statement="Memory-augmented models outperform mixture-of-experts models matched for compute and "
+                    "parameters",
+    paper_value="Memory+ ahead of MoE baselines of matched compute and parameters on factual QA (unverified)",
+    criterion="The per-seed paired difference of fact accuracy memory - routed MoE (the same model with its "
+              "second FFN replaced by a top-k MoE whose layer has the memory layer's parameters, values "
+              "included, within the dense FFN's FLOPs) is above 0 (95% t interval); refuted if it lies wholly "
+              "below +0.05",
+    effects=[Effect("memory_minus_moe", lambda m: paired(m["memory_acc"], m["moe_acc"]), min_effect=0.05)],
+    preconditions=[Precondition("moe_matched_params", "MoE parameters / memory parameters (whole models) within "
+                                "[0.95, 1.05]", lambda m: m["moe_param_ratio"], lambda v: 0.95 <= v <= 1.05),
+                   at_most("moe_within_flops", "moe_flop_ratio", 1.0,
+                           rule="MoE FLOPs per token / dense <= 1 (the memory model's budget)"),
+                   at_least("moe_learns", "moe_acc", 0.2,
+                            rule="the MoE model recalls >= 20% of the facts on every seed (chance: 1/64)"),
+                   _GRID],
+    examples=({"memory_acc": [0.9, 0.8, 0.85], "moe_acc": [0.5, 0.45, 0.5], "moe_param_ratio": 1.0,
+               "moe_flop_ratio": 0.95, "lrs_at_grid_edge": 0},
+              {"memory_acc": [0.4, 0.3, 0.42], "moe_acc": [0.5, 0.45, 0.5], "moe_param_ratio": 1.0,
+               "moe_flop_ratio": 0.95, "lrs_at_grid_edge": 0}),
 )
 
 
@@ -284,14 +311,25 @@ class MemoryPlus(nn.Module):
 # --- tiny Llamas with and without memory --------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class MoESpec:
+    """A routed mixture of SwiGLU experts (`icml25.aoe.MoEFFN`): `n_experts` of width `d_ffn`, `top_k` per token."""
+
+    n_experts: int
+    top_k: int
+    d_ffn: int
+
+
+@dataclass(frozen=True)
 class Arch:
     """A model of the comparison: dense FFN width `d_ff` everywhere, or memory in `memory_layers` (with the
-    query BatchNorm unless `query_batchnorm` is False)."""
+    query BatchNorm unless `query_batchnorm` is False), or the routed MoE `moe` in `moe_layers`."""
 
     name: str
     d_ff: int
     memory_layers: tuple[int, ...] = ()
     query_batchnorm: bool = True
+    moe_layers: tuple[int, ...] = ()
+    moe: MoESpec | None = None
 
 
 def tiny_llama(vocab_size: int, d_model: int, d_ff: int, seed: int, n_layers: int = 2, n_heads: int = 4,
@@ -333,17 +371,45 @@ def memory_params(d_model: int, n_keys: int, heads: int, k_dim: int, query_batch
     return query + heads * n_keys * k_dim + 2 * (d_model * d_model + d_model)
 
 
+def moe_flops_per_token(d_model: int, moe: MoESpec) -> int:
+    """FLOPs (2 per multiply-add) of one routed MoE layer per token: the router's d·n logits and `top_k`
+    SwiGLU experts of 3·d·d_ffn weights each (softmax and top-k not counted)."""
+    return 2 * (d_model * moe.n_experts + moe.top_k * 3 * d_model * moe.d_ffn)
+
+
+def moe_params(d_model: int, moe: MoESpec) -> int:
+    """Parameters of one routed MoE layer: its linear router and every expert's three matrices."""
+    return d_model * moe.n_experts + moe.n_experts * 3 * d_model * moe.d_ffn
+
+
 def flops_per_token(model: LlamaForCausalLM, seq_len: int) -> float:
-    """Forward FLOPs per token averaged over a sequence of `seq_len` (core accounting), with each Memory+
-    layer's FLOPs in place of the dense FFN it replaced."""
+    """Forward FLOPs per token averaged over a sequence of `seq_len` (core accounting), with each Memory+ or
+    MoE layer's FLOPs in place of the dense FFN it replaced."""
     cfg = model.config
     total = flops.forward_flops(cfg, seq_len) / seq_len
     for layer in model.model.layers:
-        if isinstance(layer.mlp, MemoryPlus):
-            m = layer.mlp
+        m = layer.mlp
+        if isinstance(m, MemoryPlus):
             total += memory_flops_per_token(cfg.hidden_size, m.n_keys, m.heads, m.knn, m.k_dim)
-            total -= 2 * 3 * cfg.hidden_size * cfg.intermediate_size
+        elif isinstance(m, aoe.MoEFFN):
+            total += moe_flops_per_token(cfg.hidden_size, MoESpec(m.n_experts, m.top_k, m.w_gate.shape[-1]))
+        else:
+            continue
+        total -= 2 * 3 * cfg.hidden_size * cfg.intermediate_size
     return total
+
+
+def matched_moe(cfg, flop_budget: int) -> MoESpec:
+    """The paper's MoE baseline at this scale: a top-`cfg.moe_top_k` routed MoE whose layer has the memory
+    layer's parameters (its values included; the expert count rounded to the nearest) and at most `flop_budget`
+    FLOPs per token, the widest experts (a multiple of 8) that fit."""
+    d, k = cfg.d_model, cfg.moe_top_k
+    target = cfg.n_keys ** 2 * d + memory_params(d, cfg.n_keys, cfg.heads, cfg.k_dim)
+    for width in range(4 * d, 7, -8):
+        spec = MoESpec(max(k, round(target / (3 * d * width))), k, width)
+        if moe_flops_per_token(d, spec) <= flop_budget:
+            return spec
+    raise ValueError(f"no top-{k} MoE with the memory layer's {target} parameters fits {flop_budget} FLOPs/token")
 
 
 def dense_ff_for_flops(target_flops: float, vocab_size: int, d_model: int, seq_len: int, n_layers: int = 2) -> int:
@@ -359,6 +425,9 @@ def build(arch: Arch, vocab_size: int, cfg, seed: int, seq_len: int) -> tuple[Ll
     if arch.memory_layers:
         values = add_memory(model, arch.memory_layers, cfg.n_keys, cfg.heads, cfg.knn, cfg.k_dim,
                             arch.query_batchnorm, seed)
+    for i in arch.moe_layers:
+        model.model.layers[i].mlp = aoe.MoEFFN(cfg.d_model, arch.moe.n_experts, arch.moe.top_k, arch.moe.d_ffn,
+                                               cfg.moe_alpha, seed=seed + 1000 * i)
     return model, values
 
 
@@ -431,8 +500,10 @@ def control_task(n_problems: int, seed: int) -> Task:
 # --- training and evaluation --------------------------------------------------------------------------------
 
 def task_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the scored tokens, plus the load-balancing loss of any MoE layer."""
     logits = model(input_ids=inputs).logits
-    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+    loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+    return loss + sum(layer.mlp.aux_loss for layer in model.model.layers if isinstance(layer.mlp, aoe.MoEFFN))
 
 
 @torch.no_grad()
@@ -521,14 +592,16 @@ def value_usage(model: nn.Module, task: Task) -> float:
 def architectures(cfg, vocab_size: int, seq_len: int) -> list[Arch]:
     """The FLOP ladder: dense FFN-4d; the same with its second FFN replaced by Memory+ with the query BatchNorm
     (≈ iso-FLOP); the memory model without the BatchNorm (the component's ablation); dense models whose FFN is
-    widened to `dense_flop_multiples` × the memory model's FLOPs per token."""
+    widened to `dense_flop_multiples` × the memory model's FLOPs per token; and the second FFN replaced by a
+    routed MoE with the memory layer's parameters within the dense FFN's FLOPs (`matched_moe`)."""
     d = cfg.d_model
     memory = Arch("memory", 4 * d, (1,))
     mem_model, _ = build(memory, vocab_size, cfg, 0, seq_len)
     mem_flops = flops_per_token(mem_model, seq_len)
     wider = [Arch(f"dense {m:g}x", dense_ff_for_flops(m * mem_flops, vocab_size, d, seq_len))
              for m in cfg.dense_flop_multiples]
-    return [Arch("dense", 4 * d), memory, Arch("memory, no query BN", 4 * d, (1,), False), *wider]
+    moe = Arch("MoE", 4 * d, moe_layers=(1,), moe=matched_moe(cfg, 2 * 3 * d * 4 * d))
+    return [Arch("dense", 4 * d), memory, Arch("memory, no query BN", 4 * d, (1,), False), *wider, moe]
 
 
 #: the ablation trains at the memory model's learning rate: only the BatchNorm differs
