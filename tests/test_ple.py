@@ -1,9 +1,10 @@
 import numpy as np
 import pytest
 import torch
+from conftest import ARCHITECTURE_FAMILIES
 
 from icml25 import ple
-from icml25.core import arithmetic, tinylm
+from icml25.core import arithmetic, models, tinylm
 from icml25.core.train import lm_loss
 
 
@@ -150,3 +151,69 @@ def test_adding_the_principle_token_keeps_the_old_logits():
 def test_unknown_method_raises():
     with pytest.raises(ValueError, match="valid methods"):
         ple.run_method("ppo", ple.config("smoke"), 0, [], {})
+
+
+# --- any causal LM: the PLE losses on tiny GPT-2, Llama and Qwen2 checkpoints ---------------------------------
+
+
+def _hf_completion_nll(model, tok, prompt: str, completion: str) -> float:
+    """The plain reference: the model's own mean cross-entropy over the completion tokens (and eos), one row, no
+    padding, the prompt masked with -100."""
+    p = tok(prompt, add_special_tokens=False)["input_ids"]
+    c = tok(completion, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    labels = torch.tensor([[-100] * len(p) + c])
+    with torch.no_grad():
+        return float(model(input_ids=torch.tensor([p + c]), labels=labels).loss)
+
+
+@pytest.fixture(scope="module")
+def family_models(family_checkpoints):
+    paths = family_checkpoints(ple.principled_tokenizer())
+    return {f: models.get(str(path), device="cpu") for f, path in paths.items()}
+
+
+@pytest.mark.parametrize("family", ARCHITECTURE_FAMILIES)
+def test_ple_losses_on_any_causal_lm(family_models, family):
+    z = family_models[family]
+    model, tok = z.model, z.tokenizer
+    pairs = fake_pairs(8)
+    batch = {"plain": ple._encode(tok, pairs.problems, pairs.plain),
+             "principle": ple._encode(tok, pairs.problems, pairs.principle)}
+    with torch.no_grad():
+        lp, lpp = ple.mean_logprob(model, batch["plain"]), ple.mean_logprob(model, batch["principle"])
+    # p̄(y|x) is minus the model's own mean completion cross-entropy, padding and prompt excluded
+    ref_p = torch.tensor([-_hf_completion_nll(model, tok, p.prompt, y) for p, y in zip(pairs.problems, pairs.plain)])
+    ref_pp = torch.tensor([-_hf_completion_nll(model, tok, p.prompt, y)
+                           for p, y in zip(pairs.problems, pairs.principle)])
+    assert torch.allclose(lp, ref_p, atol=1e-5) and torch.allclose(lpp, ref_pp, atol=1e-5)
+    # the hinge is zero exactly where the better answer already has the higher length-normalised log-prob
+    for a, b in ((lp, lpp), (lpp, lp)):
+        hinge = ple.ranking_loss(a, b)
+        assert torch.equal(hinge == 0, b >= a) and torch.allclose(hinge[b < a], (a - b)[b < a])
+    # there, the ranking loss with the anchor is the plain NLL of the better answer (RRHF's L_ft alone)
+    better_is_p = lpp >= lp
+    anchored = ple.ranking_with_anchor(torch.where(better_is_p, lp, lpp), torch.where(better_is_p, lpp, lp))
+    assert torch.allclose(anchored, torch.where(better_is_p, -ref_pp, -ref_p), atol=1e-5)
+    # PLE with every pair routed to weighted SFT at equal rewards is the mean of the two NLLs
+    b = dict(batch, rank=torch.zeros(8, dtype=torch.bool), r_plain=torch.ones(8), r_principle=torch.ones(8))
+    with torch.no_grad():
+        assert ple.ple_objective(0.1)(model, b) == pytest.approx(float(-(ref_p + ref_pp).mean() / 2), abs=1e-5)
+
+
+@pytest.mark.parametrize("family", ARCHITECTURE_FAMILIES)
+def test_principled_start_from_any_causal_lm(family_checkpoints, family):
+    # a checkpoint whose tokenizer lacks the principle: the marker is added without changing the old logits, and
+    # the start model is built from the folder through the `model` knob
+    old = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    path = family_checkpoints(old)[family]
+    base = models.get(str(path), device="cpu")
+    new_model, new_tok = ple.add_principle_token(base.model, base.tokenizer, seed=0)
+    assert len(new_tok) == len(old) + 1 and new_tok.convert_tokens_to_ids(ple.PRINCIPLE) == len(old)
+    ids = torch.tensor([old("3+4|")["input_ids"]])
+    with torch.no_grad():
+        assert torch.allclose(base.model(input_ids=ids).logits, new_model(input_ids=ids).logits[..., :len(old)],
+                              atol=1e-6)
+    cfg = ple.config("smoke", model=str(path))
+    policy, tok = ple.start_model(cfg, 0)
+    assert tok(ple.with_principle("3+4|"), add_special_tokens=False)["input_ids"][0] == len(old)
+    assert policy.get_input_embeddings().num_embeddings == len(old) + 1

@@ -32,8 +32,9 @@
 #
 # **Our miniature.** The policy is the book's small arithmetic reasoner (`arith-draft`), fine-tuned once so that
 # a principle marker `P` before the expression goes with careful solutions and the plain expression with sloppy
-# ones (some steps corrupted). The reward is the fraction of verified steps. This notebook draws one iteration's
-# data and shows how the falling threshold routes it.
+# ones (some steps corrupted), on expressions of at most three operations (the draft's training mix). The reward
+# is the fraction of verified steps. This notebook draws one iteration's data and shows how the falling threshold
+# routes it. The `model` parameter puts any causal LM in the draft's place.
 
 # %% tags=["parameters"]
 scale = "ci"
@@ -42,6 +43,7 @@ n_queries = None  # queries per iteration; None: the scale's value
 n_iterations = None  # PLE iterations; None: the scale's value
 tau0 = None  # initial threshold τ₀ (paper: 0.2)
 alpha = None  # threshold decay α (paper: 0.9)
+model = None  # the base policy: a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
 # full scale: n_queries=512, n_iterations=8, 5 seeds (see icml25.ple.config("full"))
 
 # %%
@@ -49,30 +51,31 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from icml25 import ple
-from icml25.core import arithmetic, plot, seeding
+from icml25.core import plot, seeding
 
 plot.use_style()
-cfg = ple.config(scale, n_queries=n_queries, n_iterations=n_iterations, tau0=tau0, alpha=alpha)
+cfg = ple.config(scale, n_queries=n_queries, n_iterations=n_iterations, tau0=tau0, alpha=alpha, model=model)
 cfg
 
 # %% [markdown]
 # ## The principled starting model
 #
 # `ple.start_model` loads the zoo entry `ple-start`: the zoo's arithmetic draft model with one new token `P`,
-# fine-tuned on demonstrations where `P⊕x` is answered carefully and `x` sloppily. Sampling both ways shows the
+# fine-tuned (at the draft's own learning rate) on demonstrations where `P⊕x` is answered carefully and `x`
+# sloppily. Sampling both ways shows the
 # gap PLE wants to close.
 
 # %%
-model, tok = ple.start_model(scale, seed)
-queries = arithmetic.sample_problems(cfg.n_queries, seed, stream="ple-queries-0")
-pairs = ple.generate_pairs(model, tok, queries, seeding.torch_generator(seed, "ple-method"))
+policy, tok = ple.start_model(cfg, seed)
+queries = ple.training_queries(cfg, seed, 0)
+pairs = ple.generate_pairs(policy, tok, queries, seeding.torch_generator(seed, "ple-method"))
 for p, y, yp, r, rp in list(zip(pairs.problems, pairs.plain, pairs.principle, pairs.reward_plain,
                                 pairs.reward_principle))[:4]:
     print(f"x = {p.prompt:12s} y   = {y:34s} r = {r:.2f}\n{'':16s} y_p = {yp:34s} r = {rp:.2f}")
 print(f"sampled answers, mean reward: plain {pairs.reward_plain.mean():.3f}, "
       f"principle-guided {pairs.reward_principle.mean():.3f}")
 print("held-out reward of sampled answers (the score of 02_alignment):",
-      ple.evaluate(model, tok, ple.eval_problems(cfg), ple.eval_generator(seed, "start")))
+      ple.evaluate(policy, tok, ple.eval_problems(cfg), ple.eval_generator(seed, "start")))
 
 # %% [markdown]
 # ## The threshold schedule and the routing
@@ -130,7 +133,7 @@ from icml25.core.generation import encode_completions
 batch_y = encode_completions(tok, [p.prompt for p in pairs.problems], pairs.plain, add_eos=True)
 batch_yp = encode_completions(tok, [p.prompt for p in pairs.problems], pairs.principle, add_eos=True)
 with torch.no_grad():
-    lp, lpp = ple.mean_logprob(model, batch_y), ple.mean_logprob(model, batch_yp)
+    lp, lpp = ple.mean_logprob(policy, batch_y), ple.mean_logprob(policy, batch_yp)
 w = ple.sft_weights(torch.as_tensor(pairs.reward_plain, dtype=torch.float32),
                     torch.as_tensor(pairs.reward_principle, dtype=torch.float32), cfg.sft_temperature)
 print(f"ranked pairs: mean hinge {ple.ranking_loss(lp, lpp)[torch.as_tensor(ranked)].mean():.3f}, "

@@ -44,6 +44,7 @@ train_steps = None  # optimiser steps per iteration (equal for every method)
 n_eval = None  # held-out queries
 tau0 = None  # initial threshold τ₀ (paper: 0.2)
 alpha = None  # threshold decay α (paper: 0.9)
+model = None  # the base policy: a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
 # full scale: 5 seeds, 8 iterations of 512 queries and 40 steps (icml25.ple.config("full"))
 
 # %%
@@ -56,7 +57,8 @@ from icml25.core import check, plot
 
 plot.use_style()
 cfg = ple.config(scale, seeds=seeds, ablation_seeds=ablation_seeds, ablations=ablations, n_iterations=n_iterations,
-                 n_queries=n_queries, train_steps=train_steps, n_eval=n_eval, tau0=tau0, alpha=alpha)
+                 n_queries=n_queries, train_steps=train_steps, n_eval=n_eval, tau0=tau0, alpha=alpha,
+                 model=model)
 cfg
 
 # %%

@@ -12,9 +12,10 @@ to the query. A reward model scores both. A dynamic threshold decides how the pa
 Algorithm 1 also takes the SFT set D_sft: here every method, baselines included, trains on the same D_sft batches
 (one SFT batch beside every batch of its own loss), and SFT-only is exactly that SFT term alone.
 
-Our world: the zoo's arithmetic draft model, fine-tuned once so that the principle marker `P` goes with careful
-(clean) solutions while plain prompts go with sloppy ones (some steps corrupted), so π(·|P⊕x) is better than
-π(·|x). The reward is the fraction of verified steps (the exact step verifier of `icml25.core.arithmetic`); the
+Our world: the zoo's arithmetic draft model (or any causal LM, through the `model` knob), fine-tuned once so that
+the principle marker `P` goes with careful (clean) solutions while plain prompts go with sloppy ones (some steps
+corrupted), so π(·|P⊕x) is better than π(·|x); queries have at most `max_ops` operations (three: the draft's own
+training mix). The reward is the fraction of verified steps (the exact step verifier of `icml25.core.arithmetic`); the
 held-out score is that reward of *sampled* answers. The training inputs of every method never contain `P`: the
 principle is only used to *generate*.
 
@@ -27,13 +28,14 @@ of 8 samples over a percentile schedule, without principle prompting.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from .core import arithmetic, tinylm, zoo
+from .core import arithmetic, models, tinylm, zoo
 from .core.claims import Claim, Effect, at_least, at_most
 from .core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, Range, make_config, one_of
 from .core.generation import encode_completions, generate, token_logprobs
@@ -49,29 +51,34 @@ LABELS = {"sft": "SFT-only", "raft": "RAFT (SFT on the better answer)",
           "ranking_only": "PLE: ranking only", "weighted_sft_only": "PLE: weighted SFT only",
           "constant_tau": "PLE: constant τ (α = 1)"}
 
-_MAX_NEW = 48
+ZOO_BASE = "arith-draft"  # the policy the principled start is fine-tuned from at smoke and ci (the zoo's)
 
-# The principled starting model: the zoo's arithmetic draft fine-tuned on demonstrations in which `P⊕x` is
-# followed by the clean solution and the plain x by a sloppy one (each step corrupted with `sloppiness`).
-# The premise of the method, π(·|P⊕x) better than π(·|x), is measured at the start of every run (`Run.gap[0]`).
+# The principled starting model: the base policy fine-tuned on demonstrations in which `P⊕x` is followed by the
+# clean solution and the plain x by a sloppy one (each step corrupted with `sloppiness`), on problems of at most
+# `max_ops` operations: the draft's own training mix (it never saw longer chains, and on them clean and sloppy
+# answers score alike, so the principle cannot help there). The learning rate is the draft's own (1e-2): at 3e-3
+# the start did not fit its demonstrations and could not use the principle (see the chapter page). The premise
+# of the method, π(·|P⊕x) better than π(·|x), is measured at the start of every run (precondition `premise`).
 START = {
-    "smoke": dict(n_train=500, steps=20, batch_size=32, lr=3e-3, sloppiness=0.5),
-    "ci": dict(n_train=4000, steps=200, batch_size=64, lr=3e-3, sloppiness=0.5),
-    "full": dict(n_train=20000, steps=1000, batch_size=64, lr=3e-3, sloppiness=0.5),
+    "smoke": dict(n_train=500, steps=20, batch_size=32, lr=1e-2, sloppiness=0.5, max_ops=3),
+    "ci": dict(n_train=4000, steps=200, batch_size=64, lr=1e-2, sloppiness=0.5, max_ops=3),
+    "full": dict(n_train=20000, steps=1000, batch_size=64, lr=1e-2, sloppiness=0.5, max_ops=3),
 }
 
-_COMMON = dict(lr=1e-3, tau0=0.2, alpha=0.9, sft_temperature=0.1, dpo_beta=0.1, sft_sloppiness=0.5)
+_COMMON = dict(lr=1e-3, tau0=0.2, alpha=0.9, sft_temperature=0.1, dpo_beta=0.1, sft_sloppiness=0.5, max_ops=3)
 config = make_config({
-    "smoke": dict(_COMMON, seeds=[0], ablation_seeds=[0], n_iterations=2, n_queries=32, train_steps=4,
-                  batch_size=16, n_eval=32, methods=list(METHODS), ablations=[]),
-    "ci": dict(_COMMON, seeds=[0, 1, 2], ablation_seeds=[0], n_iterations=3, n_queries=64, train_steps=10,
-               batch_size=32, n_eval=150, methods=list(METHODS), ablations=[]),
-    "full": dict(_COMMON, seeds=[0, 1, 2, 3, 4], ablation_seeds=[0, 1, 2, 3, 4], n_iterations=8, n_queries=512,
-                 train_steps=40, batch_size=64, n_eval=1000, methods=list(METHODS), ablations=list(ABLATIONS)),
+    "smoke": dict(_COMMON, model=ZOO_BASE, seeds=[0], ablation_seeds=[0], n_iterations=2, n_queries=32,
+                  train_steps=4, batch_size=16, n_eval=32, methods=list(METHODS), ablations=[]),
+    "ci": dict(_COMMON, model=ZOO_BASE, seeds=[0, 1, 2], ablation_seeds=[0], n_iterations=3, n_queries=64,
+               train_steps=10, batch_size=32, n_eval=150, methods=list(METHODS), ablations=[]),
+    "full": dict(_COMMON, model="meta-llama/Llama-3.1-8B-Instruct", seeds=[0, 1, 2, 3, 4],
+                 ablation_seeds=[0, 1, 2, 3, 4], n_iterations=8, n_queries=512, train_steps=40, batch_size=64,
+                 n_eval=1000, methods=list(METHODS), ablations=list(ABLATIONS)),
 },
     lr=POSITIVE, tau0=NONNEGATIVE, alpha=Range(gt=0, le=1), sft_temperature=POSITIVE, dpo_beta=POSITIVE,
-    sft_sloppiness=FRACTION, seeds=SEED, ablation_seeds=SEED, n_iterations=COUNT, n_queries=COUNT,
-    train_steps=COUNT, batch_size=COUNT, n_eval=COUNT, methods=one_of(*METHODS), ablations=one_of(*ABLATIONS))
+    sft_sloppiness=FRACTION, max_ops=COUNT, seeds=SEED, ablation_seeds=SEED, n_iterations=COUNT,
+    n_queries=COUNT, train_steps=COUNT, batch_size=COUNT, n_eval=COUNT, methods=one_of(*METHODS),
+    ablations=one_of(*ABLATIONS))
 
 # Claims, fixed before any experiment ran. Every effect is one value per seed, from the same start model, the same
 # SFT batches and the same evaluation samples (common random numbers), so methods are paired by seed.
@@ -206,23 +213,31 @@ def principled_tokenizer():
 
 
 def add_principle_token(model, tokenizer, seed: int):
-    """A copy of `model` whose vocabulary gains the principle token (existing token ids unchanged); the new
-    embedding row is drawn under `seed` (resizing draws from torch's global RNG)."""
-    new = principled_tokenizer()
-    old_vocab, new_vocab = tokenizer.get_vocab(), new.get_vocab()
-    if any(new_vocab.get(t) != i for t, i in old_vocab.items()):
-        raise ValueError("the base model's tokenizer is not the arithmetic character tokenizer")
+    """A copy of `model` and a tokenizer that writes the principle marker as one token of its own, existing token
+    ids unchanged: the arithmetic character tokenizer gains the character `P` (:func:`principled_tokenizer`), any
+    other tokenizer an added token `P`; a tokenizer that has it already is kept. A new embedding row is drawn under
+    `seed` (resizing draws from torch's global RNG)."""
     model = copy.deepcopy(model)
+    if PRINCIPLE in tokenizer.get_vocab():
+        return model, tokenizer
+    old_vocab = tokenizer.get_vocab()
+    if set(old_vocab) <= set(principled_tokenizer().get_vocab()):
+        new = principled_tokenizer()
+        if any(new.get_vocab()[t] != i for t, i in old_vocab.items()):
+            raise ValueError("the base model's character tokenizer is not the arithmetic one")
+    else:
+        new = copy.deepcopy(tokenizer)
+        new.add_tokens([PRINCIPLE])
     with seeded(seed, "principle-token"):
         model.resize_token_embeddings(len(new), mean_resizing=False)
     return model, new
 
 
-@zoo.register("ple-start", START)
-def _build_start(cfg, seed: int):
-    base = zoo.get("arith-draft", cfg.scale, seed)
-    model, tok = add_principle_token(base.model, base.tokenizer, seed)
-    problems = arithmetic.sample_problems(cfg.n_train, seed, stream="ple-sft")
+def build_start(base_model, base_tokenizer, cfg, seed: int):
+    """The principled starting model from any causal LM: the principle token added, then SFT on `P⊕x` → clean
+    solution and `x` → sloppy solution for `cfg.n_train` problems (`cfg` holds the `START` settings)."""
+    model, tok = add_principle_token(base_model, base_tokenizer, seed)
+    problems = arithmetic.sample_problems(cfg.n_train, seed, max_ops=cfg.max_ops, stream="ple-sft")
     rng = numpy_rng(seed, "ple-sloppy")
     prompts, completions = [], []
     for p in problems:
@@ -230,12 +245,19 @@ def _build_start(cfg, seed: int):
         completions += [p.solution, sloppy_solution(p, cfg.sloppiness, rng)]
     result = train(model, lm_batches(tok, prompts, completions, cfg.batch_size, seed), cfg.steps, lr=cfg.lr,
                    desc=f"ple-start (seed {seed})")
-    return model, tok, {"losses": result.losses, "base_path": str(base.path.name)}
+    return model, tok, {"losses": result.losses}
 
 
-def sft_demonstrations(n: int, sloppiness: float, seed: int) -> tuple[list[str], list[str]]:
+@zoo.register("ple-start", START)
+def _build_start(cfg, seed: int):
+    base = zoo.get(ZOO_BASE, cfg.scale, seed)
+    model, tok, info = build_start(base.model, base.tokenizer, cfg, seed)
+    return model, tok, info | {"base_path": str(base.path.name)}
+
+
+def sft_demonstrations(n: int, sloppiness: float, seed: int, max_ops: int = 3) -> tuple[list[str], list[str]]:
     """The SFT set as the plain-prompt policy sees it: half clean, half sloppy answers, no principle marker."""
-    problems = arithmetic.sample_problems(n, seed, stream="ple-sft-more")
+    problems = arithmetic.sample_problems(n, seed, max_ops=max_ops, stream="ple-sft-more")
     rng = numpy_rng(seed, "ple-sft-more")
     return ([p.prompt for p in problems],
             [p.solution if i % 2 == 0 else sloppy_solution(p, sloppiness, rng) for i, p in enumerate(problems)])
@@ -258,15 +280,20 @@ class Pairs:
         return self.reward_principle - self.reward_plain
 
 
-def sample_answers(model, tok, prompts: Sequence[str], generator: torch.Generator) -> list[str]:
+def max_new_tokens(problems: Sequence[arithmetic.Problem]) -> int:
+    """Room for the longest reference solution (6 characters a step, 2 for the answer) and one step more."""
+    return 6 * (max(p.n_steps for p in problems) + 1) + 2
+
+
+def sample_answers(model, tok, prompts: Sequence[str], generator: torch.Generator, max_new: int) -> list[str]:
     """One sampled (temperature 1) answer per prompt."""
-    return generate(model, tok, list(prompts), _MAX_NEW, temperature=1.0, generator=generator).texts
+    return generate(model, tok, list(prompts), max_new, temperature=1.0, generator=generator).texts
 
 
 def generate_pairs(model, tok, problems: Sequence[arithmetic.Problem], generator: torch.Generator) -> Pairs:
     """y ~ π(·|x) and y_p ~ π(·|p⊕x) for every query (one batched sampling call), scored by the reward model."""
     answers = sample_answers(model, tok, [p.prompt for p in problems] + [with_principle(p.prompt) for p in problems],
-                             generator)
+                             generator, max_new_tokens(problems))
     plain, guided = answers[:len(problems)], answers[len(problems):]
     return Pairs(list(problems), plain, guided, np.array([reward(p, y) for p, y in zip(problems, plain)]),
                  np.array([reward(p, y) for p, y in zip(problems, guided)]))
@@ -366,7 +393,8 @@ def method_tau(method: str, cfg) -> np.ndarray | None:
 
 def sft_batches(tok, cfg, seed: int, iteration: int):
     """The D_sft batches of one iteration: the same for every method of a seed."""
-    prompts, completions = sft_demonstrations(cfg.n_queries * cfg.n_iterations, cfg.sft_sloppiness, seed)
+    prompts, completions = sft_demonstrations(cfg.n_queries * cfg.n_iterations, cfg.sft_sloppiness, seed,
+                                              cfg.max_ops)
     return lm_batches(tok, prompts, completions, cfg.batch_size, seed + 1000 * iteration)
 
 
@@ -410,10 +438,22 @@ class Run:
     ranked_share: list[float] = field(default_factory=list)
 
 
-def start_model(scale: str, seed: int):
-    """The principled starting model (zoo entry `ple-start`, trained once per scale and seed)."""
-    z = zoo.get("ple-start", scale, seed)
-    return z.model, z.tokenizer
+def start_model(cfg, seed: int):
+    """The principled starting model from `cfg.model`: for the zoo's draft the zoo entry `ple-start` (trained once
+    per scale and seed, cached); for any other causal LM (a zoo name, a `save_pretrained` folder, a Hub id)
+    :func:`build_start` at the scale's `START` settings, once per process. A fresh copy on every call."""
+    if cfg.model == ZOO_BASE:
+        z = zoo.get("ple-start", cfg.scale, seed)
+        return z.model, z.tokenizer
+    model, tok = _built_start(cfg.model, cfg.scale, seed)
+    return copy.deepcopy(model), tok
+
+
+@functools.cache
+def _built_start(name: str, scale: str, seed: int):
+    base = models.get(name, scale, seed)
+    model, tok, _ = build_start(base.model, base.tokenizer, make_config(START)(scale), seed)
+    return model.eval(), tok
 
 
 def eval_generator(seed: int, when: str) -> torch.Generator:
@@ -425,15 +465,14 @@ def run_method(method: str, cfg, seed: int, eval_problems: Sequence[arithmetic.P
     """Iterate `method` from the principled starting model for `cfg.n_iterations` iterations."""
     if method not in METHODS + ABLATIONS:
         raise ValueError(f"unknown method {method!r}; valid methods: {', '.join(METHODS + ABLATIONS)}")
-    model, tok = start_model(cfg.scale, seed)
+    model, tok = start_model(cfg, seed)
     taus = method_tau(method, cfg)
     run = Run(method, seed, start)
     g = torch_generator(seed, "ple-generate", method)
     for i in range(cfg.n_iterations):
         pairs = None
         if method != "sft":
-            pairs = generate_pairs(model, tok, arithmetic.sample_problems(cfg.n_queries, seed,
-                                                                          stream=f"ple-queries-{i}"), g)
+            pairs = generate_pairs(model, tok, training_queries(cfg, seed, i), g)
             run.sample_plain.append(float(pairs.reward_plain.mean()))
             run.sample_principle.append(float(pairs.reward_principle.mean()))
         stats = train_iteration(model, tok, method, pairs, None if taus is None else float(taus[i]), cfg, seed, i)
@@ -442,14 +481,19 @@ def run_method(method: str, cfg, seed: int, eval_problems: Sequence[arithmetic.P
     return run
 
 
+def training_queries(cfg, seed: int, iteration: int) -> list[arithmetic.Problem]:
+    """The fresh queries of one iteration (the same for every method of a seed)."""
+    return arithmetic.sample_problems(cfg.n_queries, seed, max_ops=cfg.max_ops, stream=f"ple-queries-{iteration}")
+
+
 def eval_problems(cfg) -> list[arithmetic.Problem]:
-    return arithmetic.sample_problems(cfg.n_eval, 0, stream="ple-eval")
+    return arithmetic.sample_problems(cfg.n_eval, 0, max_ops=cfg.max_ops, stream="ple-eval")
 
 
 def start_evaluations(cfg) -> dict[int, dict[str, float]]:
     """Every seed's start model on the held-out queries (shared by all its methods)."""
     problems = eval_problems(cfg)
-    return {s: evaluate(*start_model(cfg.scale, s), problems, eval_generator(s, "start"))
+    return {s: evaluate(*start_model(cfg, s), problems, eval_generator(s, "start"))
             for s in dict.fromkeys([*cfg.seeds, *cfg.ablation_seeds])}
 
 
