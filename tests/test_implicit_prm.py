@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from icml25 import implicit_prm as ip
-from icml25.core import arithmetic, tinylm
+from icml25.core import arithmetic, models, tinylm
 from icml25.core.generation import encode_completions, sequence_logprobs
 
 TOK = tinylm.char_tokenizer(arithmetic.ALPHABET)
@@ -103,7 +103,7 @@ def test_min_step_best_of_n_is_invariant_to_a_positive_beta_scale(pair):
     cands = ip.Candidates(problems, texts, answers, correct, labels)
     picks = []
     for beta in (0.05, 0.5, 5.0):
-        scores = ip.prm_scores(ip.step_rewards_grid(ip.ImplicitPRM(policy, ref, TOK, beta), cands))
+        scores = ip.prm_scores(ip.step_rewards_grid(ip.ImplicitPRM(policy, ref, TOK, beta), cands), beta)
         best = scores["prm_min"].argmax(1)
         picks.append((best.tolist(), ip.best_of_n(cands, scores, 4)["prm_min"], scores["prm_min_q"].argmax(1).tolist()))
     assert all(p == picks[0] for p in picks)
@@ -213,13 +213,27 @@ def test_score_variants_and_official_vote_weights():
     problems = [arithmetic.parse_prompt("3+4|")]
     cands = ip.Candidates(problems, [["a", "b", "c"]], answers[None], correct[None], [[[True]] * 3])
     for top, expected in ((-1.5, 0.0), (0.0, 1.0)):
-        got = ip.best_of_n(cands, {"s": np.array([[-2.0, -2.0, top]])}, 3)
+        got = ip.best_of_n(cands, {"s": np.array([[-2.0, -2.0, top]])}, 3, voted=("s",))
         assert got["s_vote"] == expected and got["s"] == 1.0 and got["majority"] == 0.0
+    assert "s_vote" not in ip.best_of_n(cands, {"s": np.zeros((1, 3))}, 3)  # only the scores named in `voted`
+
+
+def test_scores_are_in_the_official_units_log_ratio_times_coef(pair):
+    policy, ref = pair
+    problems = [arithmetic.parse_prompt(p) for p in PROMPTS]
+    cands = ip.Candidates(problems, [[c] for c in COMPLETIONS], np.zeros((3, 1)), np.ones((3, 1), bool),
+                          [[arithmetic.step_labels(p, c)] for p, c in zip(problems, COMPLETIONS)])
+    for beta in (0.05, 2.0):
+        scores = ip.prm_scores(ip.step_rewards_grid(ip.ImplicitPRM(policy, ref, TOK, beta), cands), beta)
+        with torch.no_grad():
+            raw = (sequence_logprobs(policy, TOK, PROMPTS, COMPLETIONS)
+                   - sequence_logprobs(ref, TOK, PROMPTS, COMPLETIONS)).numpy()
+        np.testing.assert_allclose(scores["prm_outcome"][:, 0], ip.VOTE_COEF * raw, rtol=1e-4, atol=1e-8)
 
 
 def test_claim_measurements_are_paired_per_seed_differences():
     def arm(step, bo):
-        return {"step_auc": step, "train": {"outcome_auc": 0.8}, "best_of": {4: bo}}
+        return {"step_auc": step, "train": {"outcome_auc": 0.8, "step_auc": 0.7 + step / 10}, "best_of": {4: bo}}
 
     runs = {s: {"arms": {"ce": arm(0.6 + s, {"prm_min": 0.5, "majority": 0.4, "random": 0.3}),
                          "ce_n1": arm(0.5, {"prm_min": 0.35 + s, "majority": 0.4, "random": 0.3}),
@@ -229,3 +243,71 @@ def test_claim_measurements_are_paired_per_seed_differences():
     assert m["step_auc"] == [0.6, 1.6] and m["n1_minus_random"] == pytest.approx([0.05, 1.05])
     assert m["prm_minus_majority"] == pytest.approx([0.1, 0.1])
     assert m["control_minus_majority"] == pytest.approx([0.3, 0.3])
+    assert m["train_step_auc"] == pytest.approx([0.76, 0.86]) and m["n1_train_step_auc"] == pytest.approx([0.75] * 2)
+
+
+def test_training_stops_at_the_first_check_that_reaches_the_bound(pair, monkeypatch):
+    _, ref = pair
+    problems = [arithmetic.parse_prompt(p) for p in PROMPTS]
+    data = ip.Rollouts(problems, [0, 1, 2], COMPLETIONS, [True, False, True])
+    aucs = iter([0.6, 0.85, 0.9])
+    monkeypatch.setattr(ip, "learning_metrics", lambda prm, d: {"step_auc": next(aucs), "outcome_auc": 1.0})
+    prm, run = ip.train_implicit_prm(ref, TOK, data, "ce", 0.5, steps=20, batch_size=3, lr=1e-3, seed=0,
+                                     eval_every=4, stop_at=0.8)
+    assert run.stopped_at == 8 and len(run.losses) == 8 and run.checks == [(4, 0.6), (8, 0.85)]
+    assert prm.reference is ref and prm.policy is not ref
+    aucs = iter([0.1] * 10)
+    _, run = ip.train_implicit_prm(ref, TOK, data, "ce", 0.5, steps=10, batch_size=3, lr=1e-3, seed=0,
+                                   eval_every=5, stop_at=0.8)
+    assert run.stopped_at == 10 and [c[0] for c in run.checks] == [5, 10]
+
+
+def test_arms_train_from_the_base_with_the_draft_as_a_contrast_at_arm_seeds():
+    assert [a.name for s in ip.config("ci").seeds for a in ip.arms(ip.config("ci"), s)] == ["ce", "ce_n1"] * 3
+    cfg = ip.config("full", arm_seeds=[0])
+    main = ip.arms(cfg, cfg.seeds[-1])
+    assert [a.name for a in main] == ["ce", "ce_n1"] and all(a.base == ip.BASE for a in main)
+    extra = {a.name: a for a in ip.arms(cfg, cfg.arm_seeds[0])}
+    assert {"dpo", "kto", "nca", "ce_from_draft"} <= set(extra)
+    assert extra["ce_from_draft"].base == ip.GENERATOR and extra["ce_n1"].responses == 1
+    assert {a.beta for a in extra.values() if a.name.startswith("ce_beta")} == set(cfg.betas) - {cfg.beta}
+
+
+def test_cached_reference_log_probs_give_the_same_rewards_and_losses(pair):
+    policy, ref = pair
+    plain = ip.ImplicitPRM(policy, ref, TOK, 0.3)
+    cache = ip.ReferenceCache(ref, TOK, batch_size=2)  # rows cached in batches of another width than they are read
+    cached = ip.ImplicitPRM(policy, ref, TOK, 0.3, ref_cache=cache)
+    cache.rows(PROMPTS[1:], COMPLETIONS[1:])
+    for a, b in zip(plain.step_rewards(PROMPTS, COMPLETIONS), cached.step_rewards(PROMPTS, COMPLETIONS)):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    batch = encode_completions(TOK, PROMPTS, COMPLETIONS)
+    batch["labels"] = torch.tensor([1, 0, 1])
+    with torch.no_grad():
+        loss = ip.ce_loss(policy, ref, batch, 0.3)
+        batch["ref_logprobs"] = cache.batch(PROMPTS, COMPLETIONS, batch["input_ids"].shape[1] - 1)
+        assert math.isclose(ip.ce_loss(policy, ref, batch, 0.3).item(), loss.item(), abs_tol=1e-6)
+    with pytest.raises(ValueError, match="another model"):
+        ip.ImplicitPRM(policy, ref, TOK, 0.3, ref_cache=ip.ReferenceCache(policy, TOK))
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_the_implicit_reward_on_any_causal_lm(family_checkpoints, family):
+    """GPT-2, Llama and Qwen2 checkpoints: θ = ref gives zero reward on every step; a different π_θ's step rewards
+    sum to β times the sequence log-ratio (the Proposition's telescoping), with or without the reference cache; one
+    CE step on a right response raises its outcome reward."""
+    ref, _ = models.load(family_checkpoints(TOK, seed=0)[family], device="cpu")
+    other, _ = models.load(family_checkpoints(TOK, seed=1)[family], device="cpu")
+    same = ip.ImplicitPRM(copy.deepcopy(ref), ref, TOK, 0.5)
+    assert all(np.all(np.abs(r) < 1e-6) for r in same.step_rewards(PROMPTS, COMPLETIONS))
+    prm = ip.ImplicitPRM(other, ref, TOK, 0.5, ref_cache=ip.ReferenceCache(ref, TOK))
+    with torch.no_grad():
+        log_ratio = (sequence_logprobs(other, TOK, PROMPTS, COMPLETIONS)
+                     - sequence_logprobs(ref, TOK, PROMPTS, COMPLETIONS)).numpy()
+    steps = prm.step_rewards(PROMPTS, COMPLETIONS)
+    assert [len(r) for r in steps] == [len(arithmetic.split_steps(c)) for c in COMPLETIONS]
+    np.testing.assert_allclose([r.sum() for r in steps], 0.5 * log_ratio, rtol=1e-4, atol=1e-5)
+    problems = [arithmetic.parse_prompt(p) for p in PROMPTS]
+    data = ip.Rollouts(problems, [0], COMPLETIONS[:1], [True])
+    trained, run = ip.train_implicit_prm(ref, TOK, data, "ce", 0.5, steps=1, batch_size=1, lr=1e-2, seed=0)
+    assert trained.outcome_rewards(PROMPTS[:1], COMPLETIONS[:1])[0] > 0 and run.stopped_at == 1

@@ -81,16 +81,17 @@ ax.legend();
 #
 # ## Step rewards of one arithmetic solution
 #
-# Now the real thing: $\pi_{\mathrm{ref}}$ is the zoo's *draft* arithmetic reasoner and $\pi_\theta$ started as a
-# copy of it and was trained with the cross-entropy objective on its own sampled solutions, labelled only by
-# whether the final answer was right (`implicit_prm.main_prm`; the next notebook measures it). We draw a solution
+# Now the real thing: $\pi_{\mathrm{ref}}$ is the zoo's *target* arithmetic reasoner and $\pi_\theta$ started as a
+# copy of it and was trained with the cross-entropy objective on solutions sampled from the weaker *draft*
+# reasoner, labelled only by whether the final answer was right (`implicit_prm.main_prm`; the next notebook
+# measures it). We draw a solution
 # that contains a wrong step and show $r_t$ per step (colour: the exact step verifier's verdict, which the PRM
 # never saw) and the running sum $q^t$.
 
 # %%
-ref = zoo.get(implicit_prm.REFERENCE, scale, cfg.ref_seed)
-prm, losses = implicit_prm.main_prm(cfg, seed)
-cands = implicit_prm.sample_candidates(ref.model, ref.tokenizer, implicit_prm.test_problems(cfg, seed)[:20], 4,
+gen = zoo.get(implicit_prm.GENERATOR, scale, cfg.ref_seed)
+prm, training = implicit_prm.main_prm(cfg, seed)
+cands = implicit_prm.sample_candidates(gen.model, gen.tokenizer, implicit_prm.test_problems(cfg, seed)[:20], 4,
                                        cfg.temperature, torch_generator(seed, "implicit_prm", "example"))
 problem, text, labels = implicit_prm.pick_example(cands)
 steps = arithmetic.split_steps(text)

@@ -13,8 +13,10 @@
 # %% [markdown]
 # # Does an outcome-trained implicit PRM find bad steps and pick good answers?
 #
-# The recipe: sample solutions from the draft reasoner $\pi_{\mathrm{ref}}$, label each only by whether its final
-# answer is right, and train $\pi_\theta$ (initialised from $\pi_{\mathrm{ref}}$) with the cross-entropy loss
+# The recipe: sample solutions from a generator (the zoo's draft reasoner), label each only by whether its final
+# answer is right, and train $\pi_\theta$, initialised from $\pi_{\mathrm{ref}}$ = the zoo's target reasoner (as in
+# the paper, where both are the same instruct model and the candidates come from other generators), with the
+# cross-entropy loss
 #
 # $$\mathcal L_{\mathrm{CE}} = -\,l\log\sigma\big(r_\theta(\mathbf y)\big) - (1-l)\log\big(1-\sigma(r_\theta(\mathbf y))\big),
 # \qquad r_\theta(\mathbf y) = \beta\log\frac{\pi_\theta(\mathbf y)}{\pi_{\mathrm{ref}}(\mathbf y)},$$
@@ -34,11 +36,23 @@
 # It is the upper bound of this setup, and a precondition of every claim is that it is detected (if even it fails,
 # the evaluation cannot see a working PRM). And every trained PRM must have **learned what it was trained on**: its
 # outcome reward separates right from wrong *training* responses (AUC at least `implicit_prm.LEARNED_AUC`).
-# Besides CE the notebook trains the other objectives of the paper (DPO, KTO, NCA) and CE at three β, on
-# `arm_seeds`.
+# Every PRM trains until its step rewards separate right from wrong steps of its *training* responses (step AUC at
+# least `implicit_prm.LEARNED_STEP_AUC` on its first `check_responses` training responses, checked every
+# `eval_every` steps, at most `train_steps`): the step labels decide only when training stops, never a gradient.
+# The training-set preconditions are measured on all its training responses, not only those the stop rule checks. The best-of-N claims need their PRM to have reached that
+# regime; the step-signal claim does not (step signal from outcome labels is what it tests).
+# Besides CE the notebook trains the other objectives of the paper (DPO, KTO, NCA), CE at three β, and CE started
+# from the draft (a model too small to learn the task) on `arm_seeds`. At `ci` that list is empty: a PRM from the
+# target costs about ten times a draft-based one per step on one CPU core, so the ci build trains only the two CE
+# PRMs the claims read (and the positive control, which needs no training); `smoke` runs the extra arms to exercise
+# the code and `full` runs them on every seed.
+#
+# $\pi_{\mathrm{ref}}$ is frozen, so its token log-probs of the candidates and of the training responses are
+# computed once per seed and shared by every PRM from the same base (`implicit_prm.ReferenceCache`): each training
+# step and each evaluation runs only $\pi_\theta$.
 #
 # **Parameters.** `seeds` vary the training prompts, the sampled training responses, the PRM's training batches
-# and the test problems and candidates; $\pi_{\mathrm{ref}}$ is the zoo's draft from `ref_seed`. At `full` scale:
+# and the test problems and candidates; the zoo models are those of `ref_seed`. At `full` scale:
 # 4000 prompts × 8 responses, 1000 training steps, 500 test problems × 64 candidates, 5 seeds.
 
 # %% tags=["parameters"]
@@ -48,7 +62,9 @@ seeds = None  # seeds of the experiment; None: the scale's value
 beta = None  # β of the implicit reward
 n_prompts = None  # training instructions
 responses_per_prompt = None  # sampled responses per instruction for the main CE PRM
-train_steps = None  # optimizer steps of every PRM
+train_steps = None  # most optimizer steps of every PRM
+eval_every = None  # steps between the training-set step-AUC checks that stop training
+check_responses = None  # training responses (the first ones) the stopping check measures
 lr = None  # learning rate of every PRM
 n_test = None  # held-out problems
 n_candidates = None  # candidates sampled per held-out problem
@@ -67,7 +83,8 @@ from icml25.core import check, plot, zoo
 
 plot.use_style()
 cfg = implicit_prm.config(scale, seeds=seeds, beta=beta, n_prompts=n_prompts,
-                          responses_per_prompt=responses_per_prompt, train_steps=train_steps, lr=lr, n_test=n_test,
+                          responses_per_prompt=responses_per_prompt, train_steps=train_steps, eval_every=eval_every,
+                          check_responses=check_responses, lr=lr, n_test=n_test,
                           n_candidates=n_candidates, best_of=best_of, objectives=objectives, betas=betas,
                           arm_seeds=arm_seeds)
 cfg
@@ -75,24 +92,30 @@ cfg
 # %% [markdown]
 # ## The experiment
 #
-# `run_seed` samples `n_candidates` solutions per test problem from $\pi_{\mathrm{ref}}$ at temperature 1, scores
+# `run_seed` samples `n_candidates` solutions per test problem from the draft at temperature 1, scores
 # them with the positive control, takes the main CE PRM (from the zoo, so the first notebook reuses it), trains the
-# CE PRM on one response per instruction and, at `arm_seeds`, the other objectives and β values on the *same*
-# instructions, and scores everything on the same candidates.
+# CE PRM on one response per instruction and, at `arm_seeds`, the other objectives, β values and the draft-based
+# PRM on the *same* instructions, and scores everything on the same candidates.
 
 # %%
-ref = zoo.get(implicit_prm.REFERENCE, scale, cfg.ref_seed)
+gen, base = zoo.get(implicit_prm.GENERATOR, scale, cfg.ref_seed), zoo.get(cfg.base, scale, cfg.ref_seed)
 runs = {s: implicit_prm.run_seed(cfg, s) for s in cfg.seeds[:1]}  # the first seed also trains the extra arms
 
 # %%
 runs |= {s: implicit_prm.run_seed(cfg, s) for s in cfg.seeds[1:]}
-print(f"π_ref: {ref.info['n_params']:,} parameters; sampled training responses are right "
+print(f"π_ref ({cfg.base}): {base.info['n_params']:,} parameters; generator ({implicit_prm.GENERATOR}): "
+      f"{gen.info['n_params']:,}; sampled training responses are right "
       f"{np.mean([r['train_accuracy'] for r in runs.values()]):.0%} of the time")
+stops = pd.DataFrame({a: {s: r["stopped_at"].get(a) for s, r in runs.items()} for a in runs[cfg.seeds[0]]["stopped_at"]})
+display(stops.rename_axis("seed").style.format(precision=0, na_rep="–").set_caption(
+    f"optimizer steps each PRM trained (it stops at training-set step AUC ≥ {implicit_prm.LEARNED_STEP_AUC}, "
+    f"at most {cfg.train_steps})"))
 
 # %%
 fig, ax = plot.subplots()
 for i, (s, run) in enumerate(runs.items()):
-    loss = np.convolve(run["losses"]["ce"], np.ones(5) / 5, mode="valid")
+    loss = np.convolve(run["losses"]["ce"], np.ones(5) / 5, mode="valid") if len(run["losses"]["ce"]) >= 5 \
+        else np.array(run["losses"]["ce"])
     ax.plot(loss, color=plot.PALETTE[0], alpha=1.0 if i == 0 else 0.4,
             label="CE loss (5-step mean)" if i == 0 else None)
 p = np.mean([r["train_accuracy"] for r in runs.values()])
@@ -140,7 +163,8 @@ axes[1].legend(fontsize=8);
 # a random candidate, the majority answer, the candidate with the highest min-step reward (`prm_min`, the official
 # "single" reward with min), the highest minimum partial sum $\min_t q^t$ (`prm_min_q`, "accumulative" with min)
 # or outcome reward (`prm_outcome`), majority voting with each vote weighted by $\sigma(\text{score})$ as the
-# official evaluation weights an implicit PRM (`_vote`), the untrained baseline that picks the candidate
+# official evaluation weights an implicit PRM's votes, with its scores in the official units (log-ratios × 0.001)
+# (`_vote`), the untrained baseline that picks the candidate
 # $\pi_{\mathrm{ref}}$ itself finds most likely (`ref_likelihood`), and the oracle (is any candidate right).
 
 # %%
@@ -171,6 +195,7 @@ rows = {}
 for arm in dict.fromkeys(a for r in runs.values() for a in r["arms"]):
     have = [r for r in runs.values() if arm in r["arms"]]
     rows[arm] = {"seeds": len(have), "held-out step AUC": np.mean([r["arms"][arm]["step_auc"] for r in have]),
+                 "train step AUC": np.mean([r["arms"][arm]["train"]["step_auc"] for r in have]),
                  "train outcome AUC": np.mean([r["arms"][arm]["train"]["outcome_auc"] for r in have]),
                  **{f"{k} @{N}": np.mean([r["arms"][arm]["best_of"][N][k] for r in have]) for k in keys}}
 base = {k: np.mean([r["arms"]["ce"]["best_of"][N][k] for r in runs.values()]) for k in ("random", "majority")}
@@ -194,7 +219,7 @@ plot.show_verdicts(v_step)
 
 # %%
 v_best = check(implicit_prm.BEST_OF_N, seeds=cfg.seeds, scale=scale,
-               measured={k: measured[k] for k in ("prm_minus_majority", "train_outcome_auc",
+               measured={k: measured[k] for k in ("prm_minus_majority", "train_outcome_auc", "train_step_auc",
                                                   "control_minus_majority")},
                our_value=f"best-of-{N}: CE PRM − majority {mean['prm_minus_majority']:+.3f} "
                          f"(control {mean['control_minus_majority']:+.3f})")
@@ -202,7 +227,8 @@ plot.show_verdicts(v_best)
 
 # %%
 v_one = check(implicit_prm.ONE_RESPONSE, seeds=cfg.seeds, scale=scale,
-              measured={k: measured[k] for k in ("n1_minus_random", "n1_train_outcome_auc", "control_minus_random")},
+              measured={k: measured[k] for k in ("n1_minus_random", "n1_train_outcome_auc", "n1_train_step_auc",
+                                                 "control_minus_random")},
               our_value=f"best-of-{N}: CE on 1 response − random {mean['n1_minus_random']:+.3f}")
 plot.show_verdicts(v_one)
 
@@ -229,9 +255,11 @@ ce, ctl = table.loc["ce"], table.loc["control"]
 best_arm = table[f"prm_min @{N}"].drop("control").idxmax()
 display(Markdown(
     f"- **Verdicts:** `step_signal` {v_step.label}, `best_of_n` {v_best.label}, `one_response` {v_one.label}.\n"
-    f"- **Learning:** the CE PRM's training-set outcome AUC is {ce['train outcome AUC']:.2f} "
-    f"(precondition ≥ {implicit_prm.LEARNED_AUC}); its training-set step AUC is "
-    f"{per_seed('ce', 'step_auc', 'train').mean():.2f} and its held-out step AUC {ce['held-out step AUC']:.2f}.\n"
+    f"- **Learning:** the CE PRM (from `{cfg.base}`) trained {', '.join(str(r['stopped_at']['ce']) for r in runs.values())} "
+    f"steps (per seed; at most {cfg.train_steps}); its training-set outcome AUC is {ce['train outcome AUC']:.2f} "
+    f"(precondition ≥ {implicit_prm.LEARNED_AUC}), its training-set step AUC {ce['train step AUC']:.2f} "
+    f"(precondition of the best-of-N claims ≥ {implicit_prm.LEARNED_STEP_AUC}) and its held-out step AUC "
+    f"{ce['held-out step AUC']:.2f}.\n"
     f"- **Positive control** (target / draft, untrained): held-out step AUC {ctl['held-out step AUC']:.2f}, "
     f"best-of-{N} {ctl[f'prm_min @{N}']:.3f} against majority voting {base['majority']:.3f} and random "
     f"{base['random']:.3f}: the upper bound of this setup.\n"

@@ -11,8 +11,12 @@ partial sums of the token log-ratios a *process* reward for free::
     q_θ^t = Σ_{i ≤ t} β · log π_θ(y_i | y_<i) / π_ref(y_i | y_<i)  =  β · log E_{π_ref(y | y_≤t)} exp(r_θ(y) / β)
 
 so a step's reward is r_t = q^t − q^{t−1}, read at the step boundaries (here the arithmetic task's `;`).
-Responses are scored by their worst step (min over t of r_t) or by the outcome reward, and best-of-N picks the
-highest-scoring candidate, optionally with reward-weighted majority voting.
+Responses are scored by their worst step (min over t of r_t), their worst partial sum (min over t of q^t) or the
+outcome reward, and best-of-N picks the highest-scoring candidate, or votes with each vote weighted by σ(reward) as
+the official evaluation does (rewards there are the log-ratios times a fixed 0.001, `VOTE_COEF`).
+
+As in the paper, π_θ starts as a copy of π_ref and both are the same capable model (here the zoo's target
+reasoner); the responses it is trained on and the candidates it reranks come from a weaker generator (the draft).
 
 Everything below takes Hugging Face causal LMs, so the same code runs on a real policy/reference pair.
 """
@@ -37,46 +41,60 @@ from .core.seeding import numpy_rng, torch_generator
 from .core.train import train
 
 CHAPTER = "implicit_prm"
-REFERENCE = "arith-draft"  # the zoo model that is π_ref, the sampler of candidates, and θ's initialisation
-CONTROL = "arith-target"  # π_θ of the positive control (with π_ref = the draft, untrained)
+GENERATOR = "arith-draft"  # samples the training responses and the test candidates; π_ref of the positive control
+BASE = "arith-target"  # π_ref of the trained PRMs and π_θ's initialisation; π_θ of the positive control
+BASES = (BASE, GENERATOR)  # a PRM can start from either (the draft-based arm shows a base that cannot learn it)
 PRM_NAME = "implicit-prm"  # this chapter's zoo entry: the CE-trained implicit PRM (reusable by other chapters)
+VOTE_COEF = 0.001  # the official evaluation's scale of the log-ratios (its `coef`), used for σ-weighted votes
 
 # Settings of the zoo PRM (the main CE model); the chapter config holds them plus the experiment's knobs.
+# `train_steps` is the most a PRM trains; it stops at the first check (every `eval_every` steps) where its step AUC
+# on the first `check_responses` training responses reaches `LEARNED_STEP_AUC` (see `train_implicit_prm`).
 _PRM = {
-    "smoke": dict(ref_seed=0, beta=0.1, n_prompts=60, responses_per_prompt=2, temperature=1.0,
-                  train_steps=10, batch_size=16, lr=3e-3),
-    "ci": dict(ref_seed=0, beta=0.1, n_prompts=200, responses_per_prompt=4, temperature=1.0,
-               train_steps=80, batch_size=32, lr=3e-3),
-    "full": dict(ref_seed=0, beta=0.1, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
-                 train_steps=1000, batch_size=64, lr=3e-3),
+    "smoke": dict(ref_seed=0, base=BASE, beta=0.1, n_prompts=60, responses_per_prompt=2, temperature=1.0,
+                  train_steps=10, eval_every=5, check_responses=32, batch_size=16, lr=3e-3),
+    "ci": dict(ref_seed=0, base=BASE, beta=0.1, n_prompts=200, responses_per_prompt=4, temperature=1.0,
+               train_steps=100, eval_every=25, check_responses=256, batch_size=32, lr=1e-3),
+    "full": dict(ref_seed=0, base=BASE, beta=0.1, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
+                 train_steps=1000, eval_every=100, check_responses=2000, batch_size=64, lr=1e-3),
 }
 _ARMS = dict(objectives=["ce", "dpo", "kto", "nca"], betas=[0.02, 0.1, 0.5], arm_seeds=[0])
 PRESETS = {
     "smoke": dict(_PRM["smoke"], **_ARMS, seeds=[0], n_test=20, n_candidates=4, best_of=[1, 4], tabular_vocab=3,
                   tabular_length=3),
-    "ci": dict(_PRM["ci"], **_ARMS, seeds=[0, 1, 2], n_test=60, n_candidates=16, best_of=[1, 4, 16],
+    # ci trains only the two CE PRMs the claims read (a PRM from the target costs ~0.1 s a step on one core): the
+    # other objectives, the β sweep and the draft-based arm run at smoke (code path) and at full.
+    "ci": dict(_PRM["ci"], **dict(_ARMS, arm_seeds=[]), seeds=[0, 1, 2], n_test=60, n_candidates=16, best_of=[1, 4, 16],
                tabular_vocab=3, tabular_length=4),
     "full": dict(_PRM["full"], **dict(_ARMS, arm_seeds=[0, 1, 2, 3, 4]), seeds=[0, 1, 2, 3, 4], n_test=500,
                  n_candidates=64, best_of=[1, 4, 16, 64], tabular_vocab=4, tabular_length=5),
 }
 config = make_config(
-    PRESETS, ref_seed=SEED, beta=POSITIVE, n_prompts=COUNT, responses_per_prompt=COUNT, temperature=POSITIVE,
-    train_steps=COUNT, batch_size=COUNT, lr=POSITIVE, objectives=one_of("ce", "dpo", "kto", "nca"), betas=POSITIVE,
+    PRESETS, ref_seed=SEED, base=one_of(*BASES), beta=POSITIVE, n_prompts=COUNT, responses_per_prompt=COUNT,
+    temperature=POSITIVE, train_steps=COUNT, eval_every=COUNT, check_responses=COUNT, batch_size=COUNT,
+    lr=POSITIVE, objectives=one_of("ce", "dpo", "kto", "nca"), betas=POSITIVE,
     arm_seeds=SEED, seeds=SEED, n_test=COUNT, n_candidates=COUNT, best_of=COUNT, tabular_vocab=Range(ge=2),
     tabular_length=COUNT)
 PRM_KEYS = tuple(_PRM["ci"])
 
 # ---------------------------------------------------------------------------------------------------------
-# Claims, fixed before any experiment ran. Every effect is one value per seed; the preconditions say that the PRM
-# learned what it was trained on (its outcome reward separates right from wrong training responses) and that the
-# evaluation can see a PRM that works (the positive control, π_θ = target, π_ref = draft, untrained, is detected).
+# Claims, fixed before any experiment ran. Every effect is one value per seed. The preconditions say that the PRM
+# learned what it was trained on (its outcome reward separates right from wrong training responses), that the
+# PRMs whose choices the best-of-N claims read reached the training regime the chapter declares (training-set step
+# AUC, the rule that stops their training), and that the evaluation can see a PRM that works (the positive
+# control, π_θ = target, π_ref = draft, untrained, is detected). `step_signal` is not guarded by the step-AUC
+# regime: step signal emerging from outcome labels is what it tests, so a PRM that never reaches it refutes it.
 
 LEARNED_AUC = 0.7  # training-set outcome AUC a PRM must reach before its verdicts count
+LEARNED_STEP_AUC = 0.8  # training-set step AUC at which a PRM's training stops, and which best-of-N's PRMs need
 CONTROL_AUC = 0.8  # held-out step AUC the positive control must reach
 CONTROL_MARGIN = 0.02  # best-of-N margin the positive control must show over the baseline it is compared with
 
 _LEARNED = at_least("prm_learned", "train_outcome_auc", LEARNED_AUC,
                     f"CE PRM's outcome reward separates right from wrong training responses: AUC >= {LEARNED_AUC}")
+_STEPS_LEARNED = at_least("prm_steps_learned", "train_step_auc", LEARNED_STEP_AUC,
+                          f"CE PRM's step rewards separate right from wrong steps of its training responses: "
+                          f"AUC >= {LEARNED_STEP_AUC}")
 
 STEP_SIGNAL = Claim(
     chapter=CHAPTER, id="step_signal",
@@ -100,12 +118,13 @@ BEST_OF_N = Claim(
     criterion="per seed, best-of-N (largest N) accuracy of the CE PRM (min-step score) minus majority voting on "
               "the same candidates; the 95% t interval lies above 0; refuted if wholly below +0.02",
     effects=[Effect("prm_minus_majority", "prm_minus_majority", min_effect=0.02)],
-    preconditions=[_LEARNED, at_least("positive_control_detected", "control_minus_majority", CONTROL_MARGIN,
-                                      f"the target/draft control beats majority voting by >= {CONTROL_MARGIN}")],
+    preconditions=[_LEARNED, _STEPS_LEARNED,
+                   at_least("positive_control_detected", "control_minus_majority", CONTROL_MARGIN,
+                            f"the target/draft control beats majority voting by >= {CONTROL_MARGIN}")],
     examples=({"prm_minus_majority": [0.1, 0.08, 0.12], "train_outcome_auc": [0.8] * 3,
-               "control_minus_majority": [0.2] * 3},
+               "train_step_auc": [0.85] * 3, "control_minus_majority": [0.2] * 3},
               {"prm_minus_majority": [-0.05, -0.1, -0.08], "train_outcome_auc": [0.8] * 3,
-               "control_minus_majority": [0.2] * 3}),
+               "train_step_auc": [0.85] * 3, "control_minus_majority": [0.2] * 3}),
 )
 ONE_RESPONSE = Claim(
     chapter=CHAPTER, id="one_response",
@@ -117,12 +136,14 @@ ONE_RESPONSE = Claim(
     effects=[Effect("n1_minus_random", "n1_minus_random", min_effect=0.02)],
     preconditions=[at_least("n1_prm_learned", "n1_train_outcome_auc", LEARNED_AUC,
                             f"the one-response PRM's training-set outcome AUC >= {LEARNED_AUC}"),
+                   at_least("n1_prm_steps_learned", "n1_train_step_auc", LEARNED_STEP_AUC,
+                            f"the one-response PRM's training-set step AUC >= {LEARNED_STEP_AUC}"),
                    at_least("positive_control_detected", "control_minus_random", CONTROL_MARGIN,
                             f"the target/draft control beats random choice by >= {CONTROL_MARGIN}")],
     examples=({"n1_minus_random": [0.1, 0.08, 0.12], "n1_train_outcome_auc": [0.8] * 3,
-               "control_minus_random": [0.3] * 3},
+               "n1_train_step_auc": [0.85] * 3, "control_minus_random": [0.3] * 3},
               {"n1_minus_random": [-0.05, -0.1, -0.08], "n1_train_outcome_auc": [0.8] * 3,
-               "control_minus_random": [0.3] * 3}),
+               "n1_train_step_auc": [0.85] * 3, "control_minus_random": [0.3] * 3}),
 )
 CLAIMS = (STEP_SIGNAL, BEST_OF_N, ONE_RESPONSE)
 
@@ -141,11 +162,45 @@ def check_pair(policy: PreTrainedModel, reference: PreTrainedModel) -> None:
 def token_log_ratios(policy: PreTrainedModel, reference: PreTrainedModel, batch: dict) -> torch.Tensor:
     """β-free per-token log-ratios log π_θ(y_i|y_<i) − log π_ref(y_i|y_<i), [B, T-1], zero outside the completion.
 
-    The reference needs no gradient; the policy's term is differentiable (what the training losses use)."""
+    The reference needs no gradient; the policy's term is differentiable (what the training losses use). A batch
+    that carries `ref_logprobs` (π_ref's token log-probs, from a :class:`ReferenceCache`) skips π_ref's forward."""
     check_pair(policy, reference)
-    with torch.no_grad():
-        ref = token_logprobs(reference, batch)
+    ref = batch.get("ref_logprobs")
+    if ref is None:
+        with torch.no_grad():
+            ref = token_logprobs(reference, batch)
     return token_logprobs(policy, batch) - ref
+
+
+class ReferenceCache:
+    """π_ref's token log-probs of (prompt, completion) rows, computed once: π_ref is frozen, so every PRM trained
+    from it, every training step and every evaluation of the same responses reuses them.
+
+    A row's log-probs depend only on its own tokens (causal model, right padding), so one cached row fits any
+    batch it is padded into. Only valid while `reference`'s weights do not change."""
+
+    def __init__(self, reference: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, batch_size: int = 512):
+        self.reference, self.tokenizer, self.batch_size = reference, tokenizer, batch_size
+        self._rows: dict[tuple[str, str], torch.Tensor] = {}
+
+    @torch.no_grad()
+    def rows(self, prompts: Sequence[str], completions: Sequence[str]) -> list[torch.Tensor]:
+        """Each row's [len − 1] token log-probs under π_ref (zero outside the completion)."""
+        keys = list(zip(prompts, completions, strict=True))
+        missing = list(dict.fromkeys(k for k in keys if k not in self._rows))
+        for i in range(0, len(missing), self.batch_size):
+            chunk = missing[i:i + self.batch_size]
+            batch = encode_completions(self.tokenizer, [p for p, _ in chunk], [c for _, c in chunk])
+            logp, lengths = token_logprobs(self.reference, batch), batch["attention_mask"].sum(1).tolist()
+            self._rows.update((k, logp[j, :n - 1].clone()) for j, (k, n) in enumerate(zip(chunk, lengths)))
+        return [self._rows[k] for k in keys]
+
+    def batch(self, prompts: Sequence[str], completions: Sequence[str], width: int) -> torch.Tensor:
+        """The rows padded with zeros to `width` (the [B, T-1] coordinates of their encoded batch)."""
+        out = torch.zeros(len(prompts), width)
+        for j, r in enumerate(self.rows(prompts, completions)):
+            out[j, :len(r)] = r
+        return out
 
 
 def step_ends(tokenizer: PreTrainedTokenizerBase, batch: dict, on_missing: str = "raise") -> list[list[int]]:
@@ -208,11 +263,14 @@ class ImplicitPRM:
     tokenizer: PreTrainedTokenizerBase
     beta: float
     batch_size: int = 512
+    ref_cache: ReferenceCache | None = None  # π_ref's log-probs, shared by PRMs of the same frozen reference
 
     def __post_init__(self):
         check_pair(self.policy, self.reference)
         if not self.beta > 0:
             raise ValueError(f"beta must be positive, got {self.beta}")
+        if self.ref_cache is not None and self.ref_cache.reference is not self.reference:
+            raise ValueError("ref_cache holds another model's log-probs than this PRM's reference")
 
     @torch.no_grad()
     def step_rewards(self, prompts: Sequence[str], completions: Sequence[str],
@@ -223,8 +281,10 @@ class ImplicitPRM:
         single reward −inf (it has no step to reward, and best-of-N should never pick it)."""
         out = []
         for i in range(0, len(prompts), self.batch_size):
-            batch = encode_completions(self.tokenizer, prompts[i:i + self.batch_size],
-                                       completions[i:i + self.batch_size])
+            p, c = prompts[i:i + self.batch_size], completions[i:i + self.batch_size]
+            batch = encode_completions(self.tokenizer, p, c)
+            if self.ref_cache is not None:
+                batch["ref_logprobs"] = self.ref_cache.batch(p, c, batch["input_ids"].shape[1] - 1)
             ends = step_ends(self.tokenizer, batch, on_missing)
             rewards = self.beta * token_log_ratios(self.policy, self.reference, batch)
             out += [r.numpy() if len(r) else np.array([-np.inf]) for r in process_rewards(rewards, ends)]
@@ -326,6 +386,10 @@ class Rollouts:
         return Rollouts(self.problems, [self.prompt_index[k] for k in keep], [self.completions[k] for k in keep],
                         [self.labels[k] for k in keep])
 
+    def head(self, k: int) -> Rollouts:
+        """The first `k` responses."""
+        return Rollouts(self.problems, self.prompt_index[:k], self.completions[:k], self.labels[:k])
+
     @property
     def prompts(self) -> list[str]:
         return [self.problems[i].prompt for i in self.prompt_index]
@@ -345,15 +409,23 @@ def sample_rollouts(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,
     return Rollouts(list(problems), index, texts, labels)
 
 
-def labelled_batches(tokenizer, data: Rollouts, batch_size: int, seed: int, mismatched: bool = False):
+def _with_reference(batch: dict, prompts: list[str], completions: list[str], ref_cache: ReferenceCache | None):
+    if ref_cache is not None:
+        batch["ref_logprobs"] = ref_cache.batch(prompts, completions, batch["input_ids"].shape[1] - 1)
+    return batch
+
+
+def labelled_batches(tokenizer, data: Rollouts, batch_size: int, seed: int, mismatched: bool = False,
+                     ref_cache: ReferenceCache | None = None):
     """Endless batches of labelled responses drawn with replacement (CE, KTO). With `mismatched`, each batch also
-    carries `kl`: every prompt paired with the next row's completion, KTO's reference-point sample."""
+    carries `kl`: every prompt paired with the next row's completion, KTO's reference-point sample. With
+    `ref_cache`, batches carry π_ref's cached log-probs of their rows."""
     g = torch_generator(seed, "ce_batches")
     prompts = data.prompts
     while True:
         idx = torch.randint(len(prompts), (batch_size,), generator=g).tolist()
         p, c = [prompts[i] for i in idx], [data.completions[i] for i in idx]
-        batch = encode_completions(tokenizer, p, c)
+        batch = _with_reference(encode_completions(tokenizer, p, c), p, c, ref_cache)
         batch["labels"] = torch.tensor([data.labels[i] for i in idx])
         if mismatched:
             batch["kl"] = encode_completions(tokenizer, p, c[1:] + c[:1])
@@ -368,7 +440,7 @@ def preference_pairs(data: Rollouts) -> list[tuple[int, int]]:
     return [pair for good, bad in by_prompt.values() for pair in itertools.product(good, bad)]
 
 
-def pair_batches(tokenizer, data: Rollouts, batch_size: int, seed: int):
+def pair_batches(tokenizer, data: Rollouts, batch_size: int, seed: int, ref_cache: ReferenceCache | None = None):
     """Endless DPO / NCA batches: chosen rows first, then their rejected partners. Needs at least one pair."""
     pairs = preference_pairs(data)
     if not pairs:
@@ -380,25 +452,67 @@ def pair_batches(tokenizer, data: Rollouts, batch_size: int, seed: int):
     while True:
         chosen = [pairs[i] for i in torch.randint(len(pairs), (half,), generator=g).tolist()]
         rows = [w for w, _ in chosen] + [lo for _, lo in chosen]
-        yield encode_completions(tokenizer, [prompts[k] for k in rows], [data.completions[k] for k in rows])
+        p, c = [prompts[k] for k in rows], [data.completions[k] for k in rows]
+        yield _with_reference(encode_completions(tokenizer, p, c), p, c, ref_cache)
 
 
-def train_implicit_prm(reference: PreTrainedModel, tokenizer, data: Rollouts, objective: str, beta: float,
-                       steps: int, batch_size: int, lr: float, seed: int) -> tuple[ImplicitPRM, list[float]]:
-    """Train π_θ from a copy of π_ref on outcome labels with one of :data:`OBJECTIVES`; the PRM and its loss
-    curve."""
+class _Learned(Exception):
+    """Raised by the training-set check when the PRM's step AUC has reached the declared bound: training stops."""
+
+
+@dataclass
+class Training:
+    """How a PRM trained: its loss curve, the training-set step AUC at every check, and the step it stopped at."""
+
+    losses: list[float]
+    checks: list[tuple[int, float]]
+    stopped_at: int
+
+
+def train_implicit_prm(base: PreTrainedModel, tokenizer, data: Rollouts, objective: str, beta: float,
+                       steps: int, batch_size: int, lr: float, seed: int, eval_every: int = 0,
+                       stop_at: float | None = LEARNED_STEP_AUC, check_responses: int | None = None,
+                       ref_cache: ReferenceCache | None = None) -> tuple[ImplicitPRM, Training]:
+    """Train π_θ from a copy of `base` (which stays frozen as π_ref) on outcome labels with one of
+    :data:`OBJECTIVES`, for at most `steps` optimizer steps.
+
+    Every `eval_every` steps the step AUC on the first `check_responses` training responses (all by default) is
+    measured (:func:`learning_metrics`); training stops at the first check where it reaches `stop_at`. The step
+    labels of the training responses decide only when training stops, never a gradient: the objective sees outcome
+    labels alone. π_ref's log-probs of the training responses are computed once (`ref_cache`, a new
+    :class:`ReferenceCache` of `base` when not given) and the returned PRM keeps them."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
-    policy = copy.deepcopy(reference)
-    reference.eval()
+    ref_cache = ReferenceCache(base, tokenizer) if ref_cache is None else ref_cache
+    policy = copy.deepcopy(base)
+    base.eval()
     if objective in PAIRED:
-        batches = pair_batches(tokenizer, data, batch_size, seed)
+        batches = pair_batches(tokenizer, data, batch_size, seed, ref_cache)
     else:
-        batches = labelled_batches(tokenizer, data, batch_size, seed, mismatched=objective == "kto")
-    loss = OBJECTIVES[objective]
-    result = train(policy, batches, steps, lr=lr, loss_fn=lambda m, b: loss(m, reference, b, beta),
-                   desc=f"implicit PRM ({objective}, β={beta:g})")
-    return ImplicitPRM(policy, reference, tokenizer, beta), result.losses
+        batches = labelled_batches(tokenizer, data, batch_size, seed, mismatched=objective == "kto",
+                                   ref_cache=ref_cache)
+    loss, losses, checks = OBJECTIVES[objective], [], []
+    check_set = data if check_responses is None else data.head(check_responses)
+
+    def loss_fn(m, b):
+        value = loss(m, base, b, beta)
+        losses.append(float(value.detach()))
+        return value
+
+    def check(m):
+        auc = learning_metrics(ImplicitPRM(m, base, tokenizer, beta, ref_cache=ref_cache), check_set)["step_auc"]
+        checks.append((len(losses), auc))
+        if stop_at is not None and auc >= stop_at:
+            raise _Learned
+        return auc
+
+    try:
+        train(policy, batches, steps, lr=lr, loss_fn=loss_fn, eval_fn=check if eval_every else None,
+              eval_every=eval_every, desc=f"implicit PRM ({objective}, β={beta:g})")
+    except _Learned:
+        pass
+    policy.eval()
+    return ImplicitPRM(policy, base, tokenizer, beta, ref_cache=ref_cache), Training(losses, checks, len(losses))
 
 
 def train_problems(cfg, seed: int) -> list[arithmetic.Problem]:
@@ -409,39 +523,58 @@ def test_problems(cfg, seed: int) -> list[arithmetic.Problem]:
     return arithmetic.sample_problems(cfg.n_test, seed, stream="implicit_prm/test")
 
 
-def training_rollouts(ref: zoo.ZooModel, cfg, seed: int) -> Rollouts:
-    """π_ref's own rollouts on the training prompts, `responses_per_prompt` each, outcome-labelled."""
-    return sample_rollouts(ref.model, ref.tokenizer, train_problems(cfg, seed), cfg.responses_per_prompt,
-                           cfg.temperature, torch_generator(seed, "implicit_prm", "train_rollouts"))
+def training_rollouts(generator: zoo.ZooModel, cfg, seed: int) -> Rollouts:
+    """The generator's rollouts on the training prompts, `responses_per_prompt` each, outcome-labelled."""
+    return sample_rollouts(generator.model, generator.tokenizer, train_problems(cfg, seed),
+                           cfg.responses_per_prompt, cfg.temperature,
+                           torch_generator(seed, "implicit_prm", "train_rollouts"))
+
+
+def reference(cfg, base: str) -> ReferenceCache:
+    """The zoo model `base` as a frozen π_ref, with the cache of its log-probs that every PRM from it shares."""
+    b = zoo.get(base, cfg.scale, cfg.ref_seed)
+    b.model.eval()
+    return ReferenceCache(b.model, b.tokenizer)
+
+
+def train_arm(cfg, seed: int, data: Rollouts, objective: str, beta: float, ref: ReferenceCache):
+    """One trained PRM of the experiment: from `ref`'s model, with `cfg`'s step budget and stop rule."""
+    return train_implicit_prm(ref.reference, ref.tokenizer, data, objective, beta, cfg.train_steps, cfg.batch_size,
+                              cfg.lr, seed, eval_every=cfg.eval_every, check_responses=cfg.check_responses,
+                              ref_cache=ref)
 
 
 @zoo.register(PRM_NAME, _PRM)
 def _build_prm(cfg, seed: int):
-    ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
-    data = training_rollouts(ref, cfg, seed)
-    prm, losses = train_implicit_prm(ref.model, ref.tokenizer, data, "ce", cfg.beta, cfg.train_steps,
-                                     cfg.batch_size, cfg.lr, seed)
-    return prm.policy, ref.tokenizer, {"losses": losses, "beta": cfg.beta,
-                                       "train_accuracy": float(np.mean(data.labels))}
+    data = training_rollouts(zoo.get(GENERATOR, cfg.scale, cfg.ref_seed), cfg, seed)
+    prm, run = train_arm(cfg, seed, data, "ce", cfg.beta, reference(cfg, cfg.base))
+    return prm.policy, prm.tokenizer, {"losses": run.losses, "checks": run.checks, "stopped_at": run.stopped_at,
+                                       "beta": cfg.beta, "train_accuracy": float(np.mean(data.labels))}
 
 
 def load_prm(scale: str = "ci", seed: int = 0) -> ImplicitPRM:
     """This chapter's CE implicit PRM at `scale` from the zoo (trained once), paired with its reference."""
     settings = config(scale)
     z = zoo.get(PRM_NAME, scale, seed)
-    ref = zoo.get(REFERENCE, scale, settings.ref_seed)
-    return ImplicitPRM(z.model, ref.model, ref.tokenizer, settings.beta)
+    base = zoo.get(settings.base, scale, settings.ref_seed)
+    return ImplicitPRM(z.model, base.model, base.tokenizer, settings.beta)
 
 
-def main_prm(cfg, seed: int) -> tuple[ImplicitPRM, list[float]]:
-    """The CE PRM with all `responses_per_prompt`: from the zoo when `cfg` has the zoo's settings, else trained."""
+def main_prm(cfg, seed: int, data: Rollouts | None = None,
+             ref: ReferenceCache | None = None) -> tuple[ImplicitPRM, Training]:
+    """The CE PRM with all `responses_per_prompt`: from the zoo when `cfg` has the zoo's settings, else trained
+    (on `data`, the generator's training rollouts, sampled here when not given). `ref`: π_ref = `cfg.base` with
+    its log-prob cache (made here when not given)."""
+    ref = reference(cfg, cfg.base) if ref is None else ref
     if all(cfg[k] == _PRM[cfg.scale][k] for k in PRM_KEYS):
         z = zoo.get(PRM_NAME, cfg.scale, seed)
-        ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
-        return ImplicitPRM(z.model, ref.model, ref.tokenizer, cfg.beta), z.info["losses"]
-    ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
-    return train_implicit_prm(ref.model, ref.tokenizer, training_rollouts(ref, cfg, seed), "ce", cfg.beta,
-                              cfg.train_steps, cfg.batch_size, cfg.lr, seed)
+        z.model.eval()
+        info = z.info
+        return (ImplicitPRM(z.model, ref.reference, ref.tokenizer, cfg.beta, ref_cache=ref),
+                Training(info["losses"], [tuple(c) for c in info["checks"]], info["stopped_at"]))
+    if data is None:
+        data = training_rollouts(zoo.get(GENERATOR, cfg.scale, cfg.ref_seed), cfg, seed)
+    return train_arm(cfg, seed, data, "ce", cfg.beta, ref)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -602,13 +735,14 @@ def argmax_pick(scores: np.ndarray, correct: np.ndarray) -> float:
     return float(correct[top].mean())
 
 
-def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int) -> dict[str, float]:
+def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int,
+              voted: Sequence[str] = ()) -> dict[str, float]:
     """Best-of-`n` accuracy of every selector, averaged over the disjoint groups of `n` among the candidates.
 
     Selectors: `random` (expected accuracy), `majority`, the argmax of each score in `scores` (e.g. `prm_min`,
-    `prm_outcome`, or `ref_likelihood`, the untrained baseline log π_ref(y)), `<score>_vote` (majority voting with
-    each vote weighted by σ(score), as the official evaluation weights an implicit PRM's votes), and `oracle` (any
-    correct)."""
+    `prm_outcome`, or `ref_likelihood`, the untrained baseline log π_ref(y)), `<score>_vote` for the scores named in
+    `voted` (majority voting with each vote weighted by σ(score), the official evaluation's weighting of an implicit
+    PRM's votes), and `oracle` (any correct)."""
     total = cands.correct.shape[1]
     if n > total or n < 1:
         raise ValueError(f"best-of-{n} needs 1 <= n <= {total} candidates")
@@ -621,8 +755,9 @@ def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int) -> dict[
             acc.setdefault("majority", []).append(majority_pick(ans, ok))
             for name, s in scores.items():
                 acc.setdefault(name, []).append(argmax_pick(s[p, sl], ok))
-                acc.setdefault(f"{name}_vote", []).append(
-                    majority_pick(ans, ok, 0.5 * (1 + np.tanh(s[p, sl] / 2))))  # σ(s) without overflow
+                if name in voted:
+                    acc.setdefault(f"{name}_vote", []).append(
+                        majority_pick(ans, ok, 0.5 * (1 + np.tanh(s[p, sl] / 2))))  # σ(s) without overflow
             acc.setdefault("oracle", []).append(float(ok.any()))
     return {k: float(np.mean(v)) for k, v in acc.items()}
 
@@ -630,10 +765,12 @@ def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int) -> dict[
 SCORES = {"prm_min": "min", "prm_min_q": "min_q", "prm_outcome": "sum"}
 
 
-def prm_scores(rewards: list[list[np.ndarray]]) -> dict[str, np.ndarray]:
-    """The response scores of the paper's evaluation: min single-step reward r_t, min partial sum q^t, and the
-    outcome reward (sum of the steps)."""
-    return {name: np.array([[aggregate_steps(r, how) for r in row] for row in rewards])
+def prm_scores(rewards: list[list[np.ndarray]], beta: float) -> dict[str, np.ndarray]:
+    """The response scores of the official evaluation: min single-step reward r_t, min partial sum q^t, and the
+    outcome reward (sum of the steps), in its units: the log-ratios times `VOTE_COEF` (the step rewards given here
+    carry β, which is divided out). A positive scale changes no argmax; it sets how far σ(score) is from ½."""
+    scale = VOTE_COEF / beta
+    return {name: scale * np.array([[aggregate_steps(r, how) for r in row] for row in rewards])
             for name, how in SCORES.items()}
 
 
@@ -653,13 +790,13 @@ def within_problem_correlation(a: np.ndarray, b: np.ndarray) -> float:
 def evaluate_prm(prm: ImplicitPRM, cands: Candidates, best_of: Sequence[int]) -> dict:
     """Step metrics and best-of-N for every N in `best_of`."""
     rewards = step_rewards_grid(prm, cands)
-    scores = prm_scores(rewards)
+    scores = prm_scores(rewards, prm.beta)
     extra = {}
     if cands.ref_logprob is not None:
         extra["corr_within_problem"] = within_problem_correlation(scores["prm_outcome"], cands.ref_logprob)
         scores["ref_likelihood"] = cands.ref_logprob
     return {**step_metrics(rewards, cands), **extra,
-            "best_of": {n: best_of_n(cands, scores, n) for n in best_of}}
+            "best_of": {n: best_of_n(cands, scores, n, voted=tuple(SCORES)) for n in best_of}}
 
 
 def learning_metrics(prm: ImplicitPRM, data: Rollouts) -> dict[str, float]:
@@ -675,45 +812,71 @@ def learning_metrics(prm: ImplicitPRM, data: Rollouts) -> dict[str, float]:
     return {"outcome_auc": roc_auc([r.sum() for r in rewards], data.labels), "step_auc": roc_auc(s, y)}
 
 
-def positive_control(cfg) -> ImplicitPRM:
-    """The upper bound: π_θ = the zoo's target reasoner, π_ref = the draft, no training at all. Its log-ratio is
-    large where the target is sure and the draft is not, which is where the draft errs."""
-    ref, target = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed), zoo.get(CONTROL, cfg.scale, cfg.ref_seed)
-    return ImplicitPRM(target.model, ref.model, ref.tokenizer, cfg.beta)
+def positive_control(cfg, draft: ReferenceCache | None = None) -> ImplicitPRM:
+    """The upper bound: π_θ = the zoo's target reasoner, π_ref = the draft (`draft`, with its log-prob cache), no
+    training at all. Its log-ratio is large where the target is sure and the draft is not, which is where the
+    draft errs."""
+    draft = reference(cfg, GENERATOR) if draft is None else draft
+    target = zoo.get(BASE, cfg.scale, cfg.ref_seed)
+    target.model.eval()
+    return ImplicitPRM(target.model, draft.reference, draft.tokenizer, cfg.beta, ref_cache=draft)
 
 
-def arms(cfg, seed: int) -> list[tuple[str, str, float, int]]:
-    """The trained PRMs of one seed as (name, objective, β, responses per prompt): the main CE PRM and the CE PRM
-    on one response per instruction at every seed; the other objectives and β values at `cfg.arm_seeds`."""
-    out = [("ce", "ce", cfg.beta, cfg.responses_per_prompt), ("ce_n1", "ce", cfg.beta, 1)]
+@dataclass(frozen=True)
+class Arm:
+    """One trained PRM: its name, objective, β, responses per instruction and the zoo model it starts from."""
+
+    name: str
+    objective: str
+    beta: float
+    responses: int
+    base: str
+
+
+def arms(cfg, seed: int) -> list[Arm]:
+    """The trained PRMs of one seed: the main CE PRM and the CE PRM on one response per instruction at every seed;
+    at `cfg.arm_seeds` the other objectives, the other β values, and the CE PRM started from the generator (the
+    draft, a model too small to learn the task) instead of `cfg.base`."""
+    n, b = cfg.responses_per_prompt, cfg.base
+    out = [Arm("ce", "ce", cfg.beta, n, b), Arm("ce_n1", "ce", cfg.beta, 1, b)]
     if seed in cfg.arm_seeds:
-        out += [(obj, obj, cfg.beta, cfg.responses_per_prompt) for obj in cfg.objectives if obj != "ce"]
-        out += [(f"ce_beta{b:g}", "ce", b, cfg.responses_per_prompt) for b in cfg.betas if b != cfg.beta]
+        out += [Arm(obj, obj, cfg.beta, n, b) for obj in cfg.objectives if obj != "ce"]
+        out += [Arm(f"ce_beta{x:g}", "ce", x, n, b) for x in cfg.betas if x != cfg.beta]
+        other = GENERATOR if b != GENERATOR else BASE
+        out.append(Arm(f"ce_from_{other.removeprefix('arith-')}", "ce", cfg.beta, n, other))
     return out
 
 
 def run_seed(cfg, seed: int) -> dict:
-    """The whole experiment for one seed: test candidates from π_ref; the positive control; every arm of
-    :func:`arms`, trained on the same instructions and evaluated on the same candidates, with its training-set
-    learning metrics."""
-    ref = zoo.get(REFERENCE, cfg.scale, cfg.ref_seed)
-    cands = sample_candidates(ref.model, ref.tokenizer, test_problems(cfg, seed), cfg.n_candidates,
+    """The whole experiment for one seed: training responses and test candidates from the generator; the positive
+    control; every arm of :func:`arms`, trained on the same instructions and evaluated on the same candidates, with
+    its learning metrics on all its training responses (the stop rule measures only the first `check_responses`)
+    and how long it trained. Each frozen π_ref scores the candidates and the training responses once (:class:`ReferenceCache`)."""
+    gen = zoo.get(GENERATOR, cfg.scale, cfg.ref_seed)
+    cands = sample_candidates(gen.model, gen.tokenizer, test_problems(cfg, seed), cfg.n_candidates,
                               cfg.temperature, torch_generator(seed, "implicit_prm", "candidates"))
-    data = training_rollouts(ref, cfg, seed)
-    out = {"train_accuracy": float(np.mean(data.labels)), "arms": {}, "losses": {}}
-    control = positive_control(cfg)
+    data = training_rollouts(gen, cfg, seed)
+    out = {"train_accuracy": float(np.mean(data.labels)), "arms": {}, "losses": {}, "stopped_at": {}}
+    refs: dict[str, ReferenceCache] = {}  # one frozen π_ref per base model, its log-probs computed once
+
+    def ref(name: str) -> ReferenceCache:
+        if name not in refs:
+            refs[name] = reference(cfg, name)
+        return refs[name]
+
+    control = positive_control(cfg, ref(GENERATOR))
     out["arms"]["control"] = {**evaluate_prm(control, cands, cfg.best_of), "train": learning_metrics(control, data)}
-    for name, objective, beta, n in arms(cfg, seed):
-        subset = data.first(n)
-        if objective in PAIRED and not preference_pairs(subset):
+    for arm in arms(cfg, seed):
+        subset = data.first(arm.responses)
+        if arm.objective in PAIRED and not preference_pairs(subset):
             continue  # no prompt with both a right and a wrong response: nothing to pair
-        if name == "ce":
-            prm, losses = main_prm(cfg, seed)
+        if arm.name == "ce":
+            prm, run = main_prm(cfg, seed, data, ref(arm.base))
         else:
-            prm, losses = train_implicit_prm(ref.model, ref.tokenizer, subset, objective, beta, cfg.train_steps,
-                                             cfg.batch_size, cfg.lr, seed)
-        out["arms"][name] = {**evaluate_prm(prm, cands, cfg.best_of), "train": learning_metrics(prm, subset)}
-        out["losses"][name] = losses
+            prm, run = train_arm(cfg, seed, subset, arm.objective, arm.beta, ref(arm.base))
+        out["arms"][arm.name] = {**evaluate_prm(prm, cands, cfg.best_of), "train": learning_metrics(prm, subset)}
+        out["losses"][arm.name] = run.losses
+        out["stopped_at"][arm.name] = run.stopped_at
     return out
 
 
@@ -728,7 +891,9 @@ def claim_measurements(runs: dict[int, dict], n: int) -> dict[str, list[float]]:
     return {
         "step_auc": [float(np.nan_to_num(arm(s, "ce")["step_auc"], nan=0.5)) for s in seeds],
         "train_outcome_auc": [arm(s, "ce")["train"]["outcome_auc"] for s in seeds],
+        "train_step_auc": [arm(s, "ce")["train"]["step_auc"] for s in seeds],
         "n1_train_outcome_auc": [arm(s, "ce_n1")["train"]["outcome_auc"] for s in seeds],
+        "n1_train_step_auc": [arm(s, "ce_n1")["train"]["step_auc"] for s in seeds],
         "control_step_auc": [float(np.nan_to_num(arm(s, "control")["step_auc"], nan=0.5)) for s in seeds],
         "prm_minus_majority": [b["prm_min"] - b["majority"] for b in bo["ce"]],
         "n1_minus_random": [b["prm_min"] - b["random"] for b in bo["ce_n1"]],
