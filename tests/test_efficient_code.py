@@ -325,3 +325,24 @@ def test_mix_shares_and_config_errors():
     assert {s for _, s in P.mix(slow, fast, 1.0, 0)} == {"fast"}
     with pytest.raises(ValueError, match="valid settings"):
         E.config("ci", nonsense=1)
+
+
+def test_finetuning_and_generation_take_any_causal_lm(family_checkpoints):
+    """The SFT step and greedy generation run on tiny random GPT-2, Llama and Qwen2 checkpoints (the `model` knob
+    given a save_pretrained folder, loaded through models.load): fine-tuned on a task's program, each writes exactly
+    that program back from the task's prompt, through tokenization, left padding, the stop at EOS and decoding.
+    The tokenizer is the chapter's own, the one saved with the checkpoints (read back by AutoTokenizer, a Qwen2
+    folder's is rebuilt as a Qwen2Tokenizer that maps every word to the unknown token)."""
+    constants = [3, 4]
+    data = [(T.Task("member", 4), T.program("member", "set", 4))]
+    tok = P.code_tokenizer("nano", constants)
+    paths = family_checkpoints(tok)
+    assert set(paths) == {"gpt2", "llama", "qwen2"}
+    for family, path in paths.items():
+        cfg = E.config("smoke", model=str(path), constants=constants, steps=40, batch_size=4)
+        untrained = P.sample_programs(P.code_model(cfg.model, tok, 0, cfg.max_tokens), tok, [data[0][0]],
+                                      cfg.max_tokens)
+        model, losses = P.finetune(data, tok, cfg, seed=0)
+        assert untrained != [data[0][1]]
+        assert P.sample_programs(model, tok, [data[0][0]], cfg.max_tokens) == [data[0][1]], family
+        assert losses[-1] < 0.1 * losses[0], family

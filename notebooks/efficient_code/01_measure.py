@@ -61,7 +61,7 @@ cfg
 # | to write a file on the host (with the real builtins, reached through a `match` class pattern or `__subclasses__`) | read-only root; the only writable place is a private tmpfs that dies with the sandbox | the file is absent afterwards |
 # | to read the parent's environment or processes (`/proc/<pid>/environ`) | new PID namespace with its own `/proc`; empty environment | the secret is absent from every output |
 # | to return the expected answers from the harness's memory | the runner never receives them: it reports outputs, the parent compares | the job the sandbox gets holds no answer |
-# | to fake its timing (replacing the clocks) or its result (a forged PASS line, then exit) | time is the sandbox's CPU time from `wait4`, memory is read from `/proc` by the parent; standard output is never read | a slow program stays slow; the forged line is a FAIL |
+# | to fake its timing (replacing the clocks) or its result (a forged PASS line, then exit) | time is the runner's CPU time read by the parent from `/proc/<pid>/schedstat`, memory from `/proc/<pid>/status`; standard output is never read | a slow program stays slow; the forged line is a FAIL |
 # | to start a process (`fork`, `posix_spawn`) | a user id of its own in a new user namespace, and a process limit that counts it | both are refused |
 # | to outlive the sandbox or hold the caller (an endless loop, `sleep`, a new session) | the parent kills bubblewrap and the sandbox's PID 1 at the wall-clock limit; every wait is bounded | the caller is back within the limit + 1 s and no sandbox process is left |
 # | to connect to the host's network | new network namespace | a listening socket on the host gets no connection |
@@ -72,12 +72,14 @@ cfg
 # on it. Without bubblewrap, or where user namespaces are refused, `run_candidate` raises `SandboxUnavailable` with
 # the fix; it never falls back to a weaker sandbox.
 #
-# **How ET, MU and TMU are measured.** The parent runs the program's entry `L` times on the performance input in
-# one sandbox, and separately a baseline sandbox that starts the same interpreter and only decodes the input `L`
-# times; the difference of their CPU times, divided by `L`, is ET (`L` grows until the calls cost at least
-# `min_time` of CPU). MU is the runner's resident high-water mark above the baseline's, TMU the difference of
-# their memory-time integrals per call, both read from `/proc` every millisecond. The paper's `mprof` also reads
-# the resident set. Below, a gallery of programs, each run with the static check on and off; the unit test
+# **How ET, MU and TMU are measured.** Each candidate gets one fresh sandbox. After it has answered the unit
+# tests, the same runner serves *batches* on the parent's command: "call the entry `L` times on fresh copies of the
+# performance input" and "only decode the input `L` times". Around each batch the parent reads the runner's CPU
+# time (the scheduler's nanosecond count) from outside, so the sandbox's start-up is in no measurement. ET is the
+# cheapest of `repeats` call batches minus the cheapest decode batch, divided by `L` (`L` grows from 1 until a
+# batch costs at least `min_time` of CPU). MU is the process's resident high-water mark, as the paper's `mprof`
+# reports it, and TMU the difference of the call and decode batches' memory-time integrals per call, sampled from
+# `/proc` every millisecond. Below, a gallery of programs, each run with the static check on and off; the unit test
 # `f(3) == 3` passes only for a program that answers correctly.
 
 # %%
@@ -159,9 +161,10 @@ display(Markdown(
     f"**What we see.** The costs of equivalent programs differ by a factor of {spread:,.0f} between the cheapest "
     f"and the dearest variant here, while the median run-to-run coefficient of variation of ET is "
     f"{np.median(cv_arr[:, 0]):.1%} (MU {np.median(cv_arr[:, 1]):.1%}, TMU {np.median(cv_arr[:, 2]):.1%}). "
-    "Where the first is far above the second, \"the fastest correct candidate\" is well defined. ET is a CPU-time "
-    "difference between two sandboxes, so its noise is the start-up jitter of a sandbox divided by the number of "
-    "calls; MU and TMU are read from the outside at 1 ms, so a short call may fall between two samples and the "
-    "interpreter's own pages sit under every program's. A list comprehension that materialises $n$ elements is "
+    "Where the first is far above the second, \"the fastest correct candidate\" is well defined. ET is a "
+    "difference of two batches' CPU time in one runner, so what is left of its noise is the machine's (caches, "
+    "other processes, the decoding subtracted from the cheapest programs); MU is the whole process's peak, so the "
+    "interpreter's own pages sit under every program's, and TMU is sampled at 1 ms, so a short call may fall "
+    "between two samples. A list comprehension that materialises $n$ elements is "
     "the case where memory, not time, separates two variants. No claim is checked in this notebook; the claims "
     "are in [the fine-tuning notebook](02_finetune)."))

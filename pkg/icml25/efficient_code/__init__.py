@@ -13,8 +13,7 @@ import math
 
 import numpy as np
 
-from ..core import tinylm
-from ..core.claims import Claim, Effect, at_least
+from ..core.claims import Claim, Effect, at_least, at_most
 from ..core.config import COUNT, FRACTION, POSITIVE, SEED, make_config, one_of
 from . import pipeline, sandbox, tasks
 from .pipeline import Measurer, build_datasets, candidate_pool, evaluate, finetune, run_seed, select_fastest
@@ -32,17 +31,22 @@ config = make_config({
            "n_test": 16, "perf_size": 4, "noise_runs": 3, "model": "nano", "steps": 150, "generator_steps": 40,
            "batch_size": 24, "lr": 1e-2, "max_tokens": 16, "mix_shares": [0.0, 0.5, 1.0], "workers": 2},
     "full": {"seeds": [0, 1, 2, 3, 4], "families": list(tasks.FAMILIES), "constants": list(range(3, 23)),
-             "n_test": 40, "perf_size": 20, "noise_runs": 30, "model": "micro", "steps": 1500,
-             "generator_steps": 500, "batch_size": 64, "lr": 1e-2, "max_tokens": 16,
+             "n_test": 40, "perf_size": 20, "noise_runs": 30, "model": "Qwen/Qwen2.5-Coder-1.5B-Instruct", "steps": 1500,
+             "generator_steps": 500, "batch_size": 64, "lr": 1e-5, "max_tokens": 256,
              "mix_shares": [0.0, 0.25, 0.5, 0.75, 1.0], "workers": 4},
 },
     seeds=SEED, families=one_of(*tasks.FAMILIES), constants=COUNT, n_test=COUNT, perf_size=COUNT, noise_runs=COUNT,
-    model=one_of(*tinylm.PRESETS), steps=COUNT, generator_steps=COUNT, batch_size=COUNT, lr=POSITIVE,
+    steps=COUNT, generator_steps=COUNT, batch_size=COUNT, lr=POSITIVE,
     max_tokens=COUNT, mix_shares=FRACTION, workers=COUNT)
 
 LEARNS = 0.2
 """The declared precondition: on every seed, each compared model solves at least this share of the held-out
 tasks (a model that writes no correct code has no efficiency to compare)."""
+
+
+NOISE_FLOOR = -math.log(0.9)
+"""The declared noise precondition: the median |log| change of ET between two measurements of the same program
+stays below the smallest effect `FASTER` counts (10%)."""
 
 
 def log_ratios(a, b) -> list[float]:
@@ -79,11 +83,14 @@ FASTER = Claim(
                    at_least("random_correct_learns", "pass_random_correct_per_seed", LEARNS,
                             f"the random-correct model solves >= {LEARNS:.0%} of held-out tasks on every seed"),
                    at_least("paired_seeds", lambda m: len(m["log_net_ratio"]), 3,
-                            "at least 3 seeds where both models solve a task")],
+                            "at least 3 seeds where both models solve a task"),
+                   at_most("et_noise_floor", "et_noise", NOISE_FLOOR,
+                           f"re-measuring the canonical solutions in fresh sandboxes moves ET by a median factor "
+                           f"below exp({NOISE_FLOOR:.3f}), the smallest effect the criterion counts")],
     examples=({"log_net_ratio": [-0.7, -0.6, -0.65], "pass_at_1_change": [0.0, 0.02, 0.01],
-               "pass_fastest_per_seed": [0.5] * 3, "pass_random_correct_per_seed": [0.5] * 3},
+               "pass_fastest_per_seed": [0.5] * 3, "pass_random_correct_per_seed": [0.5] * 3, "et_noise": 0.03},
               {"log_net_ratio": [0.0, -0.02, 0.01], "pass_at_1_change": [0.0, 0.05, 0.0],
-               "pass_fastest_per_seed": [0.5] * 3, "pass_random_correct_per_seed": [0.5] * 3}),
+               "pass_fastest_per_seed": [0.5] * 3, "pass_random_correct_per_seed": [0.5] * 3, "et_noise": 0.03}),
 )
 
 CORRELATION = Claim(

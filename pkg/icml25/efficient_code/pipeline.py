@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..core import generation, tinylm, train
+from ..core import generation, models, tinylm, train
 from ..core.seeding import numpy_rng, torch_generator
 from . import tasks as T
 from .sandbox import Execution, Limits, run_candidate
@@ -126,13 +126,26 @@ def dataset_efficiency(data: Sequence[tuple[T.Task, str]], measure: Measurer) ->
 # --- the tiny code LM ----------------------------------------------------------------------------------------
 
 
-def code_tokenizer(constants: range):
-    return tinylm.word_tokenizer(T.vocabulary(constants))
+def code_tokenizer(model: str, constants: Sequence[int]):
+    """The code LM's tokenizer: one token per program line and per constant for a fresh tiny model (`model` a
+    :data:`icml25.core.tinylm.PRESETS` name), else the checkpoint's own (a line token is then a few of its tokens)."""
+    if model in tinylm.PRESETS:
+        return tinylm.word_tokenizer(T.vocabulary(constants))
+    return models.load(model, device="cpu")[1]
+
+
+def code_model(model: str, tok, seed: int, max_len: int):
+    """The code LM before fine-tuning: a tiny Llama of preset `model` initialised from `seed` (trained from
+    scratch, as at smoke and ci), or any causal-LM checkpoint (a save_pretrained folder or a Hub id, loaded with
+    :func:`icml25.core.models.load`; `tok` must be its tokenizer)."""
+    if model in tinylm.PRESETS:
+        return tinylm.make_model(model, tok, seed, max_len=max_len)
+    return models.load(model)[0]
 
 
 def finetune(data: Sequence[tuple[T.Task, str]], tok, cfg, seed: int, steps: int | None = None):
-    """A tiny Llama trained from scratch on prompt -> program-token pairs (the SFT step, Section 3.3)."""
-    model = tinylm.make_model(cfg.model, tok, seed, max_len=cfg.max_tokens + 4)
+    """The code LM (:func:`code_model`) fine-tuned on prompt -> program-token pairs (the SFT step, Section 3.3)."""
+    model = code_model(cfg.model, tok, seed, max_len=cfg.max_tokens + 4)
     prompts = [t.prompt for t, _ in data]
     completions = [" ".join(T.to_tokens(s, t.c)) for t, s in data]
     batches = train.lm_batches(tok, prompts, completions, cfg.batch_size, seed)
@@ -189,7 +202,7 @@ def run_seed(cfg, seed: int, measure: Measurer) -> dict[str, Arm]:
     "fastest_correct", and "mix=<share>" for every share."""
     tasks_all = T.all_tasks(cfg.families, cfg.constants)
     train_tasks, test_tasks = T.split_tasks(tasks_all, cfg.n_test, seed)
-    tok = code_tokenizer(cfg.constants)
+    tok = code_tokenizer(cfg.model, cfg.constants)
     pool = candidate_pool(train_tasks, seed, lm_sampler(train_tasks, tok, cfg, seed))
     data = build_datasets(pool, measure, seed)
     sets = {"random": data.random, "random_correct": data.random_correct, "fastest_correct": data.fastest_correct}
@@ -204,6 +217,14 @@ def run_seed(cfg, seed: int, measure: Measurer) -> dict[str, Arm]:
                                evaluate(model, tok, test_tasks, measure, cfg.max_tokens))
         arms[name] = trained[key]
     return arms
+
+
+def et_noise(tasks: Sequence[T.Task], measure: Measurer) -> float:
+    """The noise floor of ET: the median over `tasks` of |log(ET of a fresh measurement / ET of the cached one)|
+    of the canonical solutions (the denominators of NET), each re-run in a fresh sandbox."""
+    canon = measure.canonical(tasks)
+    fresh = Measurer(measure.perf_size, measure.limits, measure.workers).canonical(tasks)
+    return float(np.median([abs(np.log(fresh[t].time / canon[t].time)) for t in tasks]))
 
 
 def variant_noise(families: Sequence[str], c: int, perf_size: int, runs: int, limits: Limits = Limits(),
