@@ -278,9 +278,10 @@ def test_precondition_gates_the_mechanism_label():
 def _report(condition, seed, learned, label, sig, fill):
     probes = {"state": np.full(2, fill), "parity": np.full(2, fill), "state_by_t": np.full((2, 3), fill)}
     return st.RunReport(condition, seed, np.ones(6), 1.0 if learned else 0.5, learned,
-                        {"errors": sig, "probes": sig, "patching": float("nan")}, 100, probes,
+                        {"errors": sig, "probes": sig, "patching": float("nan")},
+                        {"errors": 0.0, "probes": 0.0, "patching": 0.0}, 100, probes,
                         {"same": np.zeros((2, 3)), "different": np.full((2, 3), fill)}, long_accuracy=fill,
-                        label=label, losses=[])
+                        label=label, null_label="AA-like" if learned else "not learned", losses=[])
 
 
 def test_summarise_and_maps_use_only_the_runs_that_learned():
@@ -303,6 +304,82 @@ def test_summarise_and_maps_use_only_the_runs_that_learned():
     assert math.isnan(m["steer_patching_diff"][0])
     assert m["n_mixed_seeds"] == 1 and m["aa_minus_paa_long_accuracy"] == [pytest.approx(0.2 - 0.8)]
     assert m["is_aa"] == [1.0, 0.0, 0.0] and m["is_paa"] == [0.0, 1.0, 0.0]
+    # the null control reads the same learned runs
+    assert m["null"]["is_aa"] == [1.0, 1.0, 1.0] and m["null"]["is_paa"] == [0.0, 0.0, 0.0]
+    assert m["null"]["n_signatures_read"] == [3, 3, 3] and m["null"]["n_not_learned"] == 1
     for claim in st.CLAIMS:  # a run did not learn: every claim is inconclusive, naming the precondition
         got = claim.decide(m)
         assert got["verdict"] == "inconclusive" and "all_learned" in got["reason"]
+
+
+def test_shuffled_parity_is_a_balanced_colouring_that_is_not_the_parity_nor_a_homomorphism():
+    for n in (3, 5):
+        colouring, sign = st.shuffled_parity(n), st.parity_table(n)
+        assert int(colouring.sum()) == len(sign) // 2
+        assert not torch.equal(colouring, sign) and not torch.equal(colouring, 1 - sign)
+        table = st.cayley_table(n)
+        # a homomorphism onto Z2 would satisfy c(a·b) = c(a) + c(b) mod 2 for every pair; this one does not
+        assert not torch.equal(colouring[table], (colouring[:, None] + colouring[None, :]) % 2)
+    # errors that keep ε (an even element applied on the right) read as PAA against ε, not against the colouring
+    acts = st.sample_actions(3, 200, 4, _g(9))
+    states = st.state_sequence(acts, 3)
+    pred = st.cayley_table(3)[states, 3]  # s_t · (231), a 3-cycle: wrong, same parity
+    assert st.parity(st.elements(3)[3]) == 0 and (pred != states).all()
+    assert st.error_signature(pred, states, np.ones(4), 3, 1)[0] == pytest.approx(1.0)
+    assert st.error_signature(pred, states, np.ones(4), 3, 1, st.shuffled_parity(3))[0] < st.PAA_BAND
+
+
+def test_two_mechanisms_is_checked_beside_its_null_and_a_null_with_paa_runs_makes_it_inconclusive():
+    good, _ = st.TWO_MECHANISMS.examples
+    assert st.TWO_MECHANISMS.needs_null
+    all_aa = dict(good, is_aa=[1.0] * 8, is_paa=[0.0] * 8)
+    assert st.TWO_MECHANISMS.decide(good, null=all_aa)["verdict"] == "reproduced"
+    assert st.TWO_MECHANISMS.decide(good, null=good)["verdict"] == "inconclusive"
+
+
+def _family_trackers(family_checkpoints):
+    from icml25.core import models
+
+    tok = st.make_tokenizer(3)
+    # weights drawn wide (std 0.5, not 0.02) so that a random model's answer depends on its input
+    for family, path in family_checkpoints(tok, hidden=32, layers=2, max_len=16, initializer_range=0.5).items():
+        z = models.get(path, device="cpu")
+        yield family, z.model, z.tokenizer
+
+
+def test_probes_and_patching_run_on_gpt2_llama_and_qwen2_and_keep_their_exact_properties(family_checkpoints):
+    clean = st.sample_actions(3, 96, 4, _g(10))
+    bad = st.corrupt(clean, 0, False, 3, _g(11))
+    for family, model, tok in _family_trackers(family_checkpoints):
+        h = st.hidden_states(model, clean, tok, 3)
+        assert h.shape == (3, 96, 4, 32), family  # embeddings + 2 blocks, one row per action
+        # the embedding layer at the first action's row holds that action (plus GPT-2's constant position-1
+        # embedding): a probe decodes it perfectly, so rows and actions are aligned (row t is a_t, not bos)
+        acc, _ = st.pooled_probe(h[0, :, :1].numpy(), clean[:, :1].numpy())
+        assert acc == 1.0, family
+        for mode in st.PATCH_MODES:
+            nld = st.patching_map(model, tok, 3, clean, bad, mode)
+            assert nld.shape == (3, 4) and not np.isnan(nld).any(), family
+            # the corrupted a_1 alone (embeddings, token 1) carries the whole effect: patching it reproduces the
+            # corrupted run's output; so does patching every token's residual after any layer (prefix, t = T)
+            assert nld[0, 0] == pytest.approx(1.0), (family, mode)
+            assert nld[-1, -1] == pytest.approx(1.0), (family, mode)
+            if mode == "window":  # other tokens' embeddings are the same in both runs
+                assert np.allclose(nld[0, 1:], 0.0), family
+                assert np.allclose(nld[-1, :-1], 0.0), family  # after the last block only the last token counts
+            else:
+                assert np.allclose(nld[:, -1], 1.0), family
+
+
+def test_a_checkpoint_of_any_family_is_fine_tuned_on_the_task_through_the_model_knob(family_checkpoints):
+    tok = st.make_tokenizer(3)
+    for family, path in family_checkpoints(tok, hidden=32, layers=2, max_len=16).items():
+        cfg = st.config("smoke", model=str(path), steps=60, train_length=2, start_length=2, lr=1e-2)
+        start = st.initial_model(cfg, 0, tok)  # the checkpoint itself: same family, same weights
+        saved = tinylm.random_model(family, tok, 0, hidden=32, layers=2, max_len=16)
+        assert start.config.model_type == family
+        assert all(torch.equal(a, b) for a, b in zip(start.state_dict().values(), saved.state_dict().values()))
+        z = st.get_tracker(cfg, 0, "plain")
+        assert z.trained_now and z.model.config.model_type == family
+        losses = z.info["losses"]
+        assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.2, family

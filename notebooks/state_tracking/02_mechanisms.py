@@ -13,9 +13,9 @@
 # %% [markdown]
 # # Which mechanism do tiny transformers learn?
 #
-# We train tiny Llama models on the $S_3$ word problem with direct-state supervision (at the position of $a_t$
-# the model must name $s_t = a_1 \cdots a_t$), under two conditions that share every seed's initialisation and
-# data order:
+# We train tiny Llama models (or, with the `model` knob, any causal LM checkpoint) on the $S_3$ word problem
+# with direct-state supervision (at the position of $a_t$ the model must name $s_t = a_1 \cdots a_t$), under two
+# conditions that share every seed's initialisation and data order:
 #
 # * **plain**: the state loss alone;
 # * **parity_aux**: the same state loss plus `parity_weight` times the cross-entropy of the parity
@@ -49,6 +49,8 @@
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0  # the run shown in single-run figures (prefix patching)
+model = None  # fine-tuned on the task: "tinylm" (a fresh tiny Llama), a save_pretrained folder, a Hub id; None: scale's
+group_n = None  # 3 (S3) or 5 (S5, 120 states; far more training than ci's budget); None: the scale's value
 seeds = None  # training seeds per condition; None: the scale's value (ci: 3 seeds)
 steps = None  # optimiser steps per run
 train_length = None  # actions per training story at the end of the curriculum
@@ -58,8 +60,8 @@ parity_weight = None  # weight of the auxiliary parity loss under parity_aux
 n_eval = None  # held-out stories for accuracy and errors (length 2 T)
 n_probe = None  # stories for the probes (pooled over positions: 1000 rows fit, the rest scored)
 n_patch = None  # story pairs for activation patching
-# full scale: seeds 0-9, 6 blocks of width 128, T = 16, 20000 steps of batch 128, lr 1e-3 (a GPU; not run here,
-# so whether those runs meet the precondition is untested)
+# full scale: GPT-2 small fine-tuned on the task (model), seeds 0-9, T = 16, 20000 steps of batch 128, lr 1e-3
+# (meant for a GPU; not run here, so whether those runs meet the precondition is untested)
 
 # %%
 import numpy as np
@@ -70,8 +72,10 @@ from icml25.core.claims import mean_sd
 from IPython.display import Markdown, display
 
 plot.use_style()
-cfg = st.config(scale, seeds=seeds, steps=steps, train_length=train_length, start_length=start_length,
-                n_layers=n_layers, parity_weight=parity_weight, n_eval=n_eval, n_probe=n_probe, n_patch=n_patch)
+cfg = st.config(scale, model=model, group_n=group_n, seeds=seeds, steps=steps, train_length=train_length,
+                start_length=start_length, n_layers=n_layers, parity_weight=parity_weight, n_eval=n_eval,
+                n_probe=n_probe, n_patch=n_patch)
+n_states = len(st.elements(cfg.group_n))
 cfg
 
 # %% [markdown]
@@ -89,7 +93,7 @@ for r in reports:
     ax.plot(r.losses, color=colors[r.condition], alpha=0.6,
             label=r.condition if r.seed == cfg.seeds[0] else None)
 ax.axvline(int(cfg.ramp * cfg.steps), color="grey", ls=":", lw=1, label=f"curriculum reaches T = {cfg.train_length}")
-ax.axhline(np.log(6), color="grey", ls="--", lw=1, label="chance for the state, ln 6")
+ax.axhline(np.log(n_states), color="grey", ls="--", lw=1, label=f"chance for the state, ln {n_states}")
 ax.set(title="Training loss, every run", xlabel="optimizer step", ylabel="cross-entropy (nats / token)")
 ax.legend()
 print(f"precondition: accuracy of s_T at t = T = {cfg.train_length} at least {st.LEARNED_ACCURACY}")
@@ -113,7 +117,7 @@ for c in st.CONDITIONS:
     ax.errorbar(t, acc.mean(0), yerr=acc.std(0), marker="o", ms=3, capsize=2, color=colors[c],
                 label=f"{c} (mean ± sd, {len(acc)} seeds)")
 ax.axvline(cfg.train_length + 0.5, color="grey", ls=":", label="training length")
-ax.axhline(1 / 6, color="grey", ls="--", lw=1, label="chance (1/6)")
+ax.axhline(1 / n_states, color="grey", ls="--", lw=1, label=f"chance (1/{n_states})")
 ax.axhline(st.ABOVE_CHANCE, color="grey", ls="-.", lw=1, label="errors read above this")
 ax.plot([cfg.train_length], [st.LEARNED_ACCURACY], marker="_", ms=18, mew=2, color="black",
         label=f"precondition at t = T ({st.LEARNED_ACCURACY})")
@@ -133,7 +137,7 @@ ax.legend(fontsize=8, loc="upper right");
 fig, axes = plot.subplots(1, 2, figsize=(11, 4))
 layers = np.arange(cfg.n_layers + 1)
 for c in st.CONDITIONS:
-    for target, k, ls in (("state", 6, "-"), ("parity", 2, "--")):
+    for target, k, ls in (("state", n_states, "-"), ("parity", 2, "--")):
         z = np.array([st.scaled_probe(r.probes[target], k) for r in reports if r.condition == c and r.learned])
         if len(z):
             axes[0].errorbar(layers + (0.04 if c != "plain" else 0), z.mean(0), yerr=z.std(0), ls=ls, marker="o",
@@ -219,6 +223,13 @@ for r in reports:
 #
 # The criteria were fixed in `icml25.state_tracking` before any run; the verdicts below are computed from the
 # measurements above, over the runs that learned the task (mean ± sd over those runs or seed pairs).
+#
+# **A null control for `two_mechanisms`.** A vote over noisy signatures could hand out both labels by chance.
+# So every learned run is also read with the parity replaced by `st.shuffled_parity`, a fixed random split of
+# the states into two halves that is not a homomorphism (shuffled parity labels): errors, probes and the
+# same/other-class swaps of the patching maps all refer to that split. No algorithm for the word problem computes
+# it first, so the rule should find no PAA-like run there; if the claim's criterion also passes on this null, the
+# verdict is inconclusive.
 
 # %%
 m = st.summarise(reports)
@@ -235,7 +246,9 @@ plot.show_verdicts(steerable)
 two = check(st.TWO_MECHANISMS, measured={k: m[k] for k in (
     "is_aa", "is_paa", "n_not_learned", "n_signatures_read", "labels")}, seeds=cfg.seeds, scale=scale,
     our_value=f"{m['n_aa']} AA-like, {m['n_paa']} PAA-like, {m['n_mixed_label']} mixed, "
-              f"{m['n_not_learned']} not learned, of {len(reports)} runs")
+              f"{m['n_not_learned']} not learned, of {len(reports)} runs; against the shuffled parity "
+              f"{int(sum(m['null']['is_aa']))} AA-like, {int(sum(m['null']['is_paa']))} PAA-like",
+    null=m["null"])
 plot.show_verdicts(two)
 
 # %%

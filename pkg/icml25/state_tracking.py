@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from sklearn.linear_model import LogisticRegression
 
-from .core import tinylm, train, zoo
+from .core import models, tinylm, train, zoo
 from .core.claims import Claim, Effect, at_least, at_most
 from .core.config import COUNT, FRACTION, INDEX, NONNEGATIVE, POSITIVE, SEED, make_config, one_of
 from .core.seeding import numpy_rng, torch_generator
@@ -102,6 +102,18 @@ def parity_table(n: int) -> torch.Tensor:
     return torch.tensor([parity(p) for p in elements(n)], dtype=torch.long)
 
 
+@lru_cache(maxsize=None)
+def shuffled_parity(n: int) -> torch.Tensor:
+    """The null control's stand-in for ε: a fixed balanced 2-colouring of the n! elements drawn at random among
+    those that are not the parity (nor its complement). It is not a homomorphism, so it plays no part in any
+    algorithm for the word problem; the AA/PAA pipeline read against it must find no parity-first run."""
+    sign, rng = parity_table(_check_n(n)), numpy_rng(0, "state_tracking", "shuffled_parity")
+    while True:
+        colouring = torch.as_tensor(rng.permutation(len(sign)) % 2, dtype=torch.long)
+        if not (torch.equal(colouring, sign) or torch.equal(colouring, 1 - sign)):
+            return colouring
+
+
 def perm_word(perm: Sequence[int]) -> str:
     """The token of a permutation, written 1-based like the paper's data ('213' swaps the first two objects)."""
     return "".join(str(i + 1) for i in perm)
@@ -151,8 +163,9 @@ def scan_blocks(length: int) -> list[list[tuple[int, int]]]:
     return blocks
 
 
-def parity_of_states(states: torch.Tensor, n: int) -> torch.Tensor:
-    return parity_table(n)[states]
+def parity_of_states(states: torch.Tensor, n: int, colouring: torch.Tensor | None = None) -> torch.Tensor:
+    """ε of each state index (or its class under `colouring`, a 2-colouring by element index)."""
+    return (parity_table(n) if colouring is None else colouring)[states]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -221,17 +234,36 @@ def _batches(cfg, seed: int):
         step += 1
 
 
+TINY_MODEL = "tinylm"
+"""The `model` knob's value for a fresh tiny Llama built in place (`preset` width, `n_layers` blocks)."""
+
+
+def initial_model(cfg, seed: int, tokenizer):
+    """The model fine-tuned on the task: with `cfg.model` = :data:`TINY_MODEL` a fresh tiny Llama of `cfg.preset`
+    with `cfg.n_layers` blocks initialised from `seed`; otherwise any causal LM checkpoint (a `save_pretrained`
+    folder or a Hub id, through :func:`icml25.core.models.load`) whose token embeddings are resized to the task's
+    words (one token per permutation, as in :func:`make_tokenizer`; the blocks keep their weights)."""
+    if cfg.model == TINY_MODEL:
+        return tinylm.make_model(cfg.preset, tokenizer, seed, max_len=4 * cfg.train_length + 1,
+                                 num_hidden_layers=cfg.n_layers)
+    model, _ = models.load(cfg.model, device="cpu")
+    if model.get_input_embeddings().num_embeddings != len(tokenizer):
+        model.resize_token_embeddings(len(tokenizer))
+    model.config.bos_token_id, model.config.pad_token_id = tokenizer.bos_token_id, tokenizer.pad_token_id
+    return model
+
+
 def train_tracker(cfg, seed: int, condition: str) -> tuple[object, object, dict]:
-    """Train one tiny Llama on S_n with direct-state supervision for `cfg.steps` steps, under a length curriculum
-    (:func:`curriculum_length`: short stories first, `cfg.train_length` actions from `cfg.ramp` of the way on).
+    """Train one model (:func:`initial_model`; a tiny Llama by default) on S_n with direct-state supervision for
+    `cfg.steps` steps, under a length curriculum (:func:`curriculum_length`: short stories first,
+    `cfg.train_length` actions from `cfg.ramp` of the way on).
     Under `parity_aux` the loss adds `cfg.parity_weight` times the cross-entropy of ε(s_t) at every position and
     every step (:func:`state_loss`); the data, initialisation and state loss are the plain run's."""
     if condition not in CONDITIONS:
         raise ValueError(f"unknown condition {condition!r}; valid: {', '.join(CONDITIONS)}")
     n = _check_n(cfg.group_n)
     tok = make_tokenizer(n)
-    model = tinylm.make_model(cfg.preset, tok, seed, max_len=4 * cfg.train_length + 1,
-                              num_hidden_layers=cfg.n_layers)
+    model = initial_model(cfg, seed, tok)
     weight = cfg.parity_weight if condition == "parity_aux" else 0.0
     res = train.train(model, _batches(cfg, seed), cfg.steps, lr=cfg.lr, desc=f"S{n} {condition}",
                       loss_fn=lambda m, a: state_loss(m, a, tok, n, weight))
@@ -250,22 +282,28 @@ def train_tracker(cfg, seed: int, condition: str) -> tuple[object, object, dict]
 # 0.89 (0.80). The old design without a curriculum reached 0.93-0.96 at T = 4 in 600-1000 steps. Hence T = 4, a
 # short ramp (the first 10% of the steps at 2 and 3 actions), 700 steps, and a parity weight of 0.5; longer
 # stories are out of this budget.
+# Re-calibrated (a later session, from the precondition alone, before any verdict of the new regime was read):
+# that design took 191 s of the chapter's 150 s budget and one run in six missed the precondition (parity_aux
+# seed 2 at 0.884). For parity_aux seed 2 alone at T = 4: 400 steps at lr 6e-3 0.73; 2 blocks, 600 steps at lr
+# 4e-3 0.79; the wider `small` preset 0.84 at 350 and at 450 steps (0.75 at lr 5e-3), none learned within
+# ~20 s of CPU. At T = 3, 450 steps at lr 3e-3 reached 1.00 in 14 s. Hence T = 3 (stories of 6 actions at
+# evaluation) and 450 steps; the shorter training length is the price of a chapter in budget whose every run learns.
 TRAIN_PRESETS = {
     "smoke": {"group_n": 3, "preset": "nano", "n_layers": 2, "train_length": 4, "start_length": 2, "ramp": 0.5,
               "batch_size": 32, "steps": 20, "lr": 3e-3, "parity_weight": 1.0},
-    "ci": {"group_n": 3, "preset": "micro", "n_layers": 3, "train_length": 4, "start_length": 2, "ramp": 0.1,
-           "batch_size": 64, "steps": 700, "lr": 3e-3, "parity_weight": 0.5},
+    "ci": {"group_n": 3, "preset": "micro", "n_layers": 3, "train_length": 3, "start_length": 2, "ramp": 0.1,
+           "batch_size": 64, "steps": 450, "lr": 3e-3, "parity_weight": 0.5},
     "full": {"group_n": 3, "preset": "base", "n_layers": 6, "train_length": 16, "start_length": 2, "ramp": 0.5,
              "batch_size": 128, "steps": 20000, "lr": 1e-3, "parity_weight": 1.0},
 }
 TRAIN_KEYS = tuple(TRAIN_PRESETS["ci"])
 
 config = make_config({
-    scale: dict(train, seeds=seeds, length_factor=2, n_eval=n_eval, n_probe=n_probe, early_layer=1,
+    scale: dict(train, model=model, seeds=seeds, length_factor=2, n_eval=n_eval, n_probe=n_probe, early_layer=1,
                 min_errors=30, n_patch=n_patch)
-    for (scale, train), seeds, n_eval, n_probe, n_patch in zip(
-        TRAIN_PRESETS.items(), ([0], [0, 1, 2], list(range(10))), (200, 2000, 4000), (100, 500, 2000),
-        (20, 200, 400))
+    for (scale, train), model, seeds, n_eval, n_probe, n_patch in zip(
+        TRAIN_PRESETS.items(), (TINY_MODEL, TINY_MODEL, "openai-community/gpt2"), ([0], [0, 1, 2], list(range(10))),
+        (200, 2000, 4000), (100, 500, 2000), (20, 200, 400))
 },
     group_n=one_of(*SUPPORTED_N), preset=one_of(*tinylm.PRESETS), n_layers=COUNT, train_length=COUNT,
     start_length=COUNT, ramp=FRACTION, batch_size=COUNT, steps=COUNT, lr=POSITIVE, parity_weight=POSITIVE,
@@ -274,7 +312,8 @@ config = make_config({
 
 
 def _register(condition: str) -> None:
-    @zoo.register(f"st-s3-{condition}", {s: dict(v, condition=condition) for s, v in TRAIN_PRESETS.items()})
+    @zoo.register(f"st-s3-{condition}", {s: dict(v, condition=condition, model=TINY_MODEL)
+                                          for s, v in TRAIN_PRESETS.items()})
     def build(cfg, seed):
         return train_tracker(cfg, seed, condition)
 
@@ -289,10 +328,11 @@ def eval_length(cfg) -> int:
 
 def get_tracker(cfg, seed: int, condition: str) -> zoo.ZooModel:
     """The trained tracker of `condition` for `seed`: from the zoo when `cfg`'s training settings are the
-    scale's defaults and S_3, trained here (not cached) when a notebook overrode them."""
+    scale's defaults and the model is the tiny in-place one, trained here (not cached) when a notebook overrode
+    them or named a checkpoint (`model`)."""
     if condition not in CONDITIONS:
         raise ValueError(f"unknown condition {condition!r}; valid: {', '.join(CONDITIONS)}")
-    if all(cfg[k] == TRAIN_PRESETS[cfg.scale][k] for k in TRAIN_KEYS):
+    if cfg.model == TINY_MODEL and all(cfg[k] == TRAIN_PRESETS[cfg.scale][k] for k in TRAIN_KEYS):
         return zoo.get(f"st-s3-{condition}", cfg.scale, seed)
     model, tok, info = train_tracker(cfg, seed, condition)
     return zoo.ZooModel(model, tok, info, path=None, trained_now=True)
@@ -320,16 +360,17 @@ def parity_chance(n: int) -> float:
 
 
 def parity_consistent_errors(pred: torch.Tensor, states: torch.Tensor, n: int,
-                             where: torch.Tensor | None = None) -> tuple[float, int]:
+                             where: torch.Tensor | None = None,
+                             colouring: torch.Tensor | None = None) -> tuple[float, int]:
     """Among wrong predictions (at the positions `where`, a boolean mask over t; all when None), the fraction
-    with the true state's parity ε(s_t); and the number of those errors."""
+    with the true state's parity ε(s_t) (its class under `colouring`, when given); and the number of errors."""
     wrong = pred != states
     if where is not None:
         wrong = wrong & torch.as_tensor(where)
     n_err = int(wrong.sum())
     if n_err == 0:
         return float("nan"), 0
-    same = parity_of_states(pred, n) == parity_of_states(states, n)
+    same = parity_of_states(pred, n, colouring) == parity_of_states(states, n, colouring)
     return float((same & wrong).sum() / n_err), n_err
 
 
@@ -353,14 +394,16 @@ def pooled_probe(features: np.ndarray, labels: np.ndarray) -> tuple[float, np.nd
     return float(right.mean()), np.array([right[pos == t].mean() for t in range(length)])
 
 
-def probe_maps(model, tokenizer, cfg, actions: torch.Tensor) -> dict[str, np.ndarray]:
+def probe_maps(model, tokenizer, cfg, actions: torch.Tensor,
+               colouring: torch.Tensor | None = None) -> dict[str, np.ndarray]:
     """State and parity probes at every layer (pooled over positions): {"state", "parity"}: [L+1] held-out
-    accuracy; {"state_by_t", "parity_by_t"}: [L+1, T], the same probes' accuracy at each position."""
+    accuracy; {"state_by_t", "parity_by_t"}: [L+1, T], the same probes' accuracy at each position. With
+    `colouring`, the "parity" probe reads that 2-colouring of the state instead of ε."""
     n = cfg.group_n
     h = hidden_states(model, actions, tokenizer, n).numpy()  # [L+1, N, T, d]
     states = state_sequence(actions, n)
     out = {}
-    for name, lab in (("state", states), ("parity", parity_of_states(states, n))):
+    for name, lab in (("state", states), ("parity", parity_of_states(states, n, colouring))):
         scores = [pooled_probe(layer, lab.numpy()) for layer in h]
         out[name] = np.array([s for s, _ in scores])
         out[f"{name}_by_t"] = np.stack([by_t for _, by_t in scores])
@@ -376,9 +419,10 @@ def resolving_layer(probe_map: np.ndarray, threshold: float) -> np.ndarray:
     return first
 
 
-def corrupt(actions: torch.Tensor, position: int, same_parity: bool, n: int, generator: torch.Generator):
-    """Replace a_position by a different action of the same (or the other) parity."""
-    par = parity_table(n)
+def corrupt(actions: torch.Tensor, position: int, same_parity: bool, n: int, generator: torch.Generator,
+            colouring: torch.Tensor | None = None):
+    """Replace a_position by a different action of the same (or the other) parity (class under `colouring`)."""
+    par = parity_table(n) if colouring is None else colouring
     out = actions.clone()
     for i in range(actions.shape[0]):
         a = int(actions[i, position])
@@ -388,6 +432,12 @@ def corrupt(actions: torch.Tensor, position: int, same_parity: bool, n: int, gen
 
 
 PATCH_MODES = ("window", "prefix")
+
+
+def _residual(output):
+    """The residual stream in a module's output: a decoder block of some families returns a tuple whose first
+    entry it is (GPT-2), others the tensor itself (Llama, Qwen2 in current transformers)."""
+    return output[0] if isinstance(output, tuple) else output
 
 
 @torch.no_grad()
@@ -404,14 +454,14 @@ def patching_map(model, tokenizer, n: int, clean: torch.Tensor, corrupted: torch
     if mode not in PATCH_MODES:
         raise ValueError(f"unknown patching mode {mode!r}; valid: {', '.join(PATCH_MODES)}")
     perm_ids, _ = token_ids(tokenizer, n)
-    modules = [model.model.embed_tokens, *model.model.layers]
+    modules = [model.get_input_embeddings(), *models.decoder_blocks(model)]
 
     def probs(input_ids):
         return model(input_ids=input_ids).logits[:, -1][:, perm_ids].softmax(-1)
 
     x, x_c = model_inputs(clean, tokenizer, n), model_inputs(corrupted, tokenizer, n)
     saved = []  # each module's corrupted output (hooks, not hidden_states: the last of those is after the norm)
-    handles = [mod.register_forward_hook(lambda _m, _i, o: saved.append(o.detach())) for mod in modules]
+    handles = [mod.register_forward_hook(lambda _m, _i, o: saved.append(_residual(o).detach())) for mod in modules]
     try:
         p_corr = probs(x_c)
     finally:
@@ -432,9 +482,9 @@ def patching_map(model, tokenizer, n: int, clean: torch.Tensor, corrupted: torch
             lo = t if mode == "window" else 1
 
             def hook(_m, _inp, output, source=source, lo=lo, t=t):
-                output = output.clone()
-                output[:, lo:t + 1] = source[:, lo:t + 1]
-                return output
+                hidden = _residual(output).clone()
+                hidden[:, lo:t + 1] = source[:, lo:t + 1]
+                return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
             handle = module.register_forward_hook(hook)
             try:
@@ -471,12 +521,12 @@ def scaled_probe(accuracy, n_classes: int):
 
 
 def error_signature(pred: torch.Tensor, states: torch.Tensor, accuracy: np.ndarray, n: int,
-                    min_errors: int) -> tuple[float, int]:
+                    min_errors: int, colouring: torch.Tensor | None = None) -> tuple[float, int]:
     """The errors' parity: among errors made where the model tracks (accuracy ≥ :data:`ABOVE_CHANCE`), the share
     that keep the true parity, scaled z = (p − c)/(1 − c) with c the chance rate for uniform errors (0 for AA,
     whose errors ignore the parity; 1 for PAA, whose errors keep it). NaN with fewer than `min_errors` such errors.
-    Returns (z, number of errors read)."""
-    p, n_err = parity_consistent_errors(pred, states, n, where=accuracy >= ABOVE_CHANCE)
+    `colouring` replaces ε (the null control). Returns (z, number of errors read)."""
+    p, n_err = parity_consistent_errors(pred, states, n, where=accuracy >= ABOVE_CHANCE, colouring=colouring)
     if n_err < min_errors:
         return float("nan"), n_err
     c = parity_chance(n)
@@ -542,22 +592,39 @@ class RunReport:
     trained_accuracy: float  # accuracy at t = train_length
     learned: bool  # trained_accuracy >= LEARNED_ACCURACY
     signatures: dict  # SIGNATURES -> scaled value (0 AA, 1 PAA; NaN: not readable)
+    null_signatures: dict  # the same, read against shuffled_parity instead of ε (the null control)
     n_errors: int  # errors the error signature read
     probes: dict  # probe_maps
     patching: dict  # "same"/"different" -> window map [L+1, T]
     long_accuracy: float  # mean state accuracy beyond the training length, T < t <= 2T
     label: str  # the rule's label, or "not learned" (excluded)
+    null_label: str  # the rule's label on null_signatures
     losses: list
 
 
-def patching_maps(model, tokenizer, cfg, seed: int, mode: str = "window") -> dict[str, np.ndarray]:
+def patching_maps(model, tokenizer, cfg, seed: int, mode: str = "window",
+                  colouring: torch.Tensor | None = None) -> dict[str, np.ndarray]:
     """Window (or prefix) patching maps for parity-keeping ("same") and parity-changing ("different")
-    corruptions of the first action, on held-out stories of the training length."""
+    corruptions of the first action (class-keeping and class-changing under `colouring`), on held-out stories of
+    the training length."""
     clean = eval_actions(cfg, cfg.n_patch, cfg.train_length, "patch")
-    g = torch_generator(seed, "state_tracking", "corrupt", mode)
-    return {kind: patching_map(model, tokenizer, cfg.group_n, clean, corrupt(clean, 0, kind == "same",
-                                                                                cfg.group_n, g), mode)
+    g = torch_generator(seed, "state_tracking", "corrupt", mode, *(() if colouring is None else ("null",)))
+    return {kind: patching_map(model, tokenizer, cfg.group_n, clean,
+                               corrupt(clean, 0, kind == "same", cfg.group_n, g, colouring), mode)
             for kind in ("same", "different")}
+
+
+def signatures_of(model, tokenizer, cfg, seed: int, pred: torch.Tensor, states: torch.Tensor, accuracy,
+                  colouring: torch.Tensor | None = None) -> tuple[dict, int, dict, dict]:
+    """The three signatures of one run, read against ε (or `colouring`, for the null control): (signatures,
+    errors read, probe maps, patching maps)."""
+    n = cfg.group_n
+    z_err, n_err = error_signature(pred, states, accuracy, n, cfg.min_errors, colouring)
+    probes = probe_maps(model, tokenizer, cfg, eval_actions(cfg, cfg.n_probe, cfg.train_length, "probe"), colouring)
+    patching = patching_maps(model, tokenizer, cfg, seed, colouring=colouring)
+    signatures = {"errors": z_err, "probes": probe_signature(probes, n),
+                  "patching": patching_signature(patching, cfg.early_layer)}
+    return signatures, n_err, probes, patching
 
 
 def measure_run(cfg, seed: int, condition: str) -> RunReport:
@@ -567,15 +634,13 @@ def measure_run(cfg, seed: int, condition: str) -> RunReport:
     states = state_sequence(acts, n)
     pred = predict_states(z.model, acts, z.tokenizer, n)
     acc = accuracy_by_position(pred, states)
-    z_err, n_err = error_signature(pred, states, acc, n, cfg.min_errors)
-    probes = probe_maps(z.model, z.tokenizer, cfg, eval_actions(cfg, cfg.n_probe, cfg.train_length, "probe"))
-    patching = patching_maps(z.model, z.tokenizer, cfg, seed)
-    signatures = {"errors": z_err, "probes": probe_signature(probes, n),
-                  "patching": patching_signature(patching, cfg.early_layer)}
+    signatures, n_err, probes, patching = signatures_of(z.model, z.tokenizer, cfg, seed, pred, states, acc)
+    null_signatures = signatures_of(z.model, z.tokenizer, cfg, seed, pred, states, acc, shuffled_parity(n))[0]
     trained = float(acc[cfg.train_length - 1])
-    return RunReport(condition, seed, acc, trained, trained >= LEARNED_ACCURACY, signatures, n_err, probes,
-                     patching, long_accuracy=float(acc[cfg.train_length:].mean()),
-                     label=label_run(trained, list(signatures.values())), losses=list(z.info["losses"]))
+    return RunReport(condition, seed, acc, trained, trained >= LEARNED_ACCURACY, signatures, null_signatures,
+                     n_err, probes, patching, long_accuracy=float(acc[cfg.train_length:].mean()),
+                     label=label_run(trained, list(signatures.values())),
+                     null_label=label_run(trained, list(null_signatures.values())), losses=list(z.info["losses"]))
 
 
 def measure_all(cfg) -> list[RunReport]:
@@ -618,6 +683,13 @@ def summarise(reports: Sequence[RunReport]) -> dict:
         "n_mixed_seeds": len(mixed),
         "n_signatures_read": [sum(not math.isnan(v) for v in r.signatures.values()) for r in learned],
     }
+    # the null control: the same rule on the same learned runs, with ε replaced by shuffled_parity
+    out["null"] = {"is_aa": [float(r.null_label == "AA-like") for r in learned],
+                   "is_paa": [float(r.null_label == "PAA-like") for r in learned],
+                   "labels": [f"{r.condition}/s{r.seed}:{r.null_label}" for r in learned],
+                   "n_not_learned": out["n_not_learned"],
+                   "n_signatures_read": [sum(not math.isnan(v) for v in r.null_signatures.values())
+                                         for r in learned]}
     for name in SIGNATURES:
         out[f"steer_{name}_diff"] = [aux.signatures[name] - pl.signatures[name] for pl, aux in pairs]
     return out
@@ -672,6 +744,10 @@ TWO_MECHANISMS = Claim(
               "interval over runs; refuted when either lies wholly below 0.10)",
     effects=[Effect("aa_share", "is_aa", min_effect=0.10), Effect("paa_share", "is_paa", min_effect=0.10)],
     preconditions=[_ALL_LEARNED, _READABLE],
+    needs_null=True,
+    null_description="the same pipeline on the same learned runs with the parity replaced by a fixed random "
+                     "balanced 2-colouring of the states that is not a homomorphism (shuffled parity labels): "
+                     "no run can be parity-first there, so a PAA-like share found there is the rule labelling noise",
     examples=({"is_aa": [1, 0, 1, 0, 1, 0, 1, 0], "is_paa": [0, 1, 0, 1, 0, 1, 0, 1], "n_not_learned": 0,
                "n_signatures_read": [3] * 8},
               {"is_aa": [1] * 8, "is_paa": [0] * 8, "n_not_learned": 0, "n_signatures_read": [3] * 8}),
