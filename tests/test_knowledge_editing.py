@@ -40,15 +40,15 @@ def test_rome_edit_on_a_model_sets_the_value_and_sequential_edits_compound():
     C = _covariance(model, tok, world)
     e1 = ke.Edit("e1", "r0", world.answer("e1", "r0"), "e5" if world.answer("e1", "r0") != "e5" else "e6")
     e2 = ke.Edit("e2", "r1", world.answer("e2", "r1"), "e7" if world.answer("e2", "r1") != "e7" else "e8")
-    W0 = model.model.layers[0].mlp.down_proj.weight.clone()
+    W0 = ke.down_weight(model, 0).clone()
     both, w_both = copy.deepcopy(model), copy.deepcopy(world)
     d1 = ke.rome_edit(both, tok, w_both, e1, C, 0, steps=5, lr=0.5)["delta"]
     assert torch.linalg.matrix_rank(d1, rtol=1e-4) == 1
     ke.rome_edit(both, tok, w_both, e2, C, 0, steps=5, lr=0.5)
     only2, w_only2 = copy.deepcopy(model), copy.deepcopy(world)
     ke.rome_edit(only2, tok, w_only2, e2, C, 0, steps=5, lr=0.5)
-    assert not torch.allclose(both.model.layers[0].mlp.down_proj.weight, only2.model.layers[0].mlp.down_proj.weight)
-    assert torch.equal(model.model.layers[0].mlp.down_proj.weight, W0)  # the copies were edited, not the original
+    assert not torch.allclose(ke.down_weight(both, 0), ke.down_weight(only2, 0))
+    assert torch.equal(ke.down_weight(model, 0), W0)  # the copies were edited, not the original
     assert w_both.answer("e1", "r0") == e1.new and w_both.edited == {("e1", "r0"), ("e2", "r1")}
 
 
@@ -58,10 +58,10 @@ def test_no_op_edit_leaves_locality_at_one():
     pairs = list(world.facts)
     prompts = [ke.question(s, r, t) for s, r in pairs for t in ke.ALL_TEMPLATES]
     before = ke.predict(model, tok, prompts)
-    down = model.model.layers[0].mlp.down_proj
+    W = ke.down_weight(model, 0)
     k = ke.keys_at(model, tok, prompts[:1], [0], 0)[0]
     with torch.no_grad():
-        down.weight += ke.rome_update(down.weight, C, k, down.weight @ k)  # v* = W k*: nothing to change
+        W += ke.rome_update(W, C, k, W @ k)  # v* = W k*: nothing to change
     assert ke.score(lambda ps: ke.predict(model, tok, ps), list(zip(prompts, before))) == 1.0
 
 
@@ -137,7 +137,7 @@ def test_bad_edits_raise():
     with pytest.raises(ValueError, match="unknown subject"):
         world.apply(ke.Edit("e99", "r0", "e1", "e2"))
     with pytest.raises(ValueError, match="out of range"):
-        ke.mlp(model, 5)
+        ke.down_proj(model, 5)
     with pytest.raises(ValueError, match="unknown method .*methods: rome"):
         ke.run_lifelong("grace", SimpleNamespace(model=model, tokenizer=tok), world, [], ke.config("smoke"), 0)
 
@@ -159,7 +159,7 @@ def test_rome_at_the_last_token_maps_the_mean_key_to_the_value():
     C = _covariance(model, tok, world, 1)
     e = ke.edit_stream(copy.deepcopy(world), 1, 1, 0)[0].edits[0]
     trace = ke.rome_edit(model, tok, world, e, C, 1, steps=3, lr=0.5, token="last")
-    W = model.model.layers[1].mlp.down_proj.weight
+    W = ke.down_weight(model, 1)
     assert torch.allclose(W @ trace["k_star"], trace["v_star"], atol=1e-4)
     prompts, pos = ke.edit_prompts(e, "last")
     assert pos == [len(p.split()) - 1 for p in prompts]
@@ -179,10 +179,10 @@ def test_memit_writes_every_edit_of_a_batch_with_least_squares_over_layers():
     edits = ke.edit_stream(copy.deepcopy(world), 1, 3, 0)[0].edits
     layers = [0, 1]
     Cs = {l: _covariance(model, tok, world, l) for l in layers}
-    before = {l: model.model.layers[l].mlp.down_proj.weight.clone() for l in layers}
+    before = {l: ke.down_weight(model, l).clone() for l in layers}
     ke.memit_edit(model, tok, world, edits, Cs, layers, steps=2, lr=0.5, lam=36.0)
     for l in layers:
-        dW = model.model.layers[l].mlp.down_proj.weight - before[l]
+        dW = ke.down_weight(model, l) - before[l]
         assert 0 < torch.linalg.matrix_rank(dW, rtol=1e-4) <= len(edits)  # one direction per edit at most
     assert all(world.answer(e.subject, e.relation) == e.new for e in edits)
 
@@ -195,7 +195,7 @@ def test_finetune_and_lora_merge_change_only_what_they_should():
     assert all(torch.equal(a, b) for a, b in zip(merged.state_dict().values(), model.state_dict().values()))
     ke.lora_merge_window(merged, tok, edits, rank=2, steps=3, lr=1e-2, alpha=0.5, seed=0)
     assert set(merged.state_dict()) == set(model.state_dict())  # PEFT's adapter is folded in and gone
-    assert not torch.equal(merged.model.layers[0].mlp.down_proj.weight, model.model.layers[0].mlp.down_proj.weight)
+    assert not torch.equal(ke.down_weight(merged, 0), ke.down_weight(model, 0))
     assert torch.equal(merged.model.embed_tokens.weight, model.model.embed_tokens.weight)  # LoRA never touches it
     ke.finetune_window(tuned, tok, edits, steps=3, lr=1e-2)
     assert not torch.equal(tuned.model.embed_tokens.weight, model.model.embed_tokens.weight)
@@ -248,7 +248,7 @@ def test_value_step_respects_the_norm_clamp_and_stops_early():
     world, tok, model = _world_and_model()
     e = ke.edit_stream(copy.deepcopy(world), 1, 1, 0)[0].edits[0]
     prompts, pos = ke.edit_prompts(e, "last")
-    v0 = ke.mlp(model, 1).down_proj
+    v0 = ke.down_proj(model, 1)
     clamp = ke.ValueObjective(clamp_norm_factor=0.01, stop_loss=0.0)
     delta, losses = ke.optimise_value(model, tok, prompts, pos, e.new, 1, 5, 0.5, ke.essence_prompts(e, "last"), clamp)
     store = []
@@ -294,3 +294,76 @@ def test_two_hop_answers_say_the_bridge_then_the_answer():
     assert ke.score_two_hop(answer, items) == 1.0
     wrong_bridge = lambda ps: ["e0" if not p.endswith(o) else o2 for p in ps]  # noqa: E731
     assert ke.score_two_hop(wrong_bridge, items[:1]) == (0.0 if o != "e0" else 1.0)
+
+
+def _requests(world, n, token="last"):
+    edits = ke.edit_stream(copy.deepcopy(world), 1, n, 0)[0].edits
+    return edits, [ke.ValueRequest(*ke.edit_prompts(e, token), e.new, ke.essence_prompts(e, token)) for e in edits]
+
+
+@pytest.mark.parametrize("layer", [1, 2])  # a middle block (full forward) and the last (final norm + unembedding)
+def test_value_step_of_a_batch_equals_one_value_step_per_edit(layer):
+    world, tok, model = _world_and_model()
+    _, requests = _requests(world, 3)
+    objective = ke.ValueObjective(stop_loss=2.0)  # some requests stop early: they must be frozen where they stopped
+    delta, curves = ke.optimise_values(model, tok, requests, layer, 8, 0.5, objective)
+    for r, d, c in zip(requests, delta, curves):
+        alone, curve = ke.optimise_value(model, tok, r.prompts, r.positions, r.target, layer, 8, 0.5, r.essence,
+                                         objective)
+        assert torch.allclose(d, alone, atol=1e-5) and np.allclose(c, curve, atol=1e-5)
+
+
+def test_value_step_at_the_last_block_equals_the_full_forward(monkeypatch):
+    world, tok, model = _world_and_model()
+    _, requests = _requests(world, 2)
+    fast = ke.optimise_values(model, tok, requests, 2, 6, 0.5)
+    monkeypatch.setattr(ke, "_final_norm", lambda m: None)  # no norm found: every step runs the whole model
+    full = ke.optimise_values(model, tok, requests, 2, 6, 0.5)
+    assert torch.allclose(fast[0], full[0], atol=1e-5) and np.allclose(fast[1], full[1], atol=1e-5)
+
+
+def test_memit_update_solves_its_least_squares_objective():
+    """Eq. (3) at a single layer: ΔW (λC + KᵀK) = Rᵀ K, the normal equations of ‖ΔW K − R‖² + λ tr(ΔW C ΔWᵀ), where
+    R is the whole residual z − h (one layer)."""
+    world, tok, model = _world_and_model()
+    edits, requests = _requests(world, 3)
+    C, lam = _covariance(model, tok, world, 2), 36.0
+    prompts = [p for r in requests for p in r.prompts]
+    positions = [c for r in requests for c in r.positions]
+    keys, h = ke.site_states(model, tok, prompts, positions, [2], 2)
+    K, H = keys[2].reshape(3, 2, -1).mean(1), h.reshape(3, 2, -1).mean(1)
+    delta = ke.optimise_values(model, tok, requests, 2, 4, 0.5)[0]
+    W0 = ke.down_weight(model, 2).clone()
+    ke.memit_edit(model, tok, world, edits, {2: C}, [2], steps=4, lr=0.5, lam=lam)
+    dW = ke.down_weight(model, 2) - W0
+    assert torch.allclose(dW @ (lam * C + K.T @ K), ((H + delta) - H).T @ K, atol=1e-4)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_rome_and_memit_on_any_causal_lm(family_checkpoints, family):
+    """On tiny random GPT-2 (Conv1D down-projection, weight stored transposed), Llama and Qwen2 checkpoints loaded
+    back through models.get: ROME's update writes v* for k* with rank one, the last-block value step equals the
+    full forward, and MEMIT's update solves its least squares."""
+    from icml25.core import models
+
+    world = ke.FactWorld.sample(12, 3, 0)
+    tok = ke.tokenizer_for(world)
+    path = family_checkpoints(tok, num_hidden_layers=2)[family]
+    model = models.get(path, device="cpu").model.requires_grad_(False)
+    C = ke.key_covariance(ke.generic_keys(model, tok, world, 1, 40, 0))
+    edits, requests = _requests(world, 2)
+    trace = ke.rome_edit(copy.deepcopy(model), tok, copy.deepcopy(world), edits[0], C, 1, 5, 0.5, "last")
+    assert torch.linalg.matrix_rank(trace["delta"], rtol=1e-4) == 1
+    edited = copy.deepcopy(model)
+    ke.down_weight(edited, 1).add_(trace["delta"])
+    assert torch.allclose(ke.down_weight(edited, 1) @ trace["k_star"], trace["v_star"], atol=1e-4)
+    fast = ke.optimise_values(model, tok, requests, 1, 4, 0.5)[0]
+    full = ke.optimise_values(model, tok, requests, 0, 4, 0.5)[0]  # the middle block: the full forward path
+    assert fast.shape == full.shape == (2, model.config.hidden_size)
+    W0 = ke.down_weight(model, 1).clone()
+    keys, h = ke.site_states(model, tok, [p for r in requests for p in r.prompts],
+                             [c for r in requests for c in r.positions], [1], 1)
+    K = keys[1].reshape(2, 2, -1).mean(1)
+    ke.memit_edit(model, tok, copy.deepcopy(world), edits[:2], {1: C}, [1], steps=4, lr=0.5, lam=36.0)
+    dW = ke.down_weight(model, 1) - W0
+    assert torch.allclose(dW @ (36.0 * C + K.T @ K), fast.T @ K, atol=1e-4)

@@ -30,6 +30,7 @@
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0
+model = None  # a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
 v_steps = None  # optimisation steps for v*
 v_lr = None
 
@@ -42,7 +43,7 @@ from icml25 import knowledge_editing as ke
 from icml25.core import plot
 
 plot.use_style()
-cfg = ke.config(scale, v_steps=v_steps, v_lr=v_lr)
+cfg = ke.config(scale, model=model, v_steps=v_steps, v_lr=v_lr)
 cfg
 
 # %% [markdown]
@@ -115,7 +116,7 @@ C = ke.key_covariance(ke.generic_keys(model, tok, world, layer, cfg.c_texts, see
 before = ke.edit_effect(model, tok, world, edit)
 trace = ke.rome_edit(model, tok, world, edit, C, layer, cfg.v_steps, cfg.v_lr, token, ke.objective_of(cfg))
 after = ke.edit_effect(model, tok, world, edit)
-W = model.model.layers[layer].mlp.down_proj.weight
+W = ke.down_weight(model, layer)
 print(f"‖W′k* − v*‖ = {(W @ trace['k_star'] - trace['v_star']).norm():.2e}, "
       f"rank(ΔW) = {int(torch.linalg.matrix_rank(trace['delta'], rtol=1e-4))}, ‖ΔW‖/‖W‖ = "
       f"{trace['delta'].norm() / (W - trace['delta']).norm():.2f}")

@@ -50,6 +50,7 @@
 # %% tags=["parameters"]
 scale = "ci"
 seeds = None  # defaults to the scale's seeds
+model = None  # a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
 
 # %%
 import matplotlib.pyplot as plt
@@ -61,7 +62,7 @@ from icml25.core import check, plot
 from icml25.core.claims import mean_sd
 
 plot.use_style()
-cfg = ke.config(scale, seeds=seeds)
+cfg = ke.config(scale, seeds=seeds, model=model)
 cfg
 
 # %%

@@ -39,24 +39,28 @@ import numpy as np
 import torch
 from torch import nn
 
-from .core import flops, sentence, tinylm, zoo
+from .core import flops, models, sentence, tinylm, zoo
 from .core.adapters import lora_model
 from .core.claims import Claim, Effect, at_least
 from .core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, make_config, one_of
-from .core.facts import sample_facts
 from .core.seeding import derive_seed, numpy_rng, seeded
 from .core.train import train
+from .knowledge_editing_world import (ALL_TEMPLATES, BASE_PRESETS, PERSONA_TEMPLATES, REPHRASE_TEMPLATES,  # noqa: F401
+                                      TEMPLATE_WORDS, TRAIN_TEMPLATES, TWO_HOP_TEMPLATE, Edit, FactWorld,
+                                      _last_token_loss, build_base, chain_split, context_example, question,
+                                      tokenizer_for, train_base, training_examples, two_hop_question,
+                                      two_hop_steps, with_context)
 
 _EDITORS = {"v_steps": 25, "v_lr": 0.5, "kl_factor": 0.0625,
             "v_weight_decay": 1e-3, "clamp_norm_factor": 4.0, "stop_loss": 5e-2,
             "memit_lambda": 36.0, "c_texts": 400, "ft_steps": 30, "ft_lr": 3e-3, "lora_rank": 4, "lora_steps": 30, "lora_lr": 1e-2,
             "merge_alpha": 0.25, "merge_alphas": (0.25, 0.5, 0.75, 1.0), "tune_windows": 2}
 config = make_config({
-    "smoke": {"seeds": [0], "base_seed": 0, "n_entities": 20, "n_relations": 2, "base_steps": 150, "preset": "nano", "n_layers": 4,
+    "smoke": {"model": "ke-base", "seeds": [0], "base_seed": 0, "n_entities": 20, "n_relations": 2, "base_steps": 150, "preset": "nano", "n_layers": 4,
               "n_windows": 2, "edits_per_window": 4} | _EDITORS | {"merge_alphas": (0.25, 1.0)},
-    "ci": {"seeds": [0, 1, 2], "base_seed": 0, "n_entities": 60, "n_relations": 3, "base_steps": 1200, "preset": "nano",
-           "n_layers": 4, "n_windows": 4, "edits_per_window": 10} | _EDITORS,
-    "full": {"seeds": [0, 1, 2, 3, 4], "base_seed": 0, "n_entities": 1000, "n_relations": 6, "base_steps": 20000, "preset": "small",
+    "ci": {"model": "ke-base", "seeds": [0, 1, 2], "base_seed": 0, "n_entities": 60, "n_relations": 3, "base_steps": 1200, "preset": "nano",
+           "n_layers": 4, "n_windows": 4, "edits_per_window": 20} | _EDITORS,
+    "full": {"model": "meta-llama/Llama-3.2-1B-Instruct", "seeds": [0, 1, 2, 3, 4], "base_seed": 0, "n_entities": 1000, "n_relations": 6, "base_steps": 20000, "preset": "small",
              "n_layers": 6, "n_windows": 8, "edits_per_window": 100} | _EDITORS,
 },
     seeds=SEED, base_seed=SEED, n_entities=COUNT, n_relations=COUNT, base_steps=COUNT, preset=one_of(*tinylm.PRESETS),
@@ -68,12 +72,6 @@ METHODS = ("rome", "memit", "finetune", "lora_merge", "retrieval")  # the method
 BASELINES = ("retrieval_lexical",)  # shown beside them: exact-match retrieval, an upper bound for the retriever
 METRICS = ("success", "rephrase", "persona", "locality", "multihop", "retention")
 
-TRAIN_TEMPLATES = ("{s} {r} ?", "what is {r} of {s} ?")
-REPHRASE_TEMPLATES = ("tell me {r} for {s} ?",)
-PERSONA_TEMPLATES = ("detective asks : {s} {r} ?",)
-TWO_HOP_TEMPLATE = "{s} {r} {r2} ?"
-ALL_TEMPLATES = TRAIN_TEMPLATES + REPHRASE_TEMPLATES + PERSONA_TEMPLATES
-TEMPLATE_WORDS = sorted({w for t in ALL_TEMPLATES for w in t.split() if not w.startswith("{")} | {"ctx"})
 
 # --------------------------------------------------------------------------------------------------- claims
 # Declared from the issue before any experiment; checked by notebooks/knowledge_editing/02_lifelong.
@@ -147,50 +145,6 @@ MULTIHOP = Claim(
 
 
 # ------------------------------------------------------------------------------------------- the benchmark
-@dataclass(frozen=True)
-class Edit:
-    subject: str
-    relation: str
-    old: str
-    new: str
-
-
-@dataclass
-class FactWorld:
-    """Triples (s, r) → o over entities e0…e{n−1} and relations r0…r{m−1}, editable; every entity has every
-    relation, so an object is itself a subject and two-hop chains exist."""
-
-    facts: dict[tuple[str, str], str]
-    entities: list[str]
-    relations: list[str]
-    edited: set[tuple[str, str]] = field(default_factory=set)
-
-    @classmethod
-    def sample(cls, n_entities: int, n_relations: int, seed: int) -> FactWorld:
-        """The core's chained fact world, with entity and relation names as tokens."""
-        world = sample_facts(n_entities, n_relations, seed)
-        ents = [f"e{i}" for i in range(n_entities)]
-        rels = [f"r{j}" for j in range(n_relations)]
-        facts = {(ents[s], rels[r]): ents[o] for s, r, o in zip(world.subject, world.relation, world.object)}
-        return cls(facts, ents, rels)
-
-    def answer(self, s: str, r: str) -> str:
-        if (s, r) not in self.facts:
-            raise ValueError(f"unknown subject/relation {(s, r)!r}; subjects e0..e{len(self.entities) - 1}, "
-                             f"relations {', '.join(self.relations)}")
-        return self.facts[(s, r)]
-
-    def two_hop(self, s: str, r1: str, r2: str) -> str:
-        """(s, r₁) → o, (o, r₂) → o₂, read from the current (edited) facts."""
-        return self.answer(self.answer(s, r1), r2)
-
-    def apply(self, edit: Edit) -> None:
-        if self.answer(edit.subject, edit.relation) == edit.new:
-            raise ValueError(f"edit target {edit.new!r} equals the current object of {(edit.subject, edit.relation)}")
-        self.facts[(edit.subject, edit.relation)] = edit.new
-        self.edited.add((edit.subject, edit.relation))
-
-
 @dataclass
 class Window:
     edits: list[Edit]
@@ -199,13 +153,15 @@ class Window:
 
 def edit_stream(world: FactWorld, n_windows: int, per_window: int, seed: int) -> list[Window]:
     """Time windows of edits (s, r) → o′ ≠ o on distinct (s, r), each with one hard neighbour per edit (same
-    subject, other relation; else same relation, other subject) chosen among pairs that are never edited."""
+    subject, other relation; else same relation, other subject) chosen among pairs that are never edited. At most
+    two thirds of the facts are edited, so that a third stay unedited as locality probes."""
     rng = numpy_rng(seed, "edit-stream")
     pairs = list(world.facts)
     order = rng.permutation(len(pairs))
     n = n_windows * per_window
-    if 2 * n > len(pairs):
-        raise ValueError(f"{n} edits need at least {2 * n} facts, the world has {len(pairs)}")
+    if 3 * n > 2 * len(pairs):
+        raise ValueError(f"{n} edits need at least {(3 * n + 1) // 2} facts (two thirds edited at most), the world "
+                         f"has {len(pairs)}")
     to_edit = [pairs[i] for i in order[:n]]
     edited = set(to_edit)
     windows = []
@@ -219,39 +175,70 @@ def edit_stream(world: FactWorld, n_windows: int, per_window: int, seed: int) ->
             same_s = [(s, r2) for r2 in world.relations if (s, r2) not in edited]
             same_r = [(s2, r) for s2 in world.entities if (s2, r) not in edited]
             cand = same_s or same_r
+            if not cand:
+                raise ValueError(f"no unedited neighbour of {(s, r)!r}: edit fewer facts")
             loc.append(cand[int(rng.integers(len(cand)))])
         windows.append(Window(edits, loc))
     return windows
 
 
-def question(s: str, r: str, template: str) -> str:
-    return template.format(s=s, r=r)
-
-
-def tokenizer_for(world: FactWorld):
-    return tinylm.word_tokenizer(world.entities + world.relations + TEMPLATE_WORDS)
-
-
 # ---------------------------------------------------------------------------------------------------- ROME
-def mlp(model, layer: int):
-    n = len(model.model.layers)
-    if not 0 <= layer < n:
-        raise ValueError(f"layer {layer} out of range; the model has layers 0..{n - 1}")
-    return model.model.layers[layer].mlp
+def block(model, layer: int):
+    """Decoder block `layer` of any causal LM (:func:`icml25.core.models.decoder_blocks`)."""
+    blocks = models.decoder_blocks(model)
+    if not 0 <= layer < len(blocks):
+        raise ValueError(f"layer {layer} out of range; the model has layers 0..{len(blocks) - 1}")
+    return blocks[layer]
+
+
+def down_proj(model, layer: int) -> nn.Module:
+    """The MLP's output projection of `layer`, whose weight ROME and MEMIT edit: `mlp.down_proj` (an `nn.Linear`,
+    Llama, Qwen2, Mistral) or `mlp.c_proj` (GPT-2's `Conv1D`, weight stored transposed)."""
+    mlp = block(model, layer).mlp
+    return mlp.down_proj if hasattr(mlp, "down_proj") else mlp.c_proj
+
+
+def down_weight(model, layer: int) -> torch.Tensor:
+    """The down-projection's weight as W of shape (d_out, d_in), so that the MLP output is W k (a view: adding to
+    it edits the model, whatever the layer's storage)."""
+    down = down_proj(model, layer)
+    return down.weight if isinstance(down, nn.Linear) else down.weight.T
+
+
+def _encode(tok, prompts: Sequence[str], positions: Sequence[int]):
+    """A left-padded batch and the (row, column) of one word position per prompt (one token per word)."""
+    enc = tok(list(prompts), return_tensors="pt", padding=True)
+    pad = enc["input_ids"].shape[1] - torch.tensor([len(p.split()) for p in prompts])
+    return enc, torch.arange(len(prompts)), pad + torch.as_tensor(list(positions), dtype=torch.long)
+
+
+def _output(o):
+    return o[0] if isinstance(o, tuple) else o
 
 
 @torch.no_grad()
-def keys_at(model, tok, prompts: Sequence[str], positions: Sequence[int], layer: int) -> torch.Tensor:
-    """Inputs k of the down-projection of `layer` at one word position per prompt (prompts are left-padded)."""
-    store = []
-    h = mlp(model, layer).down_proj.register_forward_pre_hook(lambda m, a: store.append(a[0]))
+def site_states(model, tok, prompts: Sequence[str], positions: Sequence[int], layers: Sequence[int],
+                out_layer: int | None = None) -> tuple[dict[int, torch.Tensor], torch.Tensor | None]:
+    """One forward pass: the down-projection inputs k (keys) of each of `layers` at one word position per prompt
+    (prompts are left-padded), and, if `out_layer` is given, the residual stream after that block at the same
+    positions (before any final norm)."""
+    keys, res, hooks = {}, [], []
+    for l in layers:
+        hooks.append(down_proj(model, l).register_forward_pre_hook(lambda m, a, l=l: keys.__setitem__(l, a[0])))
+    if out_layer is not None:
+        hooks.append(block(model, out_layer).register_forward_hook(lambda m, a, o: res.append(_output(o))))
+    enc, rows, cols = _encode(tok, prompts, positions)
     try:
-        enc = tok(list(prompts), return_tensors="pt", padding=True)
         model(**enc)
     finally:
-        h.remove()
-    pad = enc["input_ids"].shape[1] - torch.tensor([len(p.split()) for p in prompts])
-    return store[0][torch.arange(len(prompts)), pad + torch.as_tensor(list(positions))]
+        for h in hooks:
+            h.remove()
+    return {l: k[rows, cols] for l, k in keys.items()}, (res[0][rows, cols] if res else None)
+
+
+def keys_at(model, tok, prompts: Sequence[str], positions: Sequence[int], layer: int) -> torch.Tensor:
+    """Inputs k of the down-projection of `layer` at one word position per prompt (prompts are left-padded)."""
+    return site_states(model, tok, prompts, positions, [layer])[0][layer]
 
 
 def key_covariance(keys: torch.Tensor, ridge: float = 1e-4) -> torch.Tensor:
@@ -261,7 +248,7 @@ def key_covariance(keys: torch.Tensor, ridge: float = 1e-4) -> torch.Tensor:
 
 def rome_update(W: torch.Tensor, C: torch.Tensor, k_star: torch.Tensor, v_star: torch.Tensor) -> torch.Tensor:
     """Eq. (1): the rank-one ΔW with (W + ΔW) k* = v* that leaves W k unchanged for k ⟂ C⁻¹k*.
-    W has shape (d_out, d_in) (a `nn.Linear` weight)."""
+    W has shape (d_out, d_in) (:func:`down_weight`)."""
     u = torch.linalg.solve(C, k_star)
     return torch.outer(v_star - W @ k_star, u) / (u @ k_star)
 
@@ -292,53 +279,120 @@ class ValueObjective:
     stop_loss: float = 5e-2
 
 
+@dataclass(frozen=True)
+class ValueRequest:
+    """One edit's value step: its rewriting prompts and edited positions, the target token, and its essence
+    prompts (for the KL term) with their positions."""
+
+    prompts: Sequence[str]
+    positions: Sequence[int]
+    target: str
+    essence: tuple[Sequence[str], Sequence[int]] = ((), ())
+
+
+def _final_norm(model) -> nn.Module | None:
+    """The norm between the last block and the unembedding (Llama/Qwen2 `norm`, GPT-2 `ln_f`), if found."""
+    base = model.base_model
+    return next((getattr(base, n) for n in ("norm", "ln_f", "final_layernorm") if hasattr(base, n)), None)
+
+
+def optimise_values(model, tok, requests: Sequence[ValueRequest], layer: int, steps: int, lr: float,
+                    objective: ValueObjective = ValueObjective()) -> tuple[torch.Tensor, list[list[float]]]:
+    """The value step of every request at once: δ_i, added to the MLP output of `layer` at request i's edited
+    token in each of its prompts (and essence prompts), trained by `objective` so that the next token after each
+    prompt is its target. The requests are independent (each δ_i enters only its own loss, Adam is elementwise,
+    the clamp is per δ_i, and a request that reaches the stopping loss is frozen there), so this equals one
+    optimisation per request. ROME's value is v* = W k̄* + δ. Returns δ (one row per request) and each request's
+    curve of −log p(target) per step.
+
+    When `layer` is the last block, δ reaches the logits only through the final norm and the unembedding of the
+    last position, so each step evaluates just those on the cached block outputs (the same numbers as a forward
+    pass, without re-running the blocks)."""
+    rw = [(i, p, c) for i, r in enumerate(requests) for p, c in zip(r.prompts, r.positions, strict=True)]
+    es = [(i, p, c) for i, r in enumerate(requests) for p, c in zip(*r.essence, strict=True)]
+    every = rw + es
+    enc, rows, cols = _encode(tok, [p for _, p, _ in every], [c for _, _, c in every])
+    owner = torch.tensor([i for i, _, _ in every])
+    n, n_req = len(rw), len(requests)
+    targets = torch.tensor(tok.convert_tokens_to_ids([requests[i].target for i, _, _ in rw]))
+    is_rw = torch.zeros(len(every), n_req).index_put_((torch.arange(n), owner[:n]), torch.tensor(1.0))
+    is_es = torch.zeros(len(every), n_req).index_put_((torch.arange(n, len(every)), owner[n:]), torch.tensor(1.0))
+    n_rw, n_es = is_rw.sum(0), is_es.sum(0)
+    down, last = down_proj(model, layer), layer == len(models.decoder_blocks(model)) - 1
+    norm, unembed = _final_norm(model), model.get_output_embeddings()
+    fast = last and norm is not None
+    cached = {}
+
+    def capture(m, a, o):
+        cached["v0"] = o[rows, cols].detach().clone()
+
+    def keep_block(m, a, o):
+        cached["h"] = _output(o)[:, -1].detach().clone()
+
+    with torch.no_grad():
+        hooks = [down.register_forward_hook(capture)] + ([block(model, layer).register_forward_hook(keep_block)]
+                                                          if fast else [])
+        try:
+            model(**enc)
+        finally:
+            for h in hooks:
+                h.remove()
+    first = torch.tensor([next(j for j, (i, _, _) in enumerate(every) if i == r) for r in range(n_req)])
+    v0_norm = cached["v0"][first].norm(dim=-1)  # the unedited MLP output at the edited token of the first prompt
+    at_last = (cols == enc["input_ids"].shape[1] - 1).float()[:, None]
+    delta = torch.zeros(n_req, down_weight(model, layer).shape[0], requires_grad=True)
+    opt = torch.optim.Adam([delta], lr=lr)
+    active = torch.ones(n_req, dtype=torch.bool)
+    curves: list[list[float]] = [[] for _ in requests]
+
+    def add_delta(m, a, out):
+        out = out.clone()
+        out[rows, cols] = out[rows, cols] + delta[owner]
+        return out
+
+    hook = None if fast else down.register_forward_hook(add_delta)
+    p0 = None
+    try:
+        for _ in range(steps):
+            if fast:
+                logits = unembed(norm(cached["h"] + at_last * delta[owner]))
+            else:
+                logits = model(**enc).logits[:, -1]
+            logp = torch.log_softmax(logits, -1)
+            nll_rows = -logp[torch.arange(n), targets]
+            nll = (nll_rows[:, None] * is_rw[:n]).sum(0) / n_rw
+            loss = nll + objective.weight_decay * delta.norm(dim=-1) / v0_norm ** 2
+            if es:
+                p0 = logp[n:].detach() if p0 is None else p0
+                kl = nn.functional.kl_div(p0, logp[n:], log_target=True, reduction="none").sum(-1)
+                loss = loss + objective.kl_factor * (kl[:, None] * is_es[n:]).sum(0) / n_es.clamp(min=1)
+            for i in torch.nonzero(active).flatten().tolist():
+                curves[i].append(float(nll[i].detach()))
+            active &= loss.detach() >= objective.stop_loss
+            if not active.any():
+                break
+            opt.zero_grad()
+            (loss * active).sum().backward()
+            frozen = delta.detach().clone()
+            opt.step()
+            with torch.no_grad():
+                delta[~active] = frozen[~active]
+                max_norm = objective.clamp_norm_factor * v0_norm
+                scale = torch.clamp(max_norm / delta.norm(dim=-1).clamp(min=1e-12), max=1.0)
+                delta *= scale[:, None]
+    finally:
+        if hook is not None:
+            hook.remove()
+    return delta.detach(), curves
+
+
 def optimise_value(model, tok, prompts: Sequence[str], positions: Sequence[int], target: str, layer: int,
                    steps: int, lr: float, essence: tuple[Sequence[str], Sequence[int]] = ((), ()),
                    objective: ValueObjective = ValueObjective()) -> tuple[torch.Tensor, list[float]]:
-    """δ, added to the MLP output at the edited token of every prompt (and of the `essence` prompts, whose
-    next-token distribution the KL term keeps) and trained by `objective` so that the next token after each
-    prompt is `target`; ROME's value is v* = W k̄* + δ. Returns δ and the curve of −log p(target) per step."""
-    down = mlp(model, layer).down_proj
-    every = list(prompts) + list(essence[0])
-    enc = tok(every, return_tensors="pt", padding=True)
-    pad = enc["input_ids"].shape[1] - torch.tensor([len(p.split()) for p in every])
-    rows, cols = torch.arange(len(every)), pad + torch.as_tensor(list(positions) + list(essence[1]))
-    n, target_id = len(prompts), tok.convert_tokens_to_ids(target)
-    delta = torch.zeros(down.out_features, requires_grad=True)
-    opt = torch.optim.Adam([delta], lr=lr)
-    v0 = []
-
-    def add_delta(m, a, out):
-        if not v0:
-            v0.append(out[rows[0], cols[0]].detach().clone())
-        out = out.clone()
-        out[rows, cols] = out[rows, cols] + delta
-        return out
-
-    h = down.register_forward_hook(add_delta)
-    losses, p0 = [], None
-    try:
-        for _ in range(steps):
-            logp = torch.log_softmax(model(**enc).logits[:, -1], -1)
-            nll = -logp[:n, target_id].mean()
-            losses.append(float(nll.detach()))
-            loss = nll + objective.weight_decay * delta.norm() / v0[0].norm() ** 2
-            if len(every) > n:
-                p0 = logp[n:].detach() if p0 is None else p0
-                loss = loss + objective.kl_factor * nn.functional.kl_div(p0, logp[n:], log_target=True,
-                                                                         reduction="batchmean")
-            if loss < objective.stop_loss:
-                break
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            with torch.no_grad():
-                max_norm = objective.clamp_norm_factor * v0[0].norm()
-                if delta.norm() > max_norm:
-                    delta *= max_norm / delta.norm()
-    finally:
-        h.remove()
-    return delta.detach(), losses
+    """One request of :func:`optimise_values`: δ and its curve of −log p(target) per step."""
+    delta, curves = optimise_values(model, tok, [ValueRequest(prompts, positions, target, essence)], layer, steps,
+                                    lr, objective)
+    return delta[0], curves[0]
 
 
 def objective_of(cfg) -> ValueObjective:
@@ -355,11 +409,11 @@ def rome_edit(model, tok, world: FactWorld, edit: Edit, C: torch.Tensor, layer: 
     delta, losses = optimise_value(model, tok, prompts, pos, edit.new, layer, steps, lr, essence_prompts(edit, token),
                                    objective)
     k_star = keys_at(model, tok, prompts, pos, layer).mean(0)
-    down = mlp(model, layer).down_proj
-    v_star = down.weight @ k_star + delta
+    W = down_weight(model, layer)
+    v_star = W @ k_star + delta
     with torch.no_grad():
-        delta = rome_update(down.weight, C, k_star, v_star)
-        down.weight += delta
+        delta = rome_update(W, C, k_star, v_star)
+        W += delta
     world.apply(edit)
     return {"k_star": k_star, "v_star": v_star, "delta": delta, "losses": losses}
 
@@ -384,7 +438,7 @@ def generic_keys(model, tok, world: FactWorld, layer: int, n: int, seed: int) ->
     """The down-projection's inputs k at every token of :func:`generic_text` (ROME's `layer_stats`: every
     position of every sampled text), as rows."""
     store = []
-    h = mlp(model, layer).down_proj.register_forward_pre_hook(lambda m, a: store.append(a[0]))
+    h = down_proj(model, layer).register_forward_pre_hook(lambda m, a: store.append(a[0]))
     try:
         enc = tok(generic_text(world, n, seed), return_tensors="pt", padding=True)
         model(**enc)
@@ -408,10 +462,10 @@ def causal_trace(model, tok, world: FactWorld, template: str, noise_scale: float
     pad = enc["input_ids"].shape[1] - len(words)  # every prompt of one template has the same length
     target = torch.tensor(tok.convert_tokens_to_ids([o for _, o in facts]))
     rows = torch.arange(len(prompts))
-    emb = model.model.embed_tokens
+    emb = model.get_input_embeddings()
     sd = noise_scale * float(emb.weight.std())
     noise = torch.randn(len(prompts), emb.embedding_dim, generator=torch.Generator().manual_seed(seed)) * sd
-    layers = model.model.layers
+    layers = models.decoder_blocks(model)
     clean = {}
     hooks = [layers[l].mlp.register_forward_hook(lambda m, a, o, l=l: clean.__setitem__(l, o.clone()))
              for l in range(len(layers))]
@@ -495,27 +549,6 @@ class LexicalMemory:
 
 
 # ------------------------------------------------------------------------------------------ the base model
-def chain_split(world: FactWorld, seed: int) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
-    """All two-hop chains (s, r₁, r₂), split by subject: half the subjects' chains are trained, the rest held out
-    to measure whether the model composes two facts at all."""
-    rng = numpy_rng(seed, "chains")
-    train_subjects = set(rng.permutation(world.entities)[: len(world.entities) // 2].tolist())
-    chains = [(s, r1, r2) for s in world.entities for r1 in world.relations for r2 in world.relations]
-    return [c for c in chains if c[0] in train_subjects], [c for c in chains if c[0] not in train_subjects]
-
-
-def two_hop_question(s: str, r1: str, r2: str) -> str:
-    return TWO_HOP_TEMPLATE.format(s=s, r=r1, r2=r2)
-
-
-def two_hop_steps(world: FactWorld, s: str, r1: str, r2: str) -> list[tuple[str, str]]:
-    """A two-hop question answered in two tokens, the bridge o = (s, r₁) first, then o₂ = (o, r₂) after it:
-    ("s r₁ r₂ ?", o) and ("s r₁ r₂ ? o", o₂). The answer is o₂; saying the bridge is the tiny model's chain of
-    thought (it does not compose two facts within one forward pass, notebook 02)."""
-    q, o = two_hop_question(s, r1, r2), world.answer(s, r1)
-    return [(q, o), (f"{q} {o}", world.answer(o, r2))]
-
-
 def answer_two_hop(answer, questions: Sequence[str]) -> list[str]:
     """Greedy two-token answers to two-hop questions: the bridge, then the answer after it."""
     bridges = answer(list(questions))
@@ -525,54 +558,6 @@ def answer_two_hop(answer, questions: Sequence[str]) -> list[str]:
 def score_two_hop(answer, items: Sequence[tuple[str, str]]) -> float:
     """Exact-match accuracy of the final token of :func:`answer_two_hop` on (two-hop question, o₂) pairs."""
     return score(lambda qs: answer_two_hop(answer, qs), items)
-
-
-def with_context(line: tuple[str, str, str], prompt: str) -> str:
-    """A retrieved line "s r o" prepended to the question."""
-    return f"ctx {' '.join(line)} {prompt}"
-
-
-def context_example(world: FactWorld, rng: np.random.Generator) -> tuple[str, str]:
-    """A question under a training template after a retrieved line stating the asked fact with a random
-    object, which must be copied (whether a line is relevant is the retriever's decision, see
-    :class:`LexicalMemory`)."""
-    (s, r) = list(world.facts)[int(rng.integers(len(world.facts)))]
-    x = world.entities[int(rng.integers(len(world.entities)))]
-    t = TRAIN_TEMPLATES[int(rng.integers(len(TRAIN_TEMPLATES)))]
-    return with_context((s, r, x), question(s, r, t)), x
-
-
-def training_examples(world: FactWorld, chains: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
-    """Every fact under every training template, and both steps of the trained two-hop chains."""
-    qs = [(question(s, r, t), o) for (s, r), o in world.facts.items() for t in TRAIN_TEMPLATES]
-    return qs + [step for c in chains for step in two_hop_steps(world, *c)]
-
-
-def _last_token_loss(m, b):
-    """Cross-entropy of the token after each prompt (the answer)."""
-    return nn.functional.cross_entropy(m(**b["enc"]).logits[:, -1], b["y"])
-
-
-def train_base(world: FactWorld, seed: int, steps: int, batch_size: int = 64, lr: float = 1e-2,
-               preset: str = "nano", n_layers: int = 4, context_rate: float = 0.3):
-    """A tiny Llama trained on the facts (training templates), the trained two-hop chains and, in
-    `context_rate` of each batch, on answering with a context line (:func:`context_example`), so that retrieval
-    augmentation has a model that reads its context, as WikiBigEdit's instruction-tuned models do."""
-    tok = tokenizer_for(world)
-    model = tinylm.make_model(preset, tok, seed, max_len=24, num_hidden_layers=n_layers)
-    qs = training_examples(world, chain_split(world, seed)[0])
-    rng = numpy_rng(seed, "fact-batches")
-    n_ctx = int(round(context_rate * batch_size))
-
-    def batches():
-        while True:
-            pairs = [qs[i] for i in rng.integers(len(qs), size=batch_size - n_ctx)]
-            pairs += [context_example(world, rng) for _ in range(n_ctx)]
-            enc = tok([p for p, _ in pairs], return_tensors="pt", padding=True)
-            yield {"enc": enc, "y": torch.tensor(tok.convert_tokens_to_ids([o for _, o in pairs]))}
-
-    res = train(model, batches(), steps, lr=lr, loss_fn=_last_token_loss, desc="ke-base")
-    return model, tok, res.losses
 
 
 def base_report(model, tok, world: FactWorld, seed: int) -> dict[str, float]:
@@ -606,20 +591,12 @@ def edit_effect(model, tok, world: FactWorld, edit: Edit) -> dict:
     return {"p_new": next_token_probs(model, tok, prompts, [edit.new] * len(prompts))} | kept
 
 
-BASE_PRESETS = {scale: {k: config(scale)[k] for k in ("n_entities", "n_relations", "base_steps", "preset", "n_layers")}
-                for scale in ("smoke", "ci", "full")}
-
-
-@zoo.register("ke-base", BASE_PRESETS)
-def build_base(cfg, seed):
-    world = FactWorld.sample(cfg.n_entities, cfg.n_relations, seed)
-    model, tok, losses = train_base(world, seed, cfg.base_steps, preset=cfg.preset, n_layers=cfg.n_layers)
-    return model, tok, {"losses": losses}
-
-
 def base_model(cfg, seed: int) -> tuple[zoo.ZooModel, FactWorld]:
-    """The zoo's fact model for `cfg`'s scale and `seed`, and its (fresh, unedited) fact world."""
-    z = zoo.get("ke-base", cfg.scale, seed)
+    """The model to edit, `cfg.model` (the zoo's fact model ``ke-base`` at smoke and ci, trained at `cfg`'s scale
+    from `seed`; or any causal LM's folder or Hub id, through :func:`icml25.core.models.get`), and its (fresh,
+    unedited) fact world. The questions are read one token per word: a checkpoint other than the zoo's must use
+    the world's word tokenizer (:func:`tokenizer_for`) and know its facts."""
+    z = models.get(cfg.model, cfg.scale, seed, device="cpu")
     z.model.requires_grad_(False)
     return z, FactWorld.sample(cfg.n_entities, cfg.n_relations, seed)
 
@@ -638,42 +615,39 @@ def memit_edit(model, tok, world: FactWorld, edits: Sequence[Edit], Cs: dict[int
                objective: ValueObjective = ValueObjective()) -> None:
     """A MEMIT-style batched update (Meng et al., 2023) of every edit in `edits` at once, spread over `layers`.
 
-    For each edit, a target hidden state z_i = h_L + δ_i at the top layer L is found by optimising δ_i (the
-    value step of ROME, with the same objective); then, layer by layer from the bottom, the remaining residual R = (z − h_L) / (L − l + 1)
-    is written into W_l by the least-squares update
+    For each edit, a target hidden state z_i = h_L + δ_i of the residual stream after the top layer L is found by
+    optimising δ_i (the value step of ROME, with the same objective, every edit's at once by
+    :func:`optimise_values`); then, layer by layer from the bottom, the remaining residual
+    R = (z − h_L) / (L − l + 1) is written into W_l by the least-squares update
 
         (3)  ΔW_l = Rᵀ K_l (λ C_l + K_lᵀ K_l)⁻¹
 
     with K_l the edits' keys at layer l and C_l = E[k kᵀ] over the keys of generic text at layer l
     (:func:`generic_keys`), weighted by λ (the official `mom2_update_weight`): MEMIT's least-squares objective
-    ‖W K − V‖² over the edits plus λ times the preserved keys' error.
+    ‖W K − V‖² over the edits plus λ times the preserved keys' error. Keys and h_L are each edit's mean over its
+    prompts.
     """
     top = max(layers)
-    prompts = [edit_prompts(e, token) for e in edits]
     for e in edits:
         if world.answer(e.subject, e.relation) == e.new:
             raise ValueError(f"edit target {e.new!r} equals the current object")
-    z = torch.stack([top_hidden(model, tok, p, pos, top) + optimise_value(
-        model, tok, p, pos, e.new, top, steps, lr, essence_prompts(e, token), objective)[0]
-        for e, (p, pos) in zip(edits, prompts)])
+    requests = [ValueRequest(*edit_prompts(e, token), e.new, essence_prompts(e, token)) for e in edits]
+    prompts = [p for r in requests for p in r.prompts]
+    positions = [c for r in requests for c in r.positions]
+    owner = torch.tensor([i for i, r in enumerate(requests) for _ in r.prompts])
+
+    def per_edit(x):  # the mean over each edit's prompts
+        return torch.zeros(len(edits), x.shape[1]).index_add_(0, owner, x) / torch.bincount(owner)[:, None]
+
+    delta = optimise_values(model, tok, requests, top, steps, lr, objective)[0]
+    z = per_edit(site_states(model, tok, prompts, positions, [], top)[1]) + delta
     for i, layer in enumerate(sorted(layers)):
-        K = torch.stack([keys_at(model, tok, p, pos, layer).mean(0) for p, pos in prompts])
-        h = torch.stack([top_hidden(model, tok, p, pos, top) for p, pos in prompts])
-        R = (z - h) / (len(layers) - i)
-        down = mlp(model, layer).down_proj
+        keys, h = site_states(model, tok, prompts, positions, [layer], top)
+        K, R = per_edit(keys[layer]), (z - per_edit(h)) / (len(layers) - i)
         with torch.no_grad():
-            down.weight += torch.linalg.solve(lam * Cs[layer] + K.T @ K, K.T @ R).T
+            down_weight(model, layer).add_(torch.linalg.solve(lam * Cs[layer] + K.T @ K, K.T @ R).T)
     for e in edits:
         world.apply(e)
-
-
-@torch.no_grad()
-def top_hidden(model, tok, prompts: Sequence[str], positions: Sequence[int], layer: int) -> torch.Tensor:
-    """The residual stream after `layer` at the edited positions, averaged over the prompts."""
-    enc = tok(list(prompts), return_tensors="pt", padding=True)
-    hs = model(**enc, output_hidden_states=True).hidden_states[layer + 1]
-    pad = enc["input_ids"].shape[1] - torch.tensor([len(p.split()) for p in prompts])
-    return hs[torch.arange(len(prompts)), pad + torch.as_tensor(list(positions))].mean(0)
 
 
 # ------------------------------------------------------------------------------------------- fine-tuning
@@ -737,6 +711,22 @@ def probes(world: FactWorld, windows: Sequence[Window], w: int) -> dict[str, lis
     }
 
 
+def evaluate(answer, items: dict[str, Sequence[tuple[str, str]]]) -> dict[str, np.ndarray]:
+    """Whether each (prompt, expected) pair of every metric is answered right, from one batch of questions (and a
+    second for the answer token of the "multihop" metric's two-hop questions, :func:`answer_two_hop`)."""
+    names = [m for m in items if m != "multihop"]
+    prompts = [q for m in names for q, _ in items[m]]
+    hops = [q for q, _ in items.get("multihop", [])]
+    got = answer(prompts + hops)
+    if hops:
+        got = got[:len(prompts)] + answer([f"{q} {b}" for q, b in zip(hops, got[len(prompts):], strict=True)])
+    right, i = {}, 0
+    for m in names + (["multihop"] if "multihop" in items else []):
+        right[m] = np.array([g == a for g, (_, a) in zip(got[i:i + len(items[m])], items[m], strict=True)], bool)
+        i += len(items[m])
+    return right
+
+
 def score(answer, items: Sequence[tuple[str, str]]) -> float:
     """Exact-match accuracy of `answer(prompts)` on (prompt, expected) pairs; nan when there are none."""
     if not items:
@@ -750,15 +740,20 @@ class DenseMemory(LexicalMemory):
     (all-MiniLM-L6-v2); a question retrieves the line whose stored question is most cosine-similar (top-1,
     always, like the paper's top-k prepending)."""
 
+    def _keys(self) -> np.ndarray:
+        return sentence.embed([question(s, r, TRAIN_TEMPLATES[1]) for s, r, _ in self.lines])
+
     def retrieve(self, prompt: str) -> tuple[str, str, str] | None:
         if not self.lines:
             return None
-        keys = sentence.embed([question(s, r, TRAIN_TEMPLATES[1]) for s, r, _ in self.lines])
-        return self.lines[int(np.argmax(keys @ sentence.embed([prompt])[0]))]
+        return self.lines[int(np.argmax(self._keys() @ sentence.embed([prompt])[0]))]
 
     def augment_all(self, prompts: Sequence[str]) -> list[str]:
-        sentence.embed(list(prompts))  # one batch through the encoder (embeddings are cached)
-        return super().augment_all(prompts)
+        """:meth:`augment` of every prompt, as one batch through the encoder and one similarity matrix."""
+        if not self.lines or not prompts:
+            return list(prompts)
+        best = np.argmax(sentence.embed(list(prompts)) @ self._keys().T, axis=1)
+        return [with_context(self.lines[int(i)], p) for i, p in zip(best, prompts, strict=True)]
 
 
 def query_flops(model, tok, prompts: Sequence[str], encoder_params: int = 0) -> float:
@@ -810,12 +805,15 @@ def run_lifelong(method: str, z, world: FactWorld, windows: Sequence[Window], cf
                                   cfg.merge_alpha if alpha is None else alpha, derive_seed(seed, "lora", w))
         answer = (lambda ps: predict(model, tok, memory.augment_all(ps))) if memory is not None else \
             (lambda ps: predict(model, tok, ps))
-        for metric, items in probes(world, windows, w).items():
-            out[metric].append((score_two_hop if metric == "multihop" else score)(answer, items))
-        out["retention_learned"].append(score(answer, [(question(e.subject, e.relation, t), e.new) for e in learned
-                                                       for t in TRAIN_TEMPLATES]))
-        learned += [e for e in win.edits if score(answer, [(question(e.subject, e.relation, t), e.new)
-                                                            for t in TRAIN_TEMPLATES]) == 1.0]
+        right = evaluate(answer, probes(world, windows, w))
+        for metric in METRICS:
+            out[metric].append(float(np.mean(right[metric])) if len(right[metric]) else float("nan"))
+        n_t = len(TRAIN_TEMPLATES)  # success and retention ask each edit under every training template, in order
+        past = [e for win_ in windows[:w] for e in win_.edits]
+        kept = {e: right["retention"][i * n_t:(i + 1) * n_t] for i, e in enumerate(past)}
+        out["retention_learned"].append(float(np.concatenate([kept[e] for e in learned]).mean()) if learned
+                                        else float("nan"))
+        learned += [e for i, e in enumerate(win.edits) if right["success"][i * n_t:(i + 1) * n_t].all()]
     asked = [q for q, _ in probes(world, windows, len(windows) - 1)["success"]]
     prompts = [memory.augment(q) for q in asked] if memory is not None else asked
     out["flops"] = query_flops(model, tok, prompts, sentence.encoder_params() if method == "retrieval" else 0)
