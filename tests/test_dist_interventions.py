@@ -174,3 +174,72 @@ def test_fit_trains_in_rounds_until_the_training_set_is_learned():
     done = di.fit(steered, x, di.rule_answer(x, "B"), di.config("smoke", steps=4, max_rounds=3,
                                                                   converge_at=0.0), seed=0)
     assert len(done) == 4  # reached after the first round
+
+
+@pytest.fixture(scope="module")
+def families(family_checkpoints):
+    tok = tinylm.char_tokenizer(di.DIGITS + "=")
+    return {f: di.base_model(str(path), "smoke", 0) for f, path in family_checkpoints(tok, layers=3).items()}
+
+
+def _block_outputs(model, input_ids):
+    from icml25.core import models
+    out, handles = [], [b.register_forward_hook(lambda m, a, o: out.append((o[0] if isinstance(o, tuple) else o).clone()))
+                        for b in models.decoder_blocks(model)]
+    try:
+        logits = model(input_ids=input_ids).logits
+    finally:
+        for h in handles:
+            h.remove()
+    return logits, out
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_any_family_identity_intervention_leaves_the_logits_unchanged(families, family):
+    """On GPT-2 (blocks return tuples), Llama and Qwen2: LoReFT with W = R, b = 0 is the identity, Φ(h) = h +
+    Rᵀ(R h − R h), so the steered logits are the base model's."""
+    z = families[family]
+    x = di.encode(z.tokenizer, di.sample_digits(16, 4, 0, "t"))
+    phi = di.make_intervention("loreft", z.model.config.hidden_size, 4, 0)
+    with torch.no_grad():
+        phi.source.weight.copy_(phi.R)
+        phi.source.bias.zero_()
+    steered = di.Steered(z.model, z.tokenizer, {1: phi}, di.edge_positions(5, 2))
+    with torch.no_grad():
+        torch.testing.assert_close(steered.logits(x), di.digit_logits(z.model, z.tokenizer, x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_any_family_intervention_edits_only_the_chosen_layer_and_positions(families, family):
+    """A trained-like (random) D-ReFT at layer 1, positions f1+l1: the outputs of layer 0 are untouched, layer 1's
+    output changes at exactly the chosen positions, and the edit there is Φ of the unsteered state."""
+    z = families[family]
+    x = di.encode(z.tokenizer, di.sample_digits(8, 4, 0, "t"))
+    pos = di.edge_positions(5, 1)  # [0, 4]
+    phi = di.make_intervention("dreft", z.model.config.hidden_size, 4, 1)
+    phi.mode = "mean"
+    with torch.no_grad():
+        _, clean = _block_outputs(z.model, x)
+        with di.attached(z.model, {1: phi}, pos):
+            _, steered = _block_outputs(z.model, x)
+        torch.testing.assert_close(steered[0], clean[0], atol=0, rtol=0)
+        changed = (steered[1] != clean[1]).any(-1).all(0)  # [T]: a position edited in every prompt
+        unchanged = (steered[1] == clean[1]).all(-1).all(0)
+        assert changed.nonzero().flatten().tolist() == pos
+        assert unchanged.nonzero().flatten().tolist() == [1, 2, 3]
+        torch.testing.assert_close(steered[1][:, pos], phi(clean[1][:, pos]), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_any_family_fit_trains_the_intervention_only(families, family):
+    """Training on rule B moves the intervention's parameters, one loss per step; the base model stays frozen."""
+    z = families[family]
+    cfg = di.config("smoke", steps=8, max_rounds=1, lr=3e-2)
+    d = di.sample_digits(64, 4, 0, "fit")
+    before = {k: v.clone() for k, v in z.model.state_dict().items()}
+    phi = di.make_intervention("loreft", z.model.config.hidden_size, 4, 0)
+    w0 = phi.source.weight.detach().clone()
+    losses = di.fit(di.Steered(z.model, z.tokenizer, {0: phi}, di.edge_positions(5, 2)), d, di.rule_answer(d, "B"),
+                    cfg, 0)
+    assert not torch.equal(phi.source.weight, w0) and len(losses) == cfg.steps
+    assert all(torch.equal(v, before[k]) for k, v in z.model.state_dict().items())

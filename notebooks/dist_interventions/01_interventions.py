@@ -33,6 +33,7 @@
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0
+model = None  # a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
 rank = None  # subspace rank r
 steps = None  # optimiser steps for the intervention
 n_samples = 30  # D-ReFT draws shown per hidden state
@@ -45,19 +46,19 @@ from icml25 import dist_interventions as di
 from icml25.core import plot
 
 plot.use_style()
-cfg = di.config(scale, rank=rank, steps=steps, seeds=[seed])
+cfg = di.config(scale, model=model, rank=rank, steps=steps, seeds=[seed])
 cfg
 
 # %% [markdown]
 # ## The frozen base model and the steering task
 #
-# The base is a 4-layer tiny Llama (hidden size 32) pretrained on **rule A**: read four digits and `=`, answer the
-# first digit. We steer it with 256 examples of **rule B**: answer the first digit's *successor* (mod 10). Only the
+# At smoke and ci the base (parameter `model`; Llama-3.2-1B-Instruct at full scale) is a 4-layer tiny Llama
+# (hidden size 32) pretrained on **rule A**: read four digits and `=`, answer the first digit. We steer it with 256 examples of **rule B**: answer the first digit's *successor* (mod 10). Only the
 # intervention's parameters are trained; it acts on the output of layer 0 at the first two and last two prompt
 # positions (the paper's "first $k$ + last $k$" positions with shared weights).
 
 # %%
-z = di.base_model(scale, seed)
+z = di.base_model(cfg.model, scale, seed)
 print(f"base model: {z.info['n_params']:,} parameters, rule-A accuracy {z.info['accuracy_A']:.3f}, "
       f"rule-B accuracy before steering {z.info['accuracy_B']:.3f}")
 n_digits = z.info["n_digits"]
@@ -66,7 +67,7 @@ train_x = di.sample_digits(cfg.n_train, n_digits, seed, "reft-train")
 test_x = di.sample_digits(cfg.n_test, n_digits, seed, "reft-test")
 fitted = {}
 for method in ("loreft", "dreft"):
-    phi = di.make_intervention(method, z.model.config.hidden_size, cfg.rank, seed)
+    phi = di.make_intervention(method, z.model.config.hidden_size, cfg.rank, seed).to(z.model.device)
     steered = di.Steered(z.model, z.tokenizer, {0: phi}, positions)
     losses = di.fit(steered, train_x, di.rule_answer(train_x, "B"), cfg, seed)
     acc = di.evaluate(steered, test_x, di.rule_answer(test_x, "B"), cfg, seed, mode="mean")["noise 0"]

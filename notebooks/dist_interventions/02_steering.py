@@ -38,6 +38,7 @@
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0
+model = None  # a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
 seeds = None  # base-model and intervention seeds; None: the scale's value
 steps = None  # optimiser steps per intervention
 rank = None
@@ -54,7 +55,7 @@ from icml25 import dist_interventions as di
 from icml25.core import check, plot
 
 plot.use_style()
-cfg = di.config(scale, seeds=seeds, steps=steps, rank=rank, layers=layers, beta_kl=beta_kl)
+cfg = di.config(scale, model=model, seeds=seeds, steps=steps, rank=rank, layers=layers, beta_kl=beta_kl)
 cfg
 
 # %% [markdown]
@@ -62,12 +63,12 @@ cfg
 
 # %%
 half = (len(cfg.seeds) + 1) // 2  # two cells, so that no cell runs long on a loaded machine
-runs = di.run_experiment(di.config(scale, seeds=cfg.seeds[:half], steps=steps, rank=rank, layers=layers,
+runs = di.run_experiment(di.config(scale, model=model, seeds=cfg.seeds[:half], steps=steps, rank=rank, layers=layers,
                                    beta_kl=beta_kl))
 
 # %%
 if cfg.seeds[half:]:
-    runs += di.run_experiment(di.config(scale, seeds=cfg.seeds[half:], steps=steps, rank=rank, layers=layers,
+    runs += di.run_experiment(di.config(scale, model=model, seeds=cfg.seeds[half:], steps=steps, rank=rank, layers=layers,
                                         beta_kl=beta_kl))
 print(f"{len(runs)} interventions trained")
 where = [f"layer {l}" for l in cfg.layers]

@@ -24,8 +24,10 @@ LoReFT with fixed noise, z = W h + b + σ₀ ε: it trains through noise like D-
 
 Interventions are attached with forward hooks to the outputs (the residual stream) of chosen decoder layers at the
 first and last `n_edge` prompt positions (the paper's "f7+l7" with shared weights), and only their parameters are
-trained. The experiment: a tiny Llama pretrained on one rule over digit strings (rule A: answer the first digit)
-is steered with few examples to a related rule (rule B: answer the first digit's successor, mod 10).
+trained; the blocks are found whatever the family (`models.decoder_blocks`: Llama, Qwen, GPT-2...). The experiment:
+the base model (config knob `model`; at smoke and ci the zoo's `dist-base`, a tiny Llama pretrained on one rule
+over digit strings, rule A: answer the first digit) is steered with few examples to a related rule (rule B: answer
+the first digit's successor, mod 10).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .core import tinylm, zoo
+from .core import models, tinylm, zoo
 from .core.claims import Claim, Effect, at_least
 from .core.config import COUNT, FRACTION, INDEX, NONNEGATIVE, POSITIVE, SEED, make_config
 from .core.seeding import numpy_rng, seeded, torch_generator
@@ -51,13 +53,13 @@ LOGVAR_CLAMP = (-14.0, -3.2)
 SIGMA_CLAMP = (0.001, 0.2)
 
 config = make_config({
-    "smoke": {"seeds": [0], "n_train": 64, "n_test": 200, "rank": 8, "n_edge": 2, "steps": 15, "lr": 3e-2,
+    "smoke": {"model": "dist-base", "seeds": [0], "n_train": 64, "n_test": 200, "rank": 8, "n_edge": 2, "steps": 15, "lr": 3e-2,
               "max_rounds": 1, "converge_at": 0.98, "batch_size": 16, "beta_kl": 0.0, "noise_levels": [0.0, 0.5], "corrupt_rates": [0.1],
               "layers": [0, 3]},
-    "ci": {"seeds": [0, 1, 2, 3], "n_train": 256, "n_test": 500, "rank": 8, "n_edge": 2, "steps": 40, "lr": 3e-2,
+    "ci": {"model": "dist-base", "seeds": [0, 1, 2, 3], "n_train": 256, "n_test": 500, "rank": 8, "n_edge": 2, "steps": 40, "lr": 3e-2,
            "max_rounds": 6, "converge_at": 0.99, "batch_size": 32, "beta_kl": 0.0, "noise_levels": [0.0, 0.5, 1.0], "corrupt_rates": [0.1, 0.2],
            "layers": [0, 1, 2, 3]},
-    "full": {"seeds": [0, 1, 2, 3, 4, 5, 6, 7], "n_train": 256, "n_test": 5000, "rank": 8, "n_edge": 2, "steps": 600,
+    "full": {"model": "meta-llama/Llama-3.2-1B-Instruct", "seeds": [0, 1, 2, 3, 4, 5, 6, 7], "n_train": 256, "n_test": 5000, "rank": 8, "n_edge": 2, "steps": 600,
              "lr": 3e-3, "max_rounds": 4, "converge_at": 0.99, "batch_size": 64, "beta_kl": 0.0, "noise_levels": [0.0, 0.25, 0.5, 1.0, 1.5],
              "corrupt_rates": [0.05, 0.1, 0.2], "layers": [0, 1, 2, 3]},
 },
@@ -191,7 +193,7 @@ class StochasticReFT(LoReFT):
             return mu
         if self.mode != "sample":
             raise ValueError(f"unknown mode {self.mode!r}; valid modes: sample, mean")
-        eps = torch.randn(mu.shape, generator=self.generator, dtype=mu.dtype)  # Eq. (3)
+        eps = torch.randn(mu.shape, generator=self.generator, dtype=mu.dtype).to(mu.device)  # Eq. (3)
         return mu + sigma * eps
 
 
@@ -245,20 +247,23 @@ def edge_positions(length: int, n_edge: int) -> list[int]:
 def attached(model, interventions: Mapping[int, nn.Module], positions: Sequence[int], noise: float = 0.0,
              generator: torch.Generator | None = None) -> Iterator[None]:
     """Hooks on the outputs of decoder layers `interventions` keys: at `positions`, h ← Φ(h + noise·RMS(h)·ξ)
-    with ξ ~ N(0, I) (the perturbation used for robustness; 0 by default)."""
-    layers = model.model.layers
+    with ξ ~ N(0, I) (the perturbation used for robustness; 0 by default). A block that returns a tuple (GPT-2)
+    has its first element, the residual stream, edited; Φ runs in float32 whatever the model's dtype."""
+    layers = models.decoder_blocks(model)
     bad = [i for i in interventions if not 0 <= i < len(layers)]
     if bad:
         raise ValueError(f"layer index {bad} out of range; the model has layers 0..{len(layers) - 1}")
     pos = list(positions)
 
     def hook(module, args, out, phi):
+        if isinstance(out, tuple):
+            return (hook(module, args, out[0], phi), *out[1:])
         h = out[:, pos]
         if noise:
             rms = h.pow(2).mean(-1, keepdim=True).sqrt()
-            h = h + noise * rms * torch.randn(h.shape, generator=generator, dtype=h.dtype)
+            h = h + noise * rms * torch.randn(h.shape, generator=generator, dtype=h.dtype).to(h.device)
         out = out.clone()
-        out[:, pos] = phi(h)
+        out[:, pos] = phi(h.float()).to(out.dtype)
         return out
 
     handles = [layers[i].register_forward_hook(lambda m, a, o, phi=phi: hook(m, a, o, phi))
@@ -292,7 +297,7 @@ def encode(tok, digits: np.ndarray) -> torch.Tensor:
 def digit_logits(model, tok, input_ids: torch.Tensor) -> torch.Tensor:
     """Logits of the ten digit tokens at the last position (the answer)."""
     ids = tok.convert_tokens_to_ids(list(DIGITS))
-    return model(input_ids=input_ids).logits[:, -1, ids]
+    return model(input_ids=input_ids.to(model.device)).logits[:, -1, ids].float()
 
 
 def corrupt(digits: np.ndarray, rate: float, seed: int, *stream) -> np.ndarray:
@@ -324,15 +329,23 @@ def build_base(cfg, seed):
                         "n_digits": cfg.n_digits}
 
 
-def base_model(scale: str, seed: int) -> zoo.ZooModel:
-    z = zoo.get("dist-base", scale, seed)
+def base_model(name: str, scale: str, seed: int) -> zoo.ZooModel:
+    """The frozen base model `name` (the zoo's `dist-base`, trained per scale and seed, or any causal LM
+    checkpoint, the same for every seed), its tokenizer checked to write the digits and `=`; `info["n_digits"]` is
+    the prompt length and `info["accuracy_A"]`, `info["accuracy_B"]` the unsteered accuracies on either rule (a
+    checkpoint gets the scale's length and is scored here, as the zoo scores `dist-base`)."""
+    z = models.get(name, scale, seed, alphabet=DIGITS + "=")
     z.model.requires_grad_(False)
+    if "accuracy_A" not in z.info:
+        z.info["n_digits"] = BASE_PRESETS[scale]["n_digits"]
+        test = sample_digits(2000, z.info["n_digits"], seed, "base-test")
+        z.info |= {f"accuracy_{r}": accuracy(z.model, z.tokenizer, test, rule_answer(test, r)) for r in RULES}
     return z
 
 
 @torch.no_grad()
 def accuracy(model, tok, digits: np.ndarray, labels: np.ndarray) -> float:
-    return float((digit_logits(model, tok, encode(tok, digits)).argmax(-1).numpy() == labels).mean())
+    return float((digit_logits(model, tok, encode(tok, digits)).argmax(-1).cpu().numpy() == labels).mean())
 
 
 # ------------------------------------------------------------------------------------------------ training
@@ -365,13 +378,13 @@ def fit(steered: Steered, digits: np.ndarray, labels: np.ndarray, cfg, seed: int
     in rounds of `cfg.steps` steps (each a warmup + cosine cycle) until the accuracy on the training set, scored
     as at test time, reaches `cfg.converge_at`, for at most `cfg.max_rounds` rounds: every method at every layer
     is trained to the same convergence target. Returns the loss of every step."""
-    x, y = encode(steered.tok, digits), torch.as_tensor(labels)
+    x, y = encode(steered.tok, digits), torch.as_tensor(labels, device=steered.base.device)
     g = torch_generator(seed, "batches")
 
     def batches():
         while True:
             idx = torch.randint(len(y), (cfg.batch_size,), generator=g)
-            yield {"x": x[idx], "y": y[idx]}
+            yield {"x": x[idx], "y": y[idx.to(y.device)]}
 
     def loss_fn(m, b):
         loss = nn.functional.cross_entropy(m.logits(b["x"]), b["y"])
@@ -398,10 +411,10 @@ def evaluate(steered: Steered, digits: np.ndarray, labels: np.ndarray, cfg, seed
     out = {}
     for level in cfg.noise_levels:
         g = torch_generator(seed, "eval-noise", level)
-        pred = steered.logits(encode(steered.tok, digits), level, g).argmax(-1).numpy()
+        pred = steered.logits(encode(steered.tok, digits), level, g).argmax(-1).cpu().numpy()
         out[f"noise {level:g}"] = float((pred == labels).mean())
     for rate in cfg.corrupt_rates:
-        pred = steered.logits(encode(steered.tok, corrupt(digits, rate, seed, "eval"))).argmax(-1).numpy()
+        pred = steered.logits(encode(steered.tok, corrupt(digits, rate, seed, "eval"))).argmax(-1).cpu().numpy()
         out[f"corrupt {rate:g}"] = float((pred == labels).mean())
     steered.set_mode("sample")
     return out
@@ -440,7 +453,7 @@ def run_experiment(cfg) -> list[Run]:
     """Every placement × method × seed: base model of that seed, rule-B few-shot set, train, evaluate."""
     runs = []
     for seed in cfg.seeds:
-        z = base_model(cfg.scale, seed)
+        z = base_model(cfg.model, cfg.scale, seed)
         n_digits, d = z.info["n_digits"], z.model.config.hidden_size
         train_x = sample_digits(cfg.n_train, n_digits, seed, "reft-train")
         test_x = sample_digits(cfg.n_test, n_digits, seed, "reft-test")
@@ -448,7 +461,8 @@ def run_experiment(cfg) -> list[Run]:
         positions = edge_positions(n_digits + 1, cfg.n_edge)
         for where, methods in placements(cfg).items():
             for label, layer_methods in methods.items():
-                phis = {l: make_intervention(m, d, cfg.rank, seed + 1000 * l) for l, m in layer_methods.items()}
+                phis = {l: make_intervention(m, d, cfg.rank, seed + 1000 * l).to(z.model.device)
+                        for l, m in layer_methods.items()}
                 steered = Steered(z.model, z.tokenizer, phis, positions)
                 losses = fit(steered, train_x, train_y, cfg, seed)
                 runs.append(Run(where, label, seed, losses, evaluate(steered, test_x, test_y, cfg, seed),
@@ -501,8 +515,16 @@ def measure_claims(runs: Sequence[Run], cfg) -> dict[str, list[float] | float]:
 # ------------------------------------------------------------------------------------ looking inside (nb 01)
 @torch.no_grad()
 def layer_states(model, tok, digits: np.ndarray, layer: int, positions: Sequence[int]) -> torch.Tensor:
-    """Hidden states h (output of decoder `layer`) at `positions`, shape (n · len(positions), d)."""
-    hs = model(input_ids=encode(tok, digits), output_hidden_states=True).hidden_states[layer + 1]
+    """Hidden states h (output of decoder `layer`, where the interventions act) at `positions`, shape
+    (n · len(positions), d)."""
+    captured = {}
+    block = models.decoder_blocks(model)[layer]
+    hook = block.register_forward_hook(lambda m, a, o: captured.update(h=o[0] if isinstance(o, tuple) else o))
+    try:
+        model(input_ids=encode(tok, digits).to(model.device))
+    finally:
+        hook.remove()
+    hs = captured["h"].float().cpu()
     return hs[:, list(positions)].reshape(-1, hs.shape[-1])
 
 
