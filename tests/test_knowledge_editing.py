@@ -241,7 +241,10 @@ def test_causal_trace_without_noise_has_no_effect_and_restoring_the_last_layer_a
     heat = ke.causal_trace(model, tok, world, t, noise_scale=3.0)
     assert heat.shape == (3, len(t.split()))
     assert np.allclose(heat[:, : t.split().index("{s}")], 0.0, atol=1e-6)  # tokens before the subject: unaffected
-    assert ke.traced_site(model, tok, world) in {(l, k) for l in range(3) for k in ("subject", "last")}
+    site = ke.traced_site(model, tok, world)
+    assert site in {(l, k) for l in range(3) for k in ("subject", "last")}
+    heats = {tt: ke.causal_trace(model, tok, world, tt) for tt in ke.TRAIN_TEMPLATES}
+    assert ke.traced_site(model, tok, world, heats=heats) == site
 
 
 def test_value_step_respects_the_norm_clamp_and_stops_early():

@@ -74,8 +74,9 @@ for name, acc in ke.base_report(model, tok, world, seed).items():
 
 # %%
 fig, axes = plt.subplots(1, len(ke.TRAIN_TEMPLATES), figsize=(11, 3.2))
+heats = {t: ke.causal_trace(model, tok, world, t, seed=seed) for t in ke.TRAIN_TEMPLATES}
 for ax, template in zip(axes, ke.TRAIN_TEMPLATES):
-    heat = ke.causal_trace(model, tok, world, template, seed=seed)
+    heat = heats[template]
     im = ax.imshow(heat, cmap="Purples", aspect="auto", vmin=0)
     words = [w.replace("{s}", "(subject)").replace("{r}", "(relation)") for w in template.split()]
     ax.set_xticks(range(len(words)), words, rotation=30)
@@ -83,7 +84,7 @@ for ax, template in zip(axes, ke.TRAIN_TEMPLATES):
            yticks=range(heat.shape[0]))
     fig.colorbar(im, ax=ax, label="indirect effect on p(o)")
 fig.tight_layout()
-layer, token = ke.traced_site(model, tok, world, seed)
+layer, token = ke.traced_site(model, tok, world, seed, heats)
 print(f"traced edit site: layer {layer}, the {token} token")
 
 # %% [markdown]

@@ -500,12 +500,15 @@ def causal_trace(model, tok, world: FactWorld, template: str, noise_scale: float
     return np.array([[p_target((l, i)) - base for i in range(len(words))] for l in range(len(layers))])
 
 
-def traced_site(model, tok, world: FactWorld, seed: int = 0) -> tuple[int, str]:
+def traced_site(model, tok, world: FactWorld, seed: int = 0,
+                heats: dict[str, np.ndarray] | None = None) -> tuple[int, str]:
     """The edit site (layer, token) with the largest MLP indirect effect, token "subject" or "last", averaged over
-    the training templates: where ROME would edit this model."""
+    the training templates: where ROME would edit this model. `heats` are :func:`causal_trace`'s maps per training
+    template if already computed."""
     effect = {}
     for t in TRAIN_TEMPLATES:
-        heat, words = causal_trace(model, tok, world, t, seed=seed), t.split()
+        heat = causal_trace(model, tok, world, t, seed=seed) if heats is None else heats[t]
+        words = t.split()
         for l in range(heat.shape[0]):
             for token, i in (("subject", words.index("{s}")), ("last", len(words) - 1)):
                 effect[(l, token)] = effect.get((l, token), 0.0) + heat[l, i] / len(TRAIN_TEMPLATES)
