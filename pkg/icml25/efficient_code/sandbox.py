@@ -498,4 +498,4 @@ def run_candidate(source: str, tests: list, perf: list, entry: str = "f", limits
     m = measured.get("m")
     if m is None:
         return Execution("FAIL", "the runner stopped before its timed batches ended")
-    return Execution("PASS", f"{m['calls']} calls per timed batch", time=m["time"], peak=m["peak"], area=m["area"])
+    return Execution("PASS", f"{m['calls']} calls per timed run", time=m["time"], peak=m["peak"], area=m["area"])
