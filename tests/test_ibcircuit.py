@@ -202,3 +202,47 @@ def test_circuit_heads_follow_paths_to_the_logits():
     for s, r in (("a0.2", "a1.1"), ("a1.1", "logits"), ("a0.5", "m0")):  # a0.5 → m0 leads nowhere
         masks[0, g.edges.index((idx[s], idx[r]))] = 1.0
     assert np.flatnonzero(ib.circuit_heads(model, masks)[0].numpy()).tolist() == [2, 7]
+
+
+@pytest.fixture(scope="module")
+def head_models(family_checkpoints):
+    from icml25.core import models, tinylm
+    tok = tinylm.char_tokenizer("abcdefghijklmnopqrstuvwxyz")
+    vocab = ib.IOITask().vocab
+    return {f: ib.HeadModel(models.get(str(p), device="cpu").model, vocab) for f, p in family_checkpoints(tok).items()}
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_any_family_all_ones_mask_reproduces_the_full_model(head_models, family):
+    """On GPT-2, Llama and Qwen2 seen through HeadModel: the identity head function gives the LM's own last-position
+    logits; a mask of all ones reproduces them exactly under mean ablation and under IBCircuit's noise (λ = 1);
+    ablating every head changes them; patching from an identical 'corrupted' prompt scores every head 0."""
+    model = head_models[family]
+    prompts = ib.IOITask().sample(12, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        own = model.lm(input_ids=prompts.ids).logits[:, -1, :model.vocab]
+        full = model(prompts.ids)
+        assert torch.equal(model(prompts.ids, lambda layer, h: h), full) and torch.equal(full, own)
+        stats = ib.head_stats(model, prompts)
+        assert len(stats) == model.n_layers and stats[0][0].shape == (8, model.n_heads, model.d_head)
+        masks = torch.stack([torch.ones(model.n_total_heads), torch.zeros(model.n_total_heads)])
+        kept, none = ib.ablated_logits(model, prompts, masks, stats)
+        assert torch.equal(kept, full) and not torch.allclose(none, full)
+        g = torch.Generator().manual_seed(0)
+        noisy = model(prompts.ids, lambda layer, h: ib.noisy_heads(torch.ones(model.n_heads), h, *stats[layer], g))
+        assert torch.equal(noisy, full)
+    same = ib.Prompts(prompts.ids, prompts.ids, prompts.answer, prompts.good, prompts.bad)
+    assert np.all(ib.attribution_patching(model, same) == 0) and np.all(ib.activation_patching(model, same) == 0)
+
+
+def test_any_family_ib_masks_train_and_exhaustive_needs_the_tiny_model(head_models):
+    """IBCircuit's masks move from their start on an HF model with its weights frozen (one λ per head); the
+    exhaustive ground truth refuses a model it cannot enumerate."""
+    model = head_models["qwen2"]
+    prompts = ib.IOITask().sample(12, torch.Generator().manual_seed(1))
+    before = [p.clone() for p in model.parameters()]
+    res = ib.ib_circuit(model, prompts, beta=1.0, steps=5, lr=0.5, seed=0)
+    assert res.lam.shape == (model.n_total_heads,) and not np.allclose(res.lam, 1 / (1 + np.exp(-5.0)))
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    with pytest.raises(ValueError, match="tiny transformer"):
+        ib.exhaustive(model, prompts, ib.head_stats(model, prompts))

@@ -21,6 +21,7 @@
 
 # %% tags=["parameters"]
 scale = "ci"
+model = None  # "tiny" (trained here), a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
 seed = 0  # the seed whose masks are drawn
 seeds = None  # training seeds; None: the scale's value
 beta = None  # compression weight
@@ -39,7 +40,7 @@ from icml25.core import check, plot
 from icml25.core.claims import mean_sd
 
 plot.use_style()
-cfg = ib.config(scale, seeds=seeds, beta=beta, ib_steps=ib_steps, n_prompts=n_prompts, beta_sweep=beta_sweep,
+cfg = ib.config(scale, model=model, seeds=seeds, beta=beta, ib_steps=ib_steps, n_prompts=n_prompts, beta_sweep=beta_sweep,
                 acdc_thresholds=acdc_thresholds)
 cfg
 

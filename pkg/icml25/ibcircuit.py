@@ -17,8 +17,10 @@ element (exact; the official code drops the $-1$). Heads are ranked by $\lambda$
 
 The testbed: tiny 2-layer, 6-head transformers trained here on a synthetic Indirect Object Identification task
 and a synthetic Greater-Than task, small enough that all $2^{12}$ head subsets can be scored exactly under mean
-ablation; baselines are attribution patching, single-head activation patching, ACDC (edge pruning by KL on the
-head-level graph), greedy head pruning by KL and a random ranking.
+ablation (config knob `model` = "tiny"); baselines are attribution patching, single-head activation patching, ACDC (edge pruning by KL on the
+head-level graph), greedy head pruning by KL and a random ranking. :class:`HeadModel` shows any Hugging Face causal
+LM (GPT-2, Llama, Qwen...) through the same per-head interface, so IBCircuit, mean ablation and the patching
+baselines run on it unchanged; the exhaustive ground truth and ACDC's edge graph need the tiny transformer.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .core import models
 from .core.claims import Claim, Effect, Equivalence, at_least
 from .core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, make_config
 from .core.seeding import numpy_rng, seeded, torch_generator
@@ -86,6 +89,52 @@ class TinyTransformer(nn.Module):
             h = self.heads(layer, x)
             x = self.finish(layer, x, h if head_fn is None else head_fn(layer, h))
         return self.unembed(self.ln_f(x[:, -1]))
+
+
+ATTENTION_OUTPUTS = (("self_attn", "o_proj"), ("attn", "c_proj"), ("self_attention", "dense"))
+"""(attention module, its output projection) by family: Llama / Qwen / Mistral / Gemma, GPT-2, Falcon-like."""
+
+
+class HeadModel(nn.Module):
+    """Any Hugging Face causal LM with the per-head interface of :class:`TinyTransformer`: `forward(ids, head_fn)`
+    gives the logits at the last position, `head_fn` rewriting each layer's per-head outputs [B, T, H, d_head],
+    the input of the attention's output projection (a forward pre-hook on `o_proj`, GPT-2's `c_proj`...). With
+    `vocab`, only the logits of the task's tokens (ids 0..vocab−1) are returned, as the tiny model has."""
+
+    def __init__(self, lm: nn.Module, vocab: int | None = None):
+        super().__init__()
+        self.lm, self.vocab = lm.eval().requires_grad_(False), vocab
+        cfg = lm.config
+        self.n_layers, self.n_heads = cfg.num_hidden_layers, cfg.num_attention_heads
+        self.d_head = getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads
+        self.projections = [self._projection(b) for b in models.decoder_blocks(lm)]
+
+    @staticmethod
+    def _projection(block: nn.Module) -> nn.Module:
+        for attn, proj in ATTENTION_OUTPUTS:
+            if hasattr(getattr(block, attn, None), proj):
+                return getattr(getattr(block, attn), proj)
+        raise ValueError(f"{type(block).__name__}: no attention output projection among {ATTENTION_OUTPUTS}")
+
+    @property
+    def n_total_heads(self) -> int:
+        return self.n_heads * self.n_layers
+
+    def forward(self, ids: torch.Tensor, head_fn: HeadFn | None = None) -> torch.Tensor:
+        """Logits at the last position, [B, vocab]."""
+        handles = []
+        if head_fn is not None:
+            for layer, proj in enumerate(self.projections):
+                def pre(module, args, layer=layer):
+                    x = args[0]
+                    h = head_fn(layer, x.view(*x.shape[:-1], self.n_heads, self.d_head))
+                    return (h.reshape(x.shape), *args[1:])
+                handles.append(proj.register_forward_pre_hook(pre))
+        try:
+            return self.lm(input_ids=ids.to(self.lm.device)).logits[:, -1, :self.vocab].float()
+        finally:
+            for hd in handles:
+                hd.remove()
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -199,6 +248,18 @@ def train_model(task, cfg, seed: int) -> TinyTransformer:
     return model
 
 
+def load_model(task, cfg, seed: int) -> TinyTransformer | HeadModel:
+    """The model whose circuit is searched: `cfg.model` "tiny" trains the tiny transformer on `task` here
+    (:func:`train_model`); any other value is a zoo name, checkpoint folder or Hub id, loaded frozen through
+    `models.get` and seen through :class:`HeadModel` (the task's token ids must lie in its vocabulary)."""
+    if cfg.model == "tiny":
+        return train_model(task, cfg, seed)
+    lm = models.get(cfg.model, cfg.scale, seed).model
+    if lm.get_input_embeddings().num_embeddings < task.vocab:
+        raise ValueError(f"model {cfg.model!r}: its vocabulary is smaller than the task's {task.vocab} tokens")
+    return HeadModel(lm, task.vocab)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Interventions: batch statistics, mean ablation of head subsets, and the IB noise
 # --------------------------------------------------------------------------------------------------------------
@@ -288,6 +349,9 @@ def exhaustive(model, prompts: Prompts, stats) -> SubsetScores:
     """Every one of the 2^(heads) subsets, scored under mean ablation (the ground truth). The earlier layers run
     once per mask of their heads; the last layer's heads at the answer position are then combined with all of
     its 2^H masks at once (its heads do not depend on its own mask)."""
+    if not isinstance(model, TinyTransformer):
+        raise ValueError(f"exhaustive scoring of 2^{model.n_total_heads} head subsets needs the tiny transformer "
+                         "(config model='tiny')")
     H, L = model.n_heads, model.n_layers
     last = torch.tensor(list(itertools.product([0.0, 1.0], repeat=H)))  # [2^H, H]
     early = torch.tensor(list(itertools.product([0.0, 1.0], repeat=H * (L - 1))))
@@ -653,13 +717,13 @@ def circuit_size_at(recovery: np.ndarray, threshold: float) -> int:
 # --------------------------------------------------------------------------------------------------------------
 
 config = make_config({
-    "smoke": {"seeds": [0, 1], "d_model": 24, "n_heads": 6, "n_layers": 2, "lr": 3e-3, "train_steps": 40,
+    "smoke": {"model": "tiny", "seeds": [0, 1], "d_model": 24, "n_heads": 6, "n_layers": 2, "lr": 3e-3, "train_steps": 40,
               "batch_size": 32, "n_prompts": 16, "ib_steps": 20, "ib_lr": 0.1, "beta": 1.0,
               "recovery_threshold": 0.9, "beta_sweep": [0.3, 3.0], "acdc_thresholds": 8},
-    "ci": {"seeds": [0, 1, 2, 3, 4], "d_model": 48, "n_heads": 6, "n_layers": 2, "lr": 3e-3, "train_steps": 300,
+    "ci": {"model": "tiny", "seeds": [0, 1, 2, 3, 4], "d_model": 48, "n_heads": 6, "n_layers": 2, "lr": 3e-3, "train_steps": 300,
            "batch_size": 64, "n_prompts": 32, "ib_steps": 200, "ib_lr": 0.1, "beta": 1.0,
            "recovery_threshold": 0.9, "beta_sweep": [0.1, 1.0, 10.0], "acdc_thresholds": 16},
-    "full": {"seeds": [0, 1, 2, 3, 4], "d_model": 96, "n_heads": 6, "n_layers": 2, "lr": 1e-3,
+    "full": {"model": "openai-community/gpt2", "seeds": [0, 1, 2, 3, 4], "d_model": 96, "n_heads": 6, "n_layers": 2, "lr": 1e-3,
              "train_steps": 5000, "batch_size": 128, "n_prompts": 256, "ib_steps": 1300, "ib_lr": 0.05,
              "beta": 1.0, "recovery_threshold": 0.9, "beta_sweep": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0],
              "acdc_thresholds": 32},
@@ -693,7 +757,7 @@ def run_seed(task_name: str, cfg, seed: int) -> SeedResult:
     if task_name not in TASKS:
         raise ValueError(f"unknown task {task_name!r}; valid tasks: {', '.join(TASKS)}")
     task = TASKS[task_name]()
-    model = train_model(task, cfg, seed)
+    model = load_model(task, cfg, seed)
     prompts = task.sample(cfg.n_prompts, torch_generator(seed, "ibcircuit-eval", task_name))
     with torch.no_grad():
         accuracy = float((model(prompts.ids).argmax(-1) == prompts.answer).float().mean()) \
