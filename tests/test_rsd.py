@@ -114,7 +114,7 @@ def test_accepted_set_shrinks_as_threshold_grows():
 
 def test_learned_prm_costs_flops(pair, problems):
     draft, target = pair
-    prm = rsd.learned_prm("smoke", 0)
+    prm = rsd.learned_prm(rsd.config("smoke"), 0)
     r = prm.score(problems[:4], [""] * 4, [p.steps()[0] for p in problems[:4]])
     assert ((r >= 0) & (r <= 1)).all()
     d = rsd.decode(draft.model, draft.tokenizer, target.model, target.tokenizer, problems[:4], prm,
@@ -209,7 +209,7 @@ def test_patience_stops_a_batch_that_finishes_nothing(pair):
 
 def test_generated_flops_count_written_and_scored_tokens(pair, problems):
     draft, target = pair
-    prm = rsd.learned_prm("smoke", 0)
+    prm = rsd.learned_prm(rsd.config("smoke"), 0)
     d = rsd.decode(draft.model, draft.tokenizer, target.model, target.tokenizer, problems[:6], prm,
                    rsd.threshold_rule(0.5))
     n_d, n_t, n_p = (flops.linear_params(m.config) for m in (draft.model, target.model, prm.model))

@@ -32,11 +32,16 @@
 # target's), random acceptance at RSD's acceptance rate, and, at equal FLOPs, draft best-of-N reranked by each
 # PRM, draft majority vote and target best-of-N.
 #
-# `full` scale (documented, not run here): `n_test=500`, 5 seeds, ten thresholds, best-of-16, a micro-sized PRM.
+# The pair comes from the knobs `draft_model` and `target_model`: the zoo's pair at smoke and ci, any causal LM
+# checkpoint pair sharing one tokenizer otherwise (a step ends at the delimiter whatever number of tokens spells
+# it). `full` scale (documented, not run here): Qwen2.5-Math-1.5B-Instruct drafting for Qwen2.5-Math-7B-Instruct,
+# `n_test=500`, 5 seeds, ten thresholds, best-of-16, a micro-sized PRM trained on the draft's rollouts.
 
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0  # not used directly: the training seeds of the draft/target pairs are `seeds`
+draft_model = None  # a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
+target_model = None  # likewise, sharing the draft's tokenizer; None: the scale's value
 seeds = None  # draft/target training seeds; None: the scale's value
 n_test = None  # held-out problems; None: the scale's value
 deltas = None  # thresholds swept for the learned PRM; None: the scale's value
@@ -55,7 +60,7 @@ from icml25.core import check, plot
 from icml25.core.claims import mean_sd
 
 plot.use_style()
-cfg = rsd.config(scale, seeds=seeds, n_test=n_test, deltas=deltas, delta=delta, epsilon=epsilon, gamma=gamma,
+cfg = rsd.config(scale, draft_model=draft_model, target_model=target_model, seeds=seeds, n_test=n_test, deltas=deltas, delta=delta, epsilon=epsilon, gamma=gamma,
                  bon_n=bon_n, target_bon_n=target_bon_n, patience=patience)
 cfg
 

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .core import arithmetic, flops, reasoners, tinylm, zoo
+from .core import arithmetic, flops, models, reasoners, tinylm, zoo
 from .core.claims import Claim, Effect, at_least, at_most
 from .core.config import COUNT, FRACTION, POSITIVE, SEED, make_config, one_of
 from .core.generation import generate, left_pad
@@ -40,15 +40,18 @@ MAX_STEPS = 48  # a safety cap; every step writes at least one token, so MAX_NEW
 MAX_NEW_TOKENS = 48  # the same budget as reasoners.solve
 PATIENCE = 5  # the official code's batch-level patience: rounds without a newly finished problem before it stops
 
+DRAFT_MODEL, TARGET_MODEL = "arith-draft", "arith-target"  # the zoo's pair (smoke and ci)
+
 config = make_config({
-    "smoke": {"seeds": [0], "n_test": 24, "deltas": [0.5, 0.7], "delta": 0.7, "epsilon": 0.2, "gamma": 4,
+    "smoke": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": [0], "n_test": 24, "deltas": [0.5, 0.7], "delta": 0.7, "epsilon": 0.2, "gamma": 4,
               "bon_n": 3, "target_bon_n": 1, "bon_temperature": 1.0, "patience": PATIENCE, "prm_preset": "nano",
               "prm_problems": 100, "prm_steps": 20, "prm_eval_problems": 30, "toy_samples": 20000},
-    "ci": {"seeds": [0, 1, 2], "n_test": 200, "deltas": [0.5, 0.7, 0.9], "delta": 0.7, "epsilon": 0.2,
+    "ci": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": [0, 1, 2], "n_test": 200, "deltas": [0.5, 0.7, 0.9], "delta": 0.7, "epsilon": 0.2,
            "gamma": 4, "bon_n": 6, "target_bon_n": 2, "bon_temperature": 1.0, "patience": PATIENCE,
            "prm_preset": "nano", "prm_problems": 1500, "prm_steps": 300, "prm_eval_problems": 200,
            "toy_samples": 100000},
-    "full": {"seeds": [0, 1, 2, 3, 4], "n_test": 500, "deltas": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95],
+    "full": {"draft_model": "Qwen/Qwen2.5-Math-1.5B-Instruct", "target_model": "Qwen/Qwen2.5-Math-7B-Instruct",
+             "seeds": [0, 1, 2, 3, 4], "n_test": 500, "deltas": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95],
              "delta": 0.7, "epsilon": 0.2, "gamma": 4, "bon_n": 16, "target_bon_n": 4, "bon_temperature": 1.0,
              "patience": PATIENCE, "prm_preset": "micro", "prm_problems": 5000, "prm_steps": 1000,
              "prm_eval_problems": 500, "toy_samples": 1000000},
@@ -291,22 +294,36 @@ def _prm_cfg(scale):
 PRM_ZOO = {s: _prm_cfg(s) for s in ("smoke", "ci", "full")}
 
 
-@zoo.register("rsd-prm", PRM_ZOO)
-def _build_prm(cfg, seed: int):
-    draft = zoo.get("arith-draft", cfg.scale, seed)
-    texts, labels = prm_training_data(draft, cfg.n_problems, seed)
+def train_prm(draft: zoo.ZooModel, preset: str, n_problems: int, steps: int, seed: int, batch_size: int = 64,
+              lr: float = 3e-3):
+    """A learned PRM (a `preset`-sized char-level LM) trained on `draft`'s rollouts of `n_problems` training
+    problems: (model, tokenizer, info)."""
+    texts, labels = prm_training_data(draft, n_problems, seed)
     tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
-    model = tinylm.make_model(cfg.preset, tok, derive_seed(seed, "rsd-prm"))
-    result = train(model, lm_batches(tok, texts, labels, cfg.batch_size, seed, add_eos=False), cfg.steps,
-                   lr=cfg.lr, desc=f"rsd-prm (seed {seed})")
+    model = tinylm.make_model(preset, tok, derive_seed(seed, "rsd-prm"))
+    result = train(model, lm_batches(tok, texts, labels, batch_size, seed, add_eos=False), steps,
+                   lr=lr, desc=f"rsd-prm (seed {seed})")
     return model, tok, {"losses": result.losses, "n_examples": len(texts),
                         "frac_correct": labels.count(PRM_GOOD) / len(labels)}
 
 
-def learned_prm(scale: str, seed: int) -> LearnedPRM:
-    """The learned PRM of `seed` (trained once on draft rollouts of the same seed, then cached in the zoo)."""
-    z = zoo.get("rsd-prm", scale, seed)
-    return LearnedPRM(z.model, z.tokenizer)
+@zoo.register("rsd-prm", PRM_ZOO)
+def _build_prm(cfg, seed: int):
+    return train_prm(zoo.get(DRAFT_MODEL, cfg.scale, seed), cfg.preset, cfg.n_problems, cfg.steps, seed,
+                     cfg.batch_size, cfg.lr)
+
+
+def learned_prm(cfg, seed: int, draft: zoo.ZooModel | None = None) -> LearnedPRM:
+    """The learned PRM of `seed`, trained on rollouts of the draft `cfg.draft_model`: for the zoo's draft, trained
+    once and cached in the zoo; for any other draft (`draft`, already loaded), trained now on its rollouts."""
+    if cfg.draft_model == DRAFT_MODEL:
+        z = zoo.get("rsd-prm", cfg.scale, seed)
+        return LearnedPRM(z.model, z.tokenizer)
+    draft = draft if draft is not None else models.get(cfg.draft_model, cfg.scale, seed)
+    prm_cfg = _prm_cfg(cfg.scale)
+    model, tok, _ = train_prm(draft, prm_cfg["preset"], prm_cfg["n_problems"], prm_cfg["steps"], seed,
+                              prm_cfg["batch_size"], prm_cfg["lr"])
+    return LearnedPRM(model.eval(), tok)
 
 
 # -------------------------------------------------------------------------------------------- FLOP bookkeeping
@@ -416,27 +433,33 @@ def _ntok(tok, text: str) -> int:
     return len(tok(text, add_special_tokens=False)["input_ids"])
 
 
-def _ends_solution(step_ids: Sequence[int], tokenizer) -> bool:
-    return not step_ids or step_ids[-1] == tokenizer.eos_token_id
+def cut_step(text: str, delimiter: str = DELIMITER) -> str:
+    """`text` up to and including its first `delimiter` (all of it when it has none)."""
+    k = text.find(delimiter)
+    return text if k < 0 else text[:k + len(delimiter)]
 
 
-def _step(model, tokenizer, prefixes: Sequence[str], budget: Sequence[int]) -> list[tuple[str, list[int]]]:
+def _step(model, tokenizer, prefixes: Sequence[str], budget: Sequence[int],
+          delimiter: str = DELIMITER) -> list[tuple[str, list[int]]]:
     """One reasoning step per prefix (up to the delimiter or end of sequence), each at most its row's budget of
-    tokens: (text, token ids)."""
-    out = generate(model, tokenizer, prefixes, max(budget), stop=(DELIMITER,))
+    tokens: (text, token ids). The delimiter is a stop string of :func:`icml25.core.generation.generate`, so it
+    may take several tokens; a token that runs past it (a BPE merge such as `";A"`) is paid for, but the step's
+    text ends at the delimiter and the next step starts there."""
+    out = generate(model, tokenizer, prefixes, max(budget), stop=(delimiter,))
     rows = [ids[:b] for ids, b in zip(out.token_ids, budget, strict=True)]
-    return [(tokenizer.decode(ids, skip_special_tokens=True), ids) for ids in rows]
+    return [(cut_step(tokenizer.decode(ids, skip_special_tokens=True), delimiter), ids) for ids in rows]
 
 
 def decode(draft: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target: PreTrainedModel,
            target_tokenizer: PreTrainedTokenizerBase, problems: Sequence[arithmetic.Problem], prm,
            rule: Callable[[np.ndarray], np.ndarray], max_steps: int = MAX_STEPS,
-           patience: int | None = PATIENCE) -> Decoded:
+           patience: int | None = PATIENCE, delimiter: str = DELIMITER) -> Decoded:
     """Step-level RSD over a batch (greedy, as in the official code): each round the draft writes one step for
-    every unfinished problem, the PRM scores it, `rule` (Eq. 2 for RSD) decides; rejected steps are regenerated by
-    the target from the same prefix, in one batched call. A problem finishes on a step without the delimiter
-    (the answer step, end of sequence or the step-length cap) or after `max_steps` steps. The official code's
-    batch-level patience: when `patience` rounds in a row finish no problem, the batch stops where it is."""
+    every unfinished problem (text up to `delimiter`, any number of tokens: the official code's is a blank line),
+    the PRM scores it, `rule` (Eq. 2 for RSD) decides; rejected steps are regenerated by the target from the same
+    prefix, in one batched call. A problem finishes on a step without the delimiter (the answer step, end of
+    sequence or the token budget) or after `max_steps` steps. The official code's batch-level patience: when
+    `patience` rounds in a row finish no problem, the batch stops where it is."""
     check_pair(tokenizer, target_tokenizer)
     if not len(problems):
         raise ValueError("empty batch: decode needs at least one problem")
@@ -455,14 +478,14 @@ def decode(draft: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target: P
         budget = [MAX_NEW_TOKENS - written[i] for i in active]
         prefixes = [problems[i].prompt + completions[i] for i in active]
         prefix_len = [prompt_len[i] + written[i] for i in active]
-        proposal = _step(draft, tokenizer, prefixes, budget)
+        proposal = _step(draft, tokenizer, prefixes, budget, delimiter)
         rewards = np.asarray(prm.score([problems[i] for i in active], [completions[i] for i in active],
                                        [t for t, _ in proposal]), dtype=float)
         keep = np.asarray(rule(rewards), dtype=bool)
         rejected = [j for j in range(len(active)) if not keep[j]]
         regenerated = {}
         if rejected:
-            out = _step(target, tokenizer, [prefixes[j] for j in rejected], [budget[j] for j in rejected])
+            out = _step(target, tokenizer, [prefixes[j] for j in rejected], [budget[j] for j in rejected], delimiter)
             regenerated = dict(zip(rejected, out))
         still = []
         for j, i in enumerate(active):
@@ -481,7 +504,7 @@ def decode(draft: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target: P
             steps[i].append(Step(draft_text, float(rewards[j]), bool(keep[j]), text, len(draft_ids)))
             completions[i] += text
             written[i] += len(ids)
-            if not _ends_solution(ids, tokenizer) and written[i] < MAX_NEW_TOKENS:
+            if text.endswith(delimiter) and written[i] < MAX_NEW_TOKENS:
                 still.append(i)
         idle = idle + 1 if len(still) == len(active) else 0
         active = still
@@ -697,16 +720,43 @@ def prm_auc(prm, draft: zoo.ZooModel, n_problems: int, seed: int) -> float:
     return float(roc_auc_score(labels, prm.score(*rows)))
 
 
+def draft_and_target(cfg, seed: int) -> tuple[zoo.ZooModel, zoo.ZooModel]:
+    """The draft and target of `cfg` (`cfg.draft_model`, `cfg.target_model`: zoo names trained from `seed`, or any
+    causal LM checkpoints), checked to write the task's alphabet and to share one tokenizer."""
+    draft, target = (models.get(name, cfg.scale, seed, alphabet=arithmetic.ALPHABET)
+                     for name in (cfg.draft_model, cfg.target_model))
+    check_pair(draft.tokenizer, target.tokenizer)
+    return draft, target
+
+
+def calibration(draft: zoo.ZooModel, target: zoo.ZooModel, scale: str,
+                problems: Sequence[arithmetic.Problem]) -> dict:
+    """What `reasoners.CALIBRATION` reads, for any draft/target pair (:func:`icml25.core.reasoners.calibration`
+    measures the zoo's pair the same way): the cost ratio, the draft's single-step accuracy on the problems within
+    the zoo draft's training mix, both models' accuracy overall and by number of operations."""
+    seen = [p for p in problems if p.n_steps <= reasoners.DRAFT[scale]["max_ops"]]
+    out = {"cost_ratio": reasoners.cost_ratio(draft.model.config, target.model.config),
+           "draft_step_accuracy": reasoners.step_accuracy(draft.model, draft.tokenizer, seen),
+           "target_step_accuracy": reasoners.step_accuracy(target.model, target.tokenizer, problems)}
+    for name, z in (("draft", draft), ("target", target)):
+        by_ops = reasoners.accuracy_by_ops(z.model, z.tokenizer, problems)
+        counts = {k: sum(p.n_steps == k for p in problems) for k in by_ops}
+        out[f"{name}_by_ops"] = by_ops
+        out[f"{name}_accuracy"] = sum(by_ops[k] * counts[k] for k in by_ops) / len(problems)
+    return out
+
+
 def reasoning_experiment(cfg, seed: int) -> dict:
-    """Everything notebook 02 plots and the claims read, for the draft/target pair of training seed `seed` on
-    `cfg.n_test` held-out problems: the pair's calibration; draft-only, target-only and token-level speculative
-    decoding; RSD at δ = `cfg.delta` with each PRM, random acceptance at each RSD's acceptance rate, the learned
-    PRM's δ sweep and soft-ω ablation; draft best-of-N reranked by each PRM, draft majority vote and target
-    best-of-N (oracle), all with FLOPs as ratios to target-only decoding in both accountings."""
-    draft, target = zoo.get("arith-draft", cfg.scale, seed), zoo.get("arith-target", cfg.scale, seed)
+    """Everything notebook 02 plots and the claims read, for the draft/target pair of :func:`draft_and_target`
+    (the zoo's of training seed `seed` at smoke and ci) on `cfg.n_test` held-out problems: the pair's
+    calibration; draft-only, target-only and token-level speculative decoding; RSD at δ = `cfg.delta` with each
+    PRM, random acceptance at each RSD's acceptance rate, the learned PRM's δ sweep and soft-ω ablation; draft
+    best-of-N reranked by each PRM, draft majority vote and target best-of-N (oracle), all with FLOPs as ratios
+    to target-only decoding in both accountings."""
+    draft, target = draft_and_target(cfg, seed)
     problems = reasoners.test_problems(cfg.n_test)
     prms = {"oracle": OraclePRM(), "noisy": NoisyOraclePRM(cfg.epsilon, seed),
-            "learned": learned_prm(cfg.scale, seed)}
+            "learned": learned_prm(cfg, seed, draft)}
     base = {"draft": decode_single(draft.model, draft.tokenizer, problems, role="draft"),
             "target": decode_single(target.model, target.tokenizer, problems, role="target")}
     t_flops = base["target"].total_flops
@@ -726,7 +776,7 @@ def reasoning_experiment(cfg, seed: int) -> dict:
                               patience=cfg.patience), prm)
 
     out = {"seed": seed, "prm_names": {k: p.name for k, p in prms.items()},
-           "calibration": reasoners.calibration(cfg.scale, seed, problems),
+           "calibration": calibration(draft, target, cfg.scale, problems),
            "prm_auc": prm_auc(prms["learned"], draft, cfg.prm_eval_problems, seed),
            "baselines": {k: {"accuracy": v.accuracy(problems), "flop_ratio": v.total_flops / t_flops,
                              "generated_flop_ratio": generated_flops(v, draft.model, target.model) / t_gen}
