@@ -198,6 +198,14 @@ def test_shared_zoo_models_are_those_of_the_selected_chapters():
     assert build.shared_models(build.discover(["mpo"]), "ci") == [(n, 0) for n in build.SHARED_ZOO]
 
 
+def test_a_chapter_s_own_base_model_is_warmed_only_when_its_model_knob_names_it():
+    from icml25 import knowledge_editing
+
+    seed = knowledge_editing.config("ci").base_seed
+    assert build.shared_models(build.discover(["knowledge_editing"]), "ci") == [("ke-base", seed)]
+    assert build.shared_models(build.discover(["knowledge_editing"]), "full") == []  # a real checkpoint instead
+
+
 def test_zoo_warmup_is_recorded_beside_the_notebooks(project, monkeypatch):
     trained = []
     monkeypatch.setattr(build, "shared_models", lambda tasks, scale: [("arith-draft", 0)])

@@ -129,3 +129,12 @@ def test_decoder_blocks_are_the_family_s_own_block_list(checkpoints, family):
     model, _ = checkpoints[family]
     own = model.transformer.h if family == "gpt2" else model.model.layers
     assert models.decoder_blocks(model) is own and len(own) == model.config.num_hidden_layers
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_saved_word_level_tokenizer_reads_back_as_saved_whatever_the_family(tmp_path, family):
+    words = tinylm.word_tokenizer(["alpha", "beta", "gamma"])
+    tinylm.save(tinylm.random_model(family, words, 0), words, tmp_path)
+    _, tok = models.load(tmp_path, device="cpu")
+    assert tok("alpha beta gamma")["input_ids"] == words("alpha beta gamma")["input_ids"]
+    assert tok.unk_token_id not in tok("alpha beta gamma")["input_ids"]

@@ -15,8 +15,9 @@ writes the book: the page, the chapter's records and the manifest entry together
 SIGINT and SIGTERM held off meanwhile. Workers and kernels die with the builder (parent-death signal), and SIGINT
 or SIGTERM cancel the build: running notebooks are killed and the book keeps its previous pages and entries.
 
-Before the notebooks fan out, the zoo models several chapters share are trained once (recorded as the manifest's
-`zoo_warmup`), so no chapter's runtime includes waiting for another's training; on Ray they are tasks the
+Before the notebooks fan out, the zoo models several chapters share are trained once, with the base models of
+the chapters in `CHAPTER_ZOO` (recorded as the manifest's `zoo_warmup`), so no chapter's runtime includes waiting
+for another's training; on Ray they are tasks the
 notebooks of those chapters depend on.
 """
 
@@ -63,6 +64,9 @@ SHARED_ZOO = ("arith-draft", "arith-target")
 SHARED_ZOO_USERS = ("workbench", "rsd")
 # chapters that start from the shared models at seed 0 only
 SHARED_ZOO_SEED0_USERS = ("implicit_prm", "mpo", "hybrid_winrate", "lora_init", "model_swarms")
+# a chapter's own zoo model that the warm-up trains too when the chapter's `model` knob names it (at the knob's
+# `base_seed`), so the chapter's runtime is its experiment's: {slug: (module that registers it, zoo name)}
+CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base")}
 FULL_SCALE_SECTION = "_full_scale.md"  # generated per chapter page by `render`, included by its index.md
 GENERATED = ("_results", "_toc.yml", "scorecard.md", "scorecard_effects.png", "[0-9]*.ipynb", "_build",
              FULL_SCALE_SECTION)
@@ -358,12 +362,21 @@ def shared_models(tasks: list[Task], scale: str) -> list[tuple[str, int]]:
     users = sorted(slugs & set(SHARED_ZOO_USERS))
     seeds = sorted({s for slug in users for s in importlib.import_module(f"icml25.{slug}").config(scale).seeds}
                    | ({0} if slugs & set(SHARED_ZOO_SEED0_USERS) else set()))
-    return [(name, seed) for seed in seeds for name in SHARED_ZOO]
+    own = []
+    for slug in sorted(slugs & set(CHAPTER_ZOO)):
+        cfg = importlib.import_module(f"icml25.{slug}").config(scale)
+        if cfg.model == CHAPTER_ZOO[slug][1]:
+            own.append((cfg.model, cfg.base_seed))
+    return [(name, seed) for seed in seeds for name in SHARED_ZOO] + own
 
 
 def _train_shared(name: str, scale: str, seed: int) -> None:
+    import importlib
+
     from ..core import reasoners, zoo  # noqa: F401  (importing reasoners registers the shared entries)
 
+    for module, _ in CHAPTER_ZOO.values():
+        importlib.import_module(module)  # registers the chapters' own entries
     zoo.get(name, scale, seed)
 
 
@@ -493,7 +506,7 @@ def _run_ray(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: b
         train = ray.remote(num_cpus=1)(_train_shared)
         start = time.perf_counter()
         zoo_refs = [train.remote(name, out.scale, seed) for name, seed in models]
-        users = set(SHARED_ZOO_USERS) | set(SHARED_ZOO_SEED0_USERS)
+        users = set(SHARED_ZOO_USERS) | set(SHARED_ZOO_SEED0_USERS) | set(CHAPTER_ZOO)
         run = ray.remote(**resources)(_ray_notebook)
         refs = {run.remote(t, t.source.read_text(), out.scale, *(zoo_refs if t.slug in users else [])): (t, h)
                 for t, h in todo}

@@ -20,11 +20,13 @@ characters.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase,
+                          PreTrainedTokenizerFast)
 
 PAD = "<pad>"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
@@ -110,6 +112,19 @@ def check_alphabet(tokenizer: PreTrainedTokenizerBase, alphabet: str, name: str 
                          f"alphabet: {''.join(missing)!r} (each must encode to known tokens that decode back to it)")
 
 
+GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")  # a saved `tokenizers` pipeline, as is
+
+
+def _tokenizer(source: str, offline: bool) -> PreTrainedTokenizerBase:
+    """The folder's or Hub id's tokenizer by the Auto class; a folder whose tokenizer was saved as a generic
+    `tokenizers` pipeline (as the zoo's are) is read back as exactly that pipeline, since the Auto class would
+    otherwise rebuild some families' own tokenizer (Qwen2's) from the vocabulary alone and lose its model."""
+    config = Path(source) / "tokenizer_config.json"
+    if config.exists() and json.loads(config.read_text()).get("tokenizer_class") in GENERIC_TOKENIZERS:
+        return PreTrainedTokenizerFast.from_pretrained(source, local_files_only=offline)
+    return AutoTokenizer.from_pretrained(source, local_files_only=offline)
+
+
 def load(name_or_path: str | Path, device: str | torch.device | None = None, dtype: torch.dtype | str | None = None,
          *, alphabet: str | None = None, scale: str = "ci", seed: int = 0,
          local_files_only: bool | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -127,7 +142,7 @@ def load(name_or_path: str | Path, device: str | torch.device | None = None, dty
         dtype = "auto" if device.type == "cuda" else torch.float32
     offline = _offline() if local_files_only is None else local_files_only
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline)
+        tokenizer = _tokenizer(source, offline)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, local_files_only=offline)
     except OSError as e:
         where = "in the local Hugging Face cache (offline: nothing is downloaded)" if offline else "on the Hub"
