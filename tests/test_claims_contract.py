@@ -48,6 +48,27 @@ def test_interval_is_scipys_paired_t_interval():
     assert (e["estimate"], e["ci_low"], e["ci_high"], e["n"]) == pytest.approx((np.mean(x), lo, hi, 4))
 
 
+SHARE = Claim(chapter="demo", id="share", paper_statement="some runs are B-like", paper_value="a share",
+              criterion="share of B-like runs > 0 (exact binomial, 95%); refuted below 0.1",
+              effects=[Effect("b_share", "is_b", min_effect=0.1, method="binomial")],
+              preconditions=[at_least("learned", "acc", 0.8)],
+              examples=({"is_b": [1.0] * 6, "acc": 0.9}, {"is_b": [0.0] * 40, "acc": 0.9}))
+
+
+def test_a_share_of_runs_gets_an_exact_binomial_interval_not_a_point():
+    from statsmodels.stats.proportion import proportion_confint
+
+    e = decide(SHARE, is_b=[0.0] * 6, acc=0.9)  # a t interval over six zeros would be the point 0: refuted
+    assert e["verdict"] == INCONCLUSIVE
+    eff = e["effects"][0]
+    assert (eff["estimate"], eff["ci_low"]) == (0.0, 0.0) and eff["ci_high"] == pytest.approx(1 - 0.025 ** (1 / 6))
+    assert decide(SHARE, is_b=[0.0] * 40, acc=0.9)["verdict"] == REFUTED  # 0 of 40: at most 0.088
+    got = decide(SHARE, is_b=[1, 0, 1, 1, 0, 1], acc=0.9)["effects"][0]
+    assert (got["ci_low"], got["ci_high"]) == pytest.approx(proportion_confint(4, 6, 0.05, method="beta"))
+    with pytest.raises(ClaimError, match="0/1 outcomes"):
+        decide(SHARE, is_b=[0.5, 1.0], acc=0.9)
+
+
 def test_less_direction_and_null_value():
     c = Claim("demo", "cheaper", "s", "v", "ratio < 1", [Effect("ratio", "r", direction="less", null=1.0,
                                                                min_effect=0.8)],

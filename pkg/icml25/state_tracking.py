@@ -740,9 +740,10 @@ TWO_MECHANISMS = Claim(
     paper_statement="Models learn one of two mechanisms, AA or PAA, rather than a continuum",
     paper_value="two discrete signatures across runs",
     criterion="Over the runs that learned the task, the share labelled AA-like and the share labelled PAA-like by "
-              "the declared rule (a vote of the error, probe and patching signatures) are both above 0 (95% t "
-              "interval over runs; refuted when either lies wholly below 0.10)",
-    effects=[Effect("aa_share", "is_aa", min_effect=0.10), Effect("paa_share", "is_paa", min_effect=0.10)],
+              "the declared rule (a vote of the error, probe and patching signatures) are both above 0 (95% exact "
+              "binomial interval over runs; refuted when either lies wholly below 0.10)",
+    effects=[Effect("aa_share", "is_aa", min_effect=0.10, method="binomial"),
+             Effect("paa_share", "is_paa", min_effect=0.10, method="binomial")],
     preconditions=[_ALL_LEARNED, _READABLE],
     needs_null=True,
     null_description="the same pipeline on the same learned runs with the parity replaced by a fixed random "

@@ -160,6 +160,24 @@ def bootstrap_interval(x: np.ndarray, confidence: float, statistic: Callable = n
     return est, float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def binomial_interval(x: np.ndarray, confidence: float) -> tuple[float, float, float]:
+    """The share of 1s among the 0/1 outcomes `x` and its exact (Clopper-Pearson) interval (statsmodels): 0 of 6
+    gives [0, 0.46], where a t interval over six zeros would collapse to a point."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    if not np.isin(x, (0.0, 1.0)).all():
+        raise ClaimError(f"a binomial interval needs 0/1 outcomes, got {x.tolist()}")
+    if len(x) < 2:
+        return (float(x[0]) if len(x) else math.nan), math.nan, math.nan
+    k, n = int(x.sum()), len(x)
+    lo, hi = proportion_confint(k, n, alpha=1 - confidence, method="beta")
+    return k / n, float(lo), float(hi)
+
+
+INTERVALS = {"t": (t_interval, "paired t"), "bootstrap": (bootstrap_interval, "percentile bootstrap"),
+             "binomial": (binomial_interval, "exact binomial (Clopper-Pearson)")}
+
+
 # ------------------------------------------------------------------------------------------------- decisions
 
 
@@ -168,7 +186,9 @@ class Effect:
     """A directional effect: `samples` (a measured key, or a function of the measurements) gives one value per
     paired unit (a per-seed difference between methods, a per-seed ratio); the claim says their mean lies on the
     `direction` side of `null`. Reproduced when the interval excludes `null` on that side; refuted when it lies
-    wholly short of `min_effect` (the smallest effect the paper's statement implies; `null` when not given)."""
+    wholly short of `min_effect` (the smallest effect the paper's statement implies; `null` when not given).
+    `method`: "t" (Student t over the units), "bootstrap" (percentile), or "binomial" for a share of 0/1 outcomes
+    (exact interval: a share of runs with no spread is not known to a point)."""
 
     name: str
     samples: str | Callable[[Mapping], Sequence[float]]
@@ -181,8 +201,8 @@ class Effect:
     def __post_init__(self):
         if self.direction not in ("greater", "less"):
             raise ClaimError(f"effect {self.name!r}: direction {self.direction!r} is not 'greater' or 'less'")
-        if self.method not in ("t", "bootstrap"):
-            raise ClaimError(f"effect {self.name!r}: method {self.method!r} is not 't' or 'bootstrap'")
+        if self.method not in INTERVALS:
+            raise ClaimError(f"effect {self.name!r}: method {self.method!r} is not one of {', '.join(INTERVALS)}")
         if self.min_effect is not None and self._beyond(self.null, self.min_effect):
             raise ClaimError(f"effect {self.name!r}: min_effect {self.min_effect} lies on the null's side of "
                              f"null {self.null}")
@@ -193,8 +213,11 @@ class Effect:
 
     def decide(self, claim_id: str, m: Mapping[str, Any]) -> dict:
         x = _finite(claim_id, self.name, _lookup(claim_id, f"effect {self.name!r}", self.samples, m))
-        interval = t_interval if self.method == "t" else bootstrap_interval
-        est, lo, hi = interval(x, self.confidence)
+        interval, label = INTERVALS[self.method]
+        try:
+            est, lo, hi = interval(x, self.confidence)
+        except ClaimError as e:
+            raise ClaimError(f"claim {claim_id!r}: effect {self.name!r}: {e}") from None
         near, far = (lo, hi) if self.direction == "greater" else (hi, lo)
         bar = self.null if self.min_effect is None else self.min_effect
         if len(x) < 2:
@@ -206,8 +229,7 @@ class Effect:
         else:
             verdict = INCONCLUSIVE
         out = {"name": self.name, "estimate": est, "ci_low": lo, "ci_high": hi, "n": int(len(x)),
-               "method": f"{'paired t' if self.method == 't' else 'percentile bootstrap'}, "
-                         f"{self.confidence:.0%}", "direction": self.direction, "null": self.null,
+               "method": f"{label}, {self.confidence:.0%}", "direction": self.direction, "null": self.null,
                "verdict": verdict}
         if self.min_effect is not None:
             out["min_effect"] = self.min_effect
