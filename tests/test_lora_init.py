@@ -311,3 +311,22 @@ def test_scale_sweep_reuses_the_grid_only_where_it_holds_the_same_run():
     assert got["AB"][0, 1] == li.finetune_toy(toys[0], cfg, "AB", cfg.scale_lr, 100.0, 0)["test_loss"]
     off_grid = li.scale_sweep(cfg, toys, {m: np.full((1, 1), math.nan) for m in li.MODES}, [cfg.scale_lr * 3])
     assert off_grid["A"][0] == fresh["A"] and off_grid["AB"][0, 0] == fresh["AB"]
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_any_causal_lm_from_the_model_knob_gets_peft_s_targets_and_ab_plus_starts_at_it(family_checkpoints, family):
+    from icml25.core import arithmetic
+
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    cfg = li.config("smoke", model=str(family_checkpoints(tok)[family]))
+    base = li.pretrained_lm(cfg)
+    assert base.model.config.model_type == family
+    targets = li.lora_targets(base.model)
+    assert targets == (("c_attn",) if family == "gpt2" else ("q_proj", "v_proj"))
+    model = li.lora_model(copy.deepcopy(base.model), targets, 2, 2, task_type="CAUSAL_LM")
+    li.init_lora(model, "AB+", 1.0, 3)
+    assert len(li.lora_layers(model)) == len(targets) * base.model.config.num_hidden_layers
+    ids = torch.tensor([tok("12+3=")["input_ids"]])
+    assert torch.allclose(model(input_ids=ids).logits, base.model(input_ids=ids).logits, atol=1e-5)
+    out = li.finetune_lm(cfg, base, "AB", 1e-3, 0)
+    assert len(out["losses"]) == cfg.lm_steps and math.isfinite(out["test_loss"])

@@ -36,6 +36,7 @@ width_lrs = None  # learning-rate grid of the width sweep, spaced by sqrt(10)
 lm_lrs = None  # learning-rate grid of the Llama experiment
 lm_steps = None
 lm_rank = None
+model = None  # the LM LoRA adapts: a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
 
 # %%
 import numpy as np
@@ -47,7 +48,7 @@ from icml25.core import check, plot
 plot.use_style()
 cfg = lora_init.config(scale, seeds=seeds, lrs=lrs, init_scales=init_scales, scale_lr=scale_lr,
                        finetune_steps=finetune_steps, widths=widths, width_lrs=width_lrs, lm_lrs=lm_lrs,
-                       lm_steps=lm_steps, lm_rank=lm_rank)
+                       lm_steps=lm_steps, lm_rank=lm_rank, model=model)
 cfg
 
 # %% [markdown]
@@ -158,11 +159,12 @@ for n in sorted(by_width):
 # The zoo's arithmetic draft model (a Hugging Face `LlamaForCausalLM`), given a PEFT `LoraConfig` for a causal LM
 # on its attention's query and value maps (PEFT's default targets for Llama), fine-tuned to the same problems
 # evaluated modulo 7. Loss is held-out negative log-likelihood per solution token. The grid is coarse and the seeds
-# few (`lm_seeds`) to fit the budget: a descriptive figure, not a verdict.
+# few (`lm_seeds`) to fit the budget: a descriptive figure, not a verdict. The `model` parameter puts any causal LM
+# in the draft model's place (PEFT's default targets for its family, e.g. GPT-2's fused `c_attn`).
 
 # %%
-llama = lora_init.pretrained_llama(scale)
-lm_grid = lora_init.lr_sweep(cfg, lambda k, lr, s: lora_init.finetune_llama(cfg, llama, k, lr, s)["test_loss"],
+llama = lora_init.pretrained_lm(cfg)
+lm_grid = lora_init.lr_sweep(cfg, lambda k, lr, s: lora_init.finetune_lm(cfg, llama, k, lr, s)["test_loss"],
                              cfg.lm_lrs, cfg.lm_seeds)
 lora_init.plot_lr_sweep(lm_grid, cfg.lm_lrs, "Tiny Llama: held-out loss vs learning rate (band: min-max over seeds)",
                         "held-out NLL (nats / token)");

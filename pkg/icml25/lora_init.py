@@ -65,20 +65,20 @@ config = make_config({
               "finetune_steps": 20, "batch_size": 128, "shift": 1.0,
               "lm_lrs": [3e-3], "lm_steps": 2, "lm_batch_size": 8, "lm_rank": 4, "lm_eval": 16,
               "curve_lr": 1e-3, "widths": [32], "width_lrs": half_decades(-6, -2), "width_seeds": [0],
-              "lm_seeds": [0]},
+              "lm_seeds": [0], "model": "arith-draft"},
     "ci": {"seeds": [0, 1, 2, 3], "lrs": half_decades(-8, 0), "init_scales": [0.01, 1.0, 100.0, 10000.0],
            "scale_lr": 1e-3, "width": 256, "d_in": 16, "d_out": 8, "rank": 4, "alpha": 4, "pretrain_steps": 400,
            "finetune_steps": 150, "batch_size": 128, "shift": 1.0,
            "lm_lrs": [3e-4, 3e-3, 3e-2], "lm_steps": 20, "lm_batch_size": 32, "lm_rank": 4,
            "lm_eval": 256, "curve_lr": 1e-3, "widths": [64, 1024], "width_lrs": half_decades(-6, 0),
-           "width_seeds": [0, 1], "lm_seeds": [0, 1]},
+           "width_seeds": [0, 1], "lm_seeds": [0, 1], "model": "arith-draft"},
     "full": {"seeds": [0, 1, 2, 3, 4], "lrs": half_decades(-10, 0),
              "init_scales": [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0], "scale_lr": 1e-3, "width": 1024,
              "d_in": 32, "d_out": 8, "rank": 4, "alpha": 4, "pretrain_steps": 2000, "finetune_steps": 1000,
              "batch_size": 256, "shift": 1.0, "lm_lrs": [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2], "lm_steps": 300,
              "lm_batch_size": 64, "lm_rank": 8, "lm_eval": 1000, "curve_lr": 1e-3, "widths": [128, 512, 4096],
              "width_lrs": half_decades(-8, 0), "width_seeds": [0, 1, 2],
-             "lm_seeds": [0, 1, 2]},
+             "lm_seeds": [0, 1, 2], "model": "meta-llama/Llama-3.2-1B"},
 },
     seeds=SEED, lrs=POSITIVE, init_scales=POSITIVE, scale_lr=POSITIVE, width=COUNT, d_in=COUNT, d_out=COUNT,
     rank=COUNT, alpha=POSITIVE, pretrain_steps=COUNT, finetune_steps=COUNT, batch_size=COUNT, shift=NONNEGATIVE,
@@ -433,16 +433,31 @@ def modular_problems(n: int, seed: int, modulus: int = MODULUS, stream: str = "l
 LLAMA_TARGETS = ("q_proj", "v_proj")  # PEFT's default LoRA targets for Llama
 
 
-def pretrained_llama(scale: str) -> zoo.ZooModel:
-    """The model LoRA adapts: the zoo's arithmetic draft model (trained on mod-10 arithmetic)."""
-    return zoo.get("arith-draft", scale, 0)
+def lora_targets(model) -> tuple[str, ...]:
+    """PEFT's default LoRA targets for the model's family (Llama, Qwen2, Gemma: q_proj and v_proj; GPT-2: its fused
+    c_attn), from PEFT's own table."""
+    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as DEFAULTS
+
+    kind = model.config.model_type
+    if kind not in DEFAULTS:
+        raise ValueError(f"PEFT has no default LoRA targets for model type {kind!r}")
+    return tuple(DEFAULTS[kind])
 
 
-def finetune_llama(cfg, base: zoo.ZooModel, mode: str, lr: float, seed: int) -> dict:
-    """LoRA on q_proj/v_proj of a copy of `base` (from `pretrained_llama`), fine-tuned to mod-7 arithmetic; returns
-    the loss curve and the held-out loss (nats per solution token)."""
+def pretrained_lm(cfg) -> zoo.ZooModel:
+    """The model LoRA adapts, from the `model` knob: at smoke and ci the zoo's arithmetic draft model (trained on
+    mod-10 arithmetic); any causal LM's folder or Hub id through :func:`icml25.core.models.get`."""
+    from .core import arithmetic, models
+
+    return models.get(cfg.model, cfg.scale, 0, alphabet=arithmetic.ALPHABET)
+
+
+def finetune_lm(cfg, base: zoo.ZooModel, mode: str, lr: float, seed: int) -> dict:
+    """LoRA on PEFT's default targets (q_proj/v_proj for a Llama) of a copy of `base` (from `pretrained_lm`),
+    fine-tuned to mod-7 arithmetic; returns the loss curve and the held-out loss (nats per solution token)."""
     tok = base.tokenizer
-    model = lora_model(copy.deepcopy(base.model), LLAMA_TARGETS, cfg.lm_rank, cfg.lm_rank, task_type="CAUSAL_LM")
+    model = lora_model(copy.deepcopy(base.model), lora_targets(base.model), cfg.lm_rank, cfg.lm_rank,
+                       task_type="CAUSAL_LM")
     init_lora(model, mode, 1.0, seed)
     data = modular_problems(4096, seed, stream="lora-train")
     held_out = modular_problems(cfg.lm_eval, 0, stream="lora-test")
