@@ -170,3 +170,30 @@ def test_bad_inputs():
         mpo.log_ratios(pols, np.full((2, 2), 0.5))
     with pytest.raises(ValueError, match="unknown setting"):
         mpo.config("ci", bogus=1)
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_the_per_token_mix_on_any_causal_lm_reduces_to_the_model_itself(family_checkpoints, family):
+    """On a GPT-2, Llama or Qwen2 checkpoint from the `model` knob: a mix of a model with itself samples exactly
+    what the model samples (KV-cached), and its sequence log-probability is the model's own (minus its summed
+    cross-entropy on the completion and end token)."""
+    import torch
+    import torch.nn.functional as F
+
+    from icml25.core import arithmetic, generation, models, tinylm
+    from icml25.core.seeding import torch_generator
+
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    cfg = mpo.config("smoke", model=str(family_checkpoints(tok)[family]))
+    z = models.get(cfg.model, "smoke", 0, alphabet=arithmetic.ALPHABET)
+    m, tok = z.model, z.tokenizer
+    assert m.config.model_type == family
+    prompts = [p.prompt for p in arithmetic.sample_problems(4, 0)]
+    alone = mpo.sample_mixture([m], [1.0], tok, prompts, torch_generator(0, "t"))
+    mixed = mpo.sample_mixture([m, m], [0.5, 0.5], tok, prompts, torch_generator(0, "t"))
+    assert alone == mixed and any(alone)
+    got = mpo.mixture_sequence_logprobs([m, m], [0.5, 0.5], tok, prompts, alone)
+    batch = generation.encode_completions(tok, prompts, alone, add_eos=True)
+    logits = m(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+    nll = F.cross_entropy(logits.transpose(1, 2), batch["input_ids"][:, 1:], reduction="none")
+    torch.testing.assert_close(got, -(nll * batch["completion_mask"][:, 1:]).sum(-1), atol=1e-4, rtol=1e-5)

@@ -31,6 +31,7 @@ lm_batch_size = None
 lm_lr = None
 lm_beta = None  # β of the single-objective policies and of the max-min objective
 lm_eval_prompts = None  # held-out prompts, one sample each per method
+model = None  # π_ref: a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
 lm_bsmd_steps = None
 lm_bsmd_m = None  # reference samples per prompt in BSMD's pool
 step_scale = None  # multiplier of the textbook mirror-descent step
@@ -47,7 +48,7 @@ plot.use_style()
 cfg = mpo.config(scale, seeds=seeds, lm_prompts=lm_prompts, lm_samples=lm_samples,
                  lm_finetune_steps=lm_finetune_steps, lm_batch_size=lm_batch_size, lm_lr=lm_lr, lm_beta=lm_beta,
                  lm_eval_prompts=lm_eval_prompts, lm_bsmd_steps=lm_bsmd_steps, lm_bsmd_m=lm_bsmd_m,
-                 step_scale=step_scale)
+                 step_scale=step_scale, model=model)
 cfg
 
 # %% [markdown]

@@ -31,7 +31,7 @@ import torch
 from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 
-from .core import arithmetic, zoo
+from .core import arithmetic, models
 from .core.claims import Claim, Effect, at_least, at_most
 from .core.config import COUNT, POSITIVE, SEED, make_config
 from .core.generation import encode_completions, left_pad, token_logprobs
@@ -43,17 +43,18 @@ config = make_config({
               "bsmd_m": 16, "ms": [4, 16, 64], "step_scale": 64.0, "prompts_per_step": 4, "pg_lrs": [1.0],
               "pg_compute_factor": 4.0, "eval_every": 50,
               "lm_prompts": 16, "lm_samples": 4, "lm_finetune_steps": 5, "lm_batch_size": 16, "lm_lr": 5e-4,
-              "lm_beta": 0.25, "lm_eval_prompts": 32, "lm_bsmd_steps": 100, "lm_bsmd_m": 4},
+              "lm_beta": 0.25, "lm_eval_prompts": 32, "lm_bsmd_steps": 100, "lm_bsmd_m": 4, "model": "arith-draft"},
     "ci": {"seeds": [0, 1, 2], "betas": [0.5, 0.1], "n_prompts": 50, "n_responses": 64, "bsmd_steps": 2000,
            "bsmd_m": 64, "ms": [4, 16, 64, 256, 1024], "step_scale": 64.0, "prompts_per_step": 4,
            "pg_lrs": [1.0, 3.0], "pg_compute_factor": 4.0, "eval_every": 100,
            "lm_prompts": 48, "lm_samples": 8, "lm_finetune_steps": 40, "lm_batch_size": 32, "lm_lr": 5e-4,
-           "lm_beta": 0.25, "lm_eval_prompts": 384, "lm_bsmd_steps": 300, "lm_bsmd_m": 32},
+           "lm_beta": 0.25, "lm_eval_prompts": 384, "lm_bsmd_steps": 300, "lm_bsmd_m": 32, "model": "arith-draft"},
     "full": {"seeds": [0, 1, 2, 3, 4], "betas": [0.5, 0.1], "n_prompts": 200, "n_responses": 256,
              "bsmd_steps": 10000, "bsmd_m": 256, "ms": [4, 16, 64, 256, 1024, 4096], "step_scale": 64.0,
              "prompts_per_step": 8, "pg_lrs": [0.1, 0.3, 1.0, 3.0], "pg_compute_factor": 4.0, "eval_every": 500,
              "lm_prompts": 512, "lm_samples": 16, "lm_finetune_steps": 400, "lm_batch_size": 64, "lm_lr": 5e-4,
-             "lm_beta": 0.25, "lm_eval_prompts": 2000, "lm_bsmd_steps": 2000, "lm_bsmd_m": 64},
+             "lm_beta": 0.25, "lm_eval_prompts": 2000, "lm_bsmd_steps": 2000, "lm_bsmd_m": 64,
+             "model": "Qwen/Qwen2.5-1.5B-Instruct"},
 },
     seeds=SEED, betas=POSITIVE, n_prompts=COUNT, n_responses=COUNT, bsmd_steps=COUNT, bsmd_m=COUNT, ms=COUNT,
     step_scale=POSITIVE, prompts_per_step=COUNT, pg_lrs=POSITIVE, pg_compute_factor=POSITIVE, eval_every=COUNT,
@@ -621,12 +622,13 @@ def _policy_logratios(ref, policies, tokenizer, prompts, completions) -> np.ndar
 
 
 def run_language_models(cfg, seed: int, scale: str) -> LMRun:
-    """Setting B for one seed: π_ref = the zoo's arithmetic draft; K = 3 single-objective policies fine-tuned by
+    """Setting B for one seed: π_ref = the `model` knob's LM (the zoo's arithmetic draft at smoke and ci; any causal
+    LM's folder or Hub id through :func:`icml25.core.models.get`); K = 3 single-objective policies fine-tuned by
     reward-weighted likelihood on reference samples; λ̄ by BSMD (Eqs. 7-8, the declared step scale) on a fresh pool
     of `lm_bsmd_m` reference samples per training prompt; then every method sampled once on each of
     `lm_eval_prompts` held-out prompts (the same prompts for every method) and scored on the raw rewards and on the
     implied rewards r̃_k."""
-    z = zoo.get("arith-draft", scale, 0)
+    z = models.get(cfg.model, scale, 0, alphabet=arithmetic.ALPHABET)
     ref, tok = z.model, z.tokenizer
     gen = torch_generator(seed, "mpo-lm")
     train_problems = arithmetic.sample_problems(cfg.lm_prompts, seed, stream="mpo-train")
@@ -653,8 +655,8 @@ def run_language_models(cfg, seed: int, scale: str) -> LMRun:
     test = arithmetic.sample_problems(cfg.lm_eval_prompts, seed, stream="mpo-test")
     test_prompts = [p.prompt for p in test]
     per_objective, raw = {}, {}
-    for name, (models, weights) in methods.items():
-        ys = sample_mixture(models, weights, tok, test_prompts, gen)
+    for name, (mix, weights) in methods.items():
+        ys = sample_mixture(mix, weights, tok, test_prompts, gen)
         per_objective[name] = cfg.lm_beta * _policy_logratios(ref, policies, tok, test_prompts, ys).mean(-1)
         raw[name] = np.mean([lm_rewards(p, y) for p, y in zip(test, ys)], 0)
     return LMRun(lam, per_objective, raw)
