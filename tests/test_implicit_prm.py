@@ -266,7 +266,8 @@ def test_arms_train_from_the_base_with_the_draft_as_a_contrast_at_arm_seeds():
     assert [a.name for s in ip.config("ci").seeds for a in ip.arms(ip.config("ci"), s)] == ["ce", "ce_n1"] * 3
     cfg = ip.config("full", arm_seeds=[0])
     main = ip.arms(cfg, cfg.seeds[-1])
-    assert [a.name for a in main] == ["ce", "ce_n1"] and all(a.base == ip.BASE for a in main)
+    assert [a.name for a in main] == ["ce", "ce_n1"] and all(a.base == ip.FULL_BASE for a in main)
+    assert ip.config("ci").model == ip.BASE  # the zoo's target at ci: its numbers stay the zoo's
     extra = {a.name: a for a in ip.arms(cfg, cfg.arm_seeds[0])}
     assert {"dpo", "kto", "nca", "ce_from_draft"} <= set(extra)
     assert extra["ce_from_draft"].base == ip.GENERATOR and extra["ce_n1"].responses == 1
@@ -296,7 +297,9 @@ def test_the_implicit_reward_on_any_causal_lm(family_checkpoints, family):
     """GPT-2, Llama and Qwen2 checkpoints: θ = ref gives zero reward on every step; a different π_θ's step rewards
     sum to β times the sequence log-ratio (the Proposition's telescoping), with or without the reference cache; one
     CE step on a right response raises its outcome reward."""
-    ref, _ = models.load(family_checkpoints(TOK, seed=0)[family], device="cpu")
+    cfg = ip.config("smoke", model=str(family_checkpoints(TOK, seed=0)[family]))
+    ref = ip.reference(cfg, cfg.model).reference  # the model knob's checkpoint as π_ref
+    assert ref.config.model_type == family
     other, _ = models.load(family_checkpoints(TOK, seed=1)[family], device="cpu")
     same = ip.ImplicitPRM(copy.deepcopy(ref), ref, TOK, 0.5)
     assert all(np.all(np.abs(r) < 1e-6) for r in same.step_rewards(PROMPTS, COMPLETIONS))

@@ -72,6 +72,7 @@ best_of = None  # the N of best-of-N
 objectives = None  # objectives trained at `arm_seeds` (ce, dpo, kto, nca)
 betas = None  # β values of the CE sweep at `arm_seeds`
 arm_seeds = None  # seeds at which the objectives and the β sweep run
+model = None  # the PRMs' π_ref and π_θ's start: a zoo name, a save_pretrained folder or a Hub id; None: the scale's
 
 # %%
 import numpy as np
@@ -79,14 +80,14 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from icml25 import implicit_prm
-from icml25.core import check, plot, zoo
+from icml25.core import check, models, plot, zoo
 
 plot.use_style()
 cfg = implicit_prm.config(scale, seeds=seeds, beta=beta, n_prompts=n_prompts,
                           responses_per_prompt=responses_per_prompt, train_steps=train_steps, eval_every=eval_every,
                           check_responses=check_responses, lr=lr, n_test=n_test,
                           n_candidates=n_candidates, best_of=best_of, objectives=objectives, betas=betas,
-                          arm_seeds=arm_seeds)
+                          arm_seeds=arm_seeds, model=model)
 cfg
 
 # %% [markdown]
@@ -98,12 +99,12 @@ cfg
 # PRM on the *same* instructions, and scores everything on the same candidates.
 
 # %%
-gen, base = zoo.get(implicit_prm.GENERATOR, scale, cfg.ref_seed), zoo.get(cfg.base, scale, cfg.ref_seed)
+gen, base = zoo.get(implicit_prm.GENERATOR, scale, cfg.ref_seed), models.get(cfg.model, scale, cfg.ref_seed)
 runs = {s: implicit_prm.run_seed(cfg, s) for s in cfg.seeds[:1]}  # the first seed also trains the extra arms
 
 # %%
 runs |= {s: implicit_prm.run_seed(cfg, s) for s in cfg.seeds[1:]}
-print(f"π_ref ({cfg.base}): {base.info['n_params']:,} parameters; generator ({implicit_prm.GENERATOR}): "
+print(f"π_ref ({cfg.model}): {base.info['n_params']:,} parameters; generator ({implicit_prm.GENERATOR}): "
       f"{gen.info['n_params']:,}; sampled training responses are right "
       f"{np.mean([r['train_accuracy'] for r in runs.values()]):.0%} of the time")
 stops = pd.DataFrame({a: {s: r["stopped_at"].get(a) for s, r in runs.items()} for a in runs[cfg.seeds[0]]["stopped_at"]})
@@ -255,7 +256,7 @@ ce, ctl = table.loc["ce"], table.loc["control"]
 best_arm = table[f"prm_min @{N}"].drop("control").idxmax()
 display(Markdown(
     f"- **Verdicts:** `step_signal` {v_step.label}, `best_of_n` {v_best.label}, `one_response` {v_one.label}.\n"
-    f"- **Learning:** the CE PRM (from `{cfg.base}`) trained {', '.join(str(r['stopped_at']['ce']) for r in runs.values())} "
+    f"- **Learning:** the CE PRM (from `{cfg.model}`) trained {', '.join(str(r['stopped_at']['ce']) for r in runs.values())} "
     f"steps (per seed; at most {cfg.train_steps}); its training-set outcome AUC is {ce['train outcome AUC']:.2f} "
     f"(precondition ≥ {implicit_prm.LEARNED_AUC}), its training-set step AUC {ce['train step AUC']:.2f} "
     f"(precondition of the best-of-N claims ≥ {implicit_prm.LEARNED_STEP_AUC}) and its held-out step AUC "

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .core import arithmetic, zoo
+from .core import arithmetic, models, zoo
 from .core.claims import Claim, Effect, at_least
 from .core.config import COUNT, POSITIVE, SEED, Range, make_config, one_of
 from .core.generation import encode_completions, generate, sequence_logprobs, token_logprobs
@@ -43,7 +43,7 @@ from .core.train import train
 CHAPTER = "implicit_prm"
 GENERATOR = "arith-draft"  # samples the training responses and the test candidates; π_ref of the positive control
 BASE = "arith-target"  # π_ref of the trained PRMs and π_θ's initialisation; π_θ of the positive control
-BASES = (BASE, GENERATOR)  # a PRM can start from either (the draft-based arm shows a base that cannot learn it)
+FULL_BASE = "meta-llama/Llama-3.2-1B-Instruct"  # the `model` knob at full (icml25.core.fullplan's choice)
 PRM_NAME = "implicit-prm"  # this chapter's zoo entry: the CE-trained implicit PRM (reusable by other chapters)
 VOTE_COEF = 0.001  # the official evaluation's scale of the log-ratios (its `coef`), used for σ-weighted votes
 
@@ -51,11 +51,11 @@ VOTE_COEF = 0.001  # the official evaluation's scale of the log-ratios (its `coe
 # `train_steps` is the most a PRM trains; it stops at the first check (every `eval_every` steps) where its step AUC
 # on the first `check_responses` training responses reaches `LEARNED_STEP_AUC` (see `train_implicit_prm`).
 _PRM = {
-    "smoke": dict(ref_seed=0, base=BASE, beta=0.1, n_prompts=60, responses_per_prompt=2, temperature=1.0,
+    "smoke": dict(ref_seed=0, model=BASE, beta=0.1, n_prompts=60, responses_per_prompt=2, temperature=1.0,
                   train_steps=10, eval_every=5, check_responses=32, batch_size=16, lr=3e-3),
-    "ci": dict(ref_seed=0, base=BASE, beta=0.1, n_prompts=200, responses_per_prompt=4, temperature=1.0,
+    "ci": dict(ref_seed=0, model=BASE, beta=0.1, n_prompts=200, responses_per_prompt=4, temperature=1.0,
                train_steps=100, eval_every=25, check_responses=256, batch_size=32, lr=1e-3),
-    "full": dict(ref_seed=0, base=BASE, beta=0.1, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
+    "full": dict(ref_seed=0, model=FULL_BASE, beta=0.1, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
                  train_steps=1000, eval_every=100, check_responses=2000, batch_size=64, lr=1e-3),
 }
 _ARMS = dict(objectives=["ce", "dpo", "kto", "nca"], betas=[0.02, 0.1, 0.5], arm_seeds=[0])
@@ -70,7 +70,7 @@ PRESETS = {
                  n_candidates=64, best_of=[1, 4, 16, 64], tabular_vocab=4, tabular_length=5),
 }
 config = make_config(
-    PRESETS, ref_seed=SEED, base=one_of(*BASES), beta=POSITIVE, n_prompts=COUNT, responses_per_prompt=COUNT,
+    PRESETS, ref_seed=SEED, beta=POSITIVE, n_prompts=COUNT, responses_per_prompt=COUNT,
     temperature=POSITIVE, train_steps=COUNT, eval_every=COUNT, check_responses=COUNT, batch_size=COUNT,
     lr=POSITIVE, objectives=one_of("ce", "dpo", "kto", "nca"), betas=POSITIVE,
     arm_seeds=SEED, seeds=SEED, n_test=COUNT, n_candidates=COUNT, best_of=COUNT, tabular_vocab=Range(ge=2),
@@ -531,8 +531,10 @@ def training_rollouts(generator: zoo.ZooModel, cfg, seed: int) -> Rollouts:
 
 
 def reference(cfg, base: str) -> ReferenceCache:
-    """The zoo model `base` as a frozen π_ref, with the cache of its log-probs that every PRM from it shares."""
-    b = zoo.get(base, cfg.scale, cfg.ref_seed)
+    """The model `base` (a zoo name, or any causal LM's folder or Hub id, through
+    :func:`icml25.core.models.get`) as a frozen π_ref, with the cache of its log-probs that every PRM from it
+    shares."""
+    b = models.get(base, cfg.scale, cfg.ref_seed, alphabet=arithmetic.ALPHABET)
     b.model.eval()
     return ReferenceCache(b.model, b.tokenizer)
 
@@ -547,7 +549,7 @@ def train_arm(cfg, seed: int, data: Rollouts, objective: str, beta: float, ref: 
 @zoo.register(PRM_NAME, _PRM)
 def _build_prm(cfg, seed: int):
     data = training_rollouts(zoo.get(GENERATOR, cfg.scale, cfg.ref_seed), cfg, seed)
-    prm, run = train_arm(cfg, seed, data, "ce", cfg.beta, reference(cfg, cfg.base))
+    prm, run = train_arm(cfg, seed, data, "ce", cfg.beta, reference(cfg, cfg.model))
     return prm.policy, prm.tokenizer, {"losses": run.losses, "checks": run.checks, "stopped_at": run.stopped_at,
                                        "beta": cfg.beta, "train_accuracy": float(np.mean(data.labels))}
 
@@ -556,16 +558,16 @@ def load_prm(scale: str = "ci", seed: int = 0) -> ImplicitPRM:
     """This chapter's CE implicit PRM at `scale` from the zoo (trained once), paired with its reference."""
     settings = config(scale)
     z = zoo.get(PRM_NAME, scale, seed)
-    base = zoo.get(settings.base, scale, settings.ref_seed)
+    base = models.get(settings.model, scale, settings.ref_seed, alphabet=arithmetic.ALPHABET)
     return ImplicitPRM(z.model, base.model, base.tokenizer, settings.beta)
 
 
 def main_prm(cfg, seed: int, data: Rollouts | None = None,
              ref: ReferenceCache | None = None) -> tuple[ImplicitPRM, Training]:
     """The CE PRM with all `responses_per_prompt`: from the zoo when `cfg` has the zoo's settings, else trained
-    (on `data`, the generator's training rollouts, sampled here when not given). `ref`: π_ref = `cfg.base` with
+    (on `data`, the generator's training rollouts, sampled here when not given). `ref`: π_ref = `cfg.model` with
     its log-prob cache (made here when not given)."""
-    ref = reference(cfg, cfg.base) if ref is None else ref
+    ref = reference(cfg, cfg.model) if ref is None else ref
     if all(cfg[k] == _PRM[cfg.scale][k] for k in PRM_KEYS):
         z = zoo.get(PRM_NAME, cfg.scale, seed)
         z.model.eval()
@@ -836,8 +838,8 @@ class Arm:
 def arms(cfg, seed: int) -> list[Arm]:
     """The trained PRMs of one seed: the main CE PRM and the CE PRM on one response per instruction at every seed;
     at `cfg.arm_seeds` the other objectives, the other β values, and the CE PRM started from the generator (the
-    draft, a model too small to learn the task) instead of `cfg.base`."""
-    n, b = cfg.responses_per_prompt, cfg.base
+    draft, a model too small to learn the task) instead of `cfg.model`."""
+    n, b = cfg.responses_per_prompt, cfg.model
     out = [Arm("ce", "ce", cfg.beta, n, b), Arm("ce_n1", "ce", cfg.beta, 1, b)]
     if seed in cfg.arm_seeds:
         out += [Arm(obj, obj, cfg.beta, n, b) for obj in cfg.objectives if obj != "ce"]
