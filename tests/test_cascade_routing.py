@@ -341,3 +341,29 @@ def test_depth_limited_table_gives_the_same_strategies():
         a, b = cr.cascade_routing(est, full, lam, 3), cr.cascade_routing(est, limited, lam, 3)
         np.testing.assert_array_equal(a.ran, b.ran)
         np.testing.assert_array_equal(a.answer, b.answer)
+
+
+def test_a_pool_of_any_causal_lms_is_run_like_the_classifiers(family_checkpoints):
+    """Tiny random GPT-2, Llama and Qwen2 checkpoints as the real pool (the `pool_models` knob): each member's
+    correctness is that of its own greedy solutions, its cost the FLOPs of its config over prompt and answer, its
+    confidence a mean log-probability; members come back in cost order and the estimators fit on them."""
+    from icml25.core import arithmetic, flops, models, reasoners, tinylm
+
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    paths = family_checkpoints(tok)
+    cfg = cr.config("smoke", pool_models=[str(p) for p in paths.values()], lm_queries=24)
+    runs = cr.run_lm_pool(cfg.pool_models, cfg.lm_queries, 0, "smoke")
+    assert runs.correct.shape == runs.flops.shape == runs.confidence.shape == (24, 3)
+    assert runs.context.shape == (24, 5) and sorted(runs.labels) == sorted(cfg.pool_models)
+    assert np.all(np.diff(runs.flops.mean(0)) >= 0) and np.all(runs.confidence <= 0)
+    problems = arithmetic.sample_problems(24, 0, stream="cascade-lm")
+    for k, label in enumerate(runs.labels):
+        z = models.get(label, device="cpu")
+        answers = reasoners.solve(z.model, z.tokenizer, problems)
+        assert runs.correct[:, k].tolist() == [float(arithmetic.is_correct(p, a)) for p, a in zip(problems, answers)]
+        n = len(tok(problems[0].prompt + answers[0])["input_ids"])
+        assert runs.flops[0, k] == flops.forward_flops(z.model.config, n)
+    (pool, est), _ = cr.real_estimates(runs, 0, cfg.train_fraction, with_train=True)
+    assert pool.quality.shape[1] == est.pre.shape[1] == est.post.shape[1] == 3
+    with pytest.raises(ValueError, match="at least two models"):
+        cr.run_lm_pool(cfg.pool_models[:1], 10, 0)

@@ -29,6 +29,10 @@
 #
 # Why not language models: the zoo's arithmetic models need ~800+ training steps before they solve anything
 # (they learn in a sudden jump), so five of them per seed cost minutes of CPU; the classifiers fit in a second.
+# With `pool_models` (at `full`: Qwen2.5-Instruct at 0.5B, 1.5B, 3B and 7B) the pool is those causal LMs instead,
+# each answering `lm_queries` arithmetic problems greedily (`cr.run_lm_pool`): its cost is the FLOPs of its prompt
+# and answer, its post-hoc signal the mean log-probability of its answer, and the ex-ante context the query's
+# operations and length.
 
 # %% tags=["parameters"]
 scale = "ci"
@@ -38,6 +42,8 @@ real_members = None  # pool size: 5 (ci) or 11 (full)
 real_n_fit = None  # training images per member; None: the scale's value
 n_lambdas = None  # points on each strategy's sweep
 qmc_samples = None  # quasi-Monte Carlo points for the expected maximum
+pool_models = None  # causal LMs as the pool (zoo names, folders or Hub ids); None: the scale's ([] = the classifiers)
+lm_queries = None  # arithmetic queries every LM of `pool_models` answers
 
 # %%
 import time
@@ -51,7 +57,7 @@ from icml25.core import check, plot
 
 plot.use_style()
 cfg = cr.config(scale, seeds=seeds, real_members=real_members, real_n_fit=real_n_fit, n_lambdas=n_lambdas,
-                qmc_samples=qmc_samples)
+                qmc_samples=qmc_samples, pool_models=pool_models, lm_queries=lm_queries)
 cfg
 
 # %% [markdown]

@@ -46,22 +46,28 @@ NOISE_LEVELS = {"exact": (0.0, 0.0, False), "low": (0.6, 0.3, False), "medium": 
                 "high": (2.4, 1.2, True)}
 STRATEGIES = ("routing", "threshold cascade", "optimal cascade", "cascade routing")
 
+# The real pool at full: causal LMs of one family and four sizes (icml25.core.fullplan's choice); at smoke and ci
+# `pool_models` is empty and the real pool is scikit-learn's classifiers on handwritten digits (see run_real_pool).
+FULL_POOL = ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-3B-Instruct",
+             "Qwen/Qwen2.5-7B-Instruct")
+
 config = make_config({
     "smoke": {"seeds": [0, 1, 2], "n_queries": 500, "pool_sizes": [3, 5], "noise_levels": ["low", "medium", "high"],
               "n_lambdas": 12, "qmc_samples": 16, "max_depth": 5, "step_ratios": [0.5, 1.0, 2.0],
-              "train_fraction": 0.2, "n_domains": 4, "real_members": 5, "real_n_fit": 200},
+              "train_fraction": 0.2, "n_domains": 4, "real_members": 5, "real_n_fit": 200,
+              "pool_models": [], "lm_queries": 200},
     "ci": {"seeds": [0, 1, 2, 3, 4], "n_queries": 2500, "pool_sizes": [3, 5],
            "noise_levels": ["low", "medium", "high"], "n_lambdas": 25, "qmc_samples": 32, "max_depth": 5,
            "step_ratios": [0.5, 1.0, 2.0], "train_fraction": 0.2, "n_domains": 4, "real_members": 5,
-           "real_n_fit": 200},
+           "real_n_fit": 200, "pool_models": [], "lm_queries": 200},
     "full": {"seeds": list(range(10)), "n_queries": 10000, "pool_sizes": [3, 5, 7],
              "noise_levels": ["low", "medium", "high"], "n_lambdas": 60, "qmc_samples": 128, "max_depth": 5,
              "step_ratios": [0.25, 0.5, 1.0, 2.0, 4.0], "train_fraction": 0.2, "n_domains": 4, "real_members": 11,
-             "real_n_fit": 200},
+             "real_n_fit": 200, "pool_models": list(FULL_POOL), "lm_queries": 8000},
 },
     seeds=SEED, n_queries=COUNT, pool_sizes=Range(ge=2), noise_levels=one_of(*NOISE_LEVELS), n_lambdas=COUNT,
     qmc_samples=COUNT, max_depth=COUNT, step_ratios=POSITIVE, train_fraction=Range(gt=0, lt=1), n_domains=COUNT,
-    real_members=Range(ge=2), real_n_fit=COUNT)
+    real_members=Range(ge=2), real_n_fit=COUNT, lm_queries=Range(ge=10))
 
 # The cells every claim is decided on: the paper's 3- and 5-model pools (its 11-model pool is not simulated).
 CLAIM_POOL_SIZES = (3, 5)
@@ -783,9 +789,50 @@ def real_estimates(runs: RealRuns, seed: int, train_fraction: float = 0.2, with_
     return (split(~train), split(train)) if with_train else split(~train)
 
 
+def lm_context(problem) -> list[float]:
+    """What is known of an arithmetic query before any LM answers it: its number of operations, of each operation,
+    and its prompt's length."""
+    return [len(problem.ops), *(problem.ops.count(op) for op in "+-*"), len(problem.prompt)]
+
+
+def run_lm_pool(names, n_queries: int, seed: int, scale: str = "ci") -> RealRuns:
+    """Every causal LM of `names` (zoo names, `save_pretrained` folders or Hub ids, through
+    :func:`icml25.core.models.get`; they must write the arithmetic alphabet) answers `n_queries` arithmetic problems
+    drawn under `seed`, greedily: `correct` is whether its final answer is right, `flops` the forward FLOPs of its
+    prompt and answer with a KV cache (:func:`icml25.core.flops.forward_flops` of its own config), `confidence`
+    the mean log-probability of its answer's tokens (its post-hoc signal), `context` :func:`lm_context`. Members
+    come back in the order of their mean cost, as :func:`run_real_pool`'s."""
+    import torch
+
+    from .core import arithmetic, flops, generation, models, reasoners
+
+    if len(names) < 2:
+        raise ValueError(f"a pool needs at least two models, got {list(names)}")
+    problems = arithmetic.sample_problems(n_queries, seed, stream="cascade-lm")
+    prompts = [p.prompt for p in problems]
+    cols = []
+    for name in names:
+        z = models.get(name, scale, seed, alphabet=arithmetic.ALPHABET)
+        answers = reasoners.solve(z.model, z.tokenizer, problems)
+        batch = generation.encode_completions(z.tokenizer, prompts, answers)
+        with torch.no_grad():
+            logp = generation.token_logprobs(z.model, batch)
+        n_answer = batch["completion_mask"][:, 1:].sum(-1).clamp(min=1)
+        n_tokens = batch["attention_mask"].sum(-1)
+        cols.append((np.array([arithmetic.is_correct(p, a) for p, a in zip(problems, answers)], float),
+                     np.array([flops.forward_flops(z.model.config, int(t)) for t in n_tokens], float),
+                     (logp.sum(-1) / n_answer).cpu().numpy().astype(float)))
+    by_cost = np.argsort([c[1].mean() for c in cols], kind="stable")
+    correct, flop, conf = (np.stack([c[i] for i in by_cost], axis=1) for c in zip(*cols))
+    return RealRuns(correct, flop, conf, np.array([lm_context(p) for p in problems], float),
+                    tuple(str(names[i]) for i in by_cost))
+
+
 def real_pool_cell(seed: int, cfg) -> tuple[RealRuns, dict]:
-    """One seed of the real pool: fit the members, run them, fit the estimators, sweep every strategy."""
-    runs = run_real_pool(seed, cfg.real_members, cfg.real_n_fit)
+    """One seed of the real pool: fit the members (or, with `cfg.pool_models`, load those LMs), run them, fit the
+    estimators, sweep every strategy."""
+    runs = run_lm_pool(cfg.pool_models, cfg.lm_queries, seed, cfg.scale) if cfg.pool_models else \
+        run_real_pool(seed, cfg.real_members, cfg.real_n_fit)
     return runs, evaluate(*real_estimates(runs, seed, cfg.train_fraction, with_train=True), seed, cfg)
 
 
