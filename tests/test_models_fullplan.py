@@ -95,3 +95,21 @@ def test_an_invalid_full_config_has_no_page_section(monkeypatch):
     monkeypatch.setattr(rsd, "config", lambda scale, **kw: (_ for _ in ()).throw(ValueError("bad knob")))
     with pytest.raises(ValueError, match="rsd: the full-scale plan is invalid: ValueError: bad knob"):
         fullplan.page_section("rsd")
+
+
+MODEL_KNOBS = ("model", "draft_model", "target_model", "pool_models")
+
+
+@pytest.mark.parametrize("chapter", sorted(fullplan.PLANS))
+def test_a_chapter_s_full_scale_model_knobs_name_checkpoints_of_its_plan(chapter):
+    """The Hub ids (owner/name) a chapter's `full` config loads through its model knobs are checkpoints its plan
+    lists (and so costs on its page); at smoke and ci no model knob names a Hub id, so nothing is downloaded."""
+    import importlib
+
+    module = importlib.import_module(f"icml25.{chapter}")
+    repos = {c.repo for c in fullplan.PLANS[chapter].checkpoints}
+    for scale in ("smoke", "ci", "full"):
+        cfg = module.config(scale)
+        named = [v for k in MODEL_KNOBS if k in cfg for v in ([cfg[k]] if isinstance(cfg[k], str) else cfg[k])]
+        hub = [n for n in named if isinstance(n, str) and n.count("/") == 1]
+        assert set(hub) <= (repos if scale == "full" else set()), (scale, hub, repos)
