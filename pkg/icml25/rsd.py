@@ -729,23 +729,6 @@ def draft_and_target(cfg, seed: int) -> tuple[zoo.ZooModel, zoo.ZooModel]:
     return draft, target
 
 
-def calibration(draft: zoo.ZooModel, target: zoo.ZooModel, scale: str,
-                problems: Sequence[arithmetic.Problem]) -> dict:
-    """What `reasoners.CALIBRATION` reads, for any draft/target pair (:func:`icml25.core.reasoners.calibration`
-    measures the zoo's pair the same way): the cost ratio, the draft's single-step accuracy on the problems within
-    the zoo draft's training mix, both models' accuracy overall and by number of operations."""
-    seen = [p for p in problems if p.n_steps <= reasoners.DRAFT[scale]["max_ops"]]
-    out = {"cost_ratio": reasoners.cost_ratio(draft.model.config, target.model.config),
-           "draft_step_accuracy": reasoners.step_accuracy(draft.model, draft.tokenizer, seen),
-           "target_step_accuracy": reasoners.step_accuracy(target.model, target.tokenizer, problems)}
-    for name, z in (("draft", draft), ("target", target)):
-        by_ops = reasoners.accuracy_by_ops(z.model, z.tokenizer, problems)
-        counts = {k: sum(p.n_steps == k for p in problems) for k in by_ops}
-        out[f"{name}_by_ops"] = by_ops
-        out[f"{name}_accuracy"] = sum(by_ops[k] * counts[k] for k in by_ops) / len(problems)
-    return out
-
-
 def reasoning_experiment(cfg, seed: int) -> dict:
     """Everything notebook 02 plots and the claims read, for the draft/target pair of :func:`draft_and_target`
     (the zoo's of training seed `seed` at smoke and ci) on `cfg.n_test` held-out problems: the pair's
@@ -776,7 +759,7 @@ def reasoning_experiment(cfg, seed: int) -> dict:
                               patience=cfg.patience), prm)
 
     out = {"seed": seed, "prm_names": {k: p.name for k, p in prms.items()},
-           "calibration": calibration(draft, target, cfg.scale, problems),
+           "calibration": reasoners.pair_calibration(draft, target, cfg.scale, problems),
            "prm_auc": prm_auc(prms["learned"], draft, cfg.prm_eval_problems, seed),
            "baselines": {k: {"accuracy": v.accuracy(problems), "flop_ratio": v.total_flops / t_flops,
                              "generated_flop_ratio": generated_flops(v, draft.model, target.model) / t_gen}

@@ -104,10 +104,15 @@ def accuracy_by_ops(model, tokenizer, problems: Sequence[arithmetic.Problem]) ->
 
 
 def calibration(scale: str, seed: int, problems: Sequence[arithmetic.Problem]) -> dict:
-    """The measurements `CALIBRATION` reads for the pair of `seed`, on `problems` (the test mix): the cost ratio,
-    the draft's single-step accuracy on the problems within its training mix (at most `DRAFT[scale]["max_ops"]`
-    operations), both models' accuracy overall and by number of operations."""
-    draft, target = zoo.get("arith-draft", scale, seed), zoo.get("arith-target", scale, seed)
+    """:func:`pair_calibration` of the zoo's draft/target pair of `seed`."""
+    return pair_calibration(zoo.get("arith-draft", scale, seed), zoo.get("arith-target", scale, seed), scale,
+                            problems)
+
+
+def pair_calibration(draft, target, scale: str, problems: Sequence[arithmetic.Problem]) -> dict:
+    """The measurements `CALIBRATION` reads for any draft/target pair (zoo models or not), on `problems` (the test
+    mix): the cost ratio, the draft's single-step accuracy on the problems within the zoo draft's training mix (at
+    most `DRAFT[scale]["max_ops"]` operations), both models' accuracy overall and by number of operations."""
     seen = [p for p in problems if p.n_steps <= DRAFT[scale]["max_ops"]]
     out = {"cost_ratio": cost_ratio(draft.model.config, target.model.config),
            "draft_step_accuracy": step_accuracy(draft.model, draft.tokenizer, seen),
