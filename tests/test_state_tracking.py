@@ -96,25 +96,39 @@ def test_scan_blocks_cover_the_prefix_after_the_last_round():
     assert all(lo == 1 for lo, _ in blocks[-1])
 
 
-def test_label_at_position_t_is_the_state_after_action_t():
-    tok = st.make_tokenizer(3)
-    acts = st.sample_actions(3, 4, 6, _g(2))
-    ids = st.model_inputs(acts, tok, 3)
+@pytest.mark.parametrize("n", [3, 5])
+def test_label_at_position_t_is_the_state_after_action_t(n):
+    tok = st.make_tokenizer(n)
+    perm_ids, par_ids = st.token_ids(tok, n)
+    # one word per permutation (120 in S5) and two parity words, all distinct
+    assert len(set(perm_ids.tolist()) | set(par_ids.tolist())) == math.factorial(n) + 2
+    acts = st.sample_actions(n, 4, 6, _g(2))
+    ids = st.model_inputs(acts, tok, n)
     assert ids.shape == (4, 7) and (ids[:, 0] == tok.bos_token_id).all()
     words = tok.convert_ids_to_tokens(ids[0, 1:].tolist())
-    assert words == [st.perm_word(st.elements(3)[int(a)]) for a in acts[0]]
+    assert words == [st.perm_word(st.elements(n)[int(a)]) for a in acts[0]]
 
     class Oracle(torch.nn.Module):  # a "model" whose logits at input position i name s_i (s_0 = identity)
         def forward(self, input_ids, **_):
-            perm_ids, _ = st.token_ids(tok, 3)
-            states = torch.cat([torch.zeros(acts.shape[0], 1, dtype=torch.long), st.state_sequence(acts, 3)], 1)
+            states = torch.cat([torch.zeros(acts.shape[0], 1, dtype=torch.long), st.state_sequence(acts, n)], 1)
             logits = torch.full((*input_ids.shape, len(tok)), -10.0)
             logits.scatter_(2, perm_ids[states].unsqueeze(-1), 10.0)
             return type("Out", (), {"logits": logits})()
 
-    pred = st.predict_states(Oracle(), acts, tok, 3)
-    assert torch.equal(pred, st.state_sequence(acts, 3))
-    assert float(st.state_loss(Oracle(), acts, tok, 3)) < 1e-6
+    pred = st.predict_states(Oracle(), acts, tok, n)
+    assert torch.equal(pred, st.state_sequence(acts, n))
+    assert float(st.state_loss(Oracle(), acts, tok, n)) < 1e-6
+
+
+def test_s5_story_by_hand():
+    # in S5, 21345 then 13245 (both transpositions, odd) give 23145, a 3-cycle (even); then 21345 gives 32145
+    els = st.elements(5)
+    idx = {p: i for i, p in enumerate(els)}
+    word = [(1, 0, 2, 3, 4), (0, 2, 1, 3, 4), (1, 0, 2, 3, 4)]
+    states = st.state_sequence(torch.tensor([[idx[a] for a in word]]), 5)[0].tolist()
+    assert [st.perm_word(els[s]) for s in states] == ["21345", "23145", "32145"]
+    assert [st.parity(els[s]) for s in states] == [1, 0, 1]
+    assert st.parity_of_states(torch.tensor(states), 5).tolist() == [1, 0, 1]
 
 
 def test_parity_consistency_and_chance():
@@ -199,11 +213,12 @@ def test_resolving_layer():
     assert got[:3].tolist() == [0.0, 1.0, 2.0] and np.isnan(got[3])
 
 
-def test_corruption_keeps_or_flips_parity():
-    acts = st.sample_actions(3, 50, 5, _g(4))
-    par = st.parity_table(3)
+@pytest.mark.parametrize("n", [3, 5])
+def test_corruption_keeps_or_flips_parity(n):
+    acts = st.sample_actions(n, 50, 5, _g(4))
+    par = st.parity_table(n)
     for same in (True, False):
-        bad = st.corrupt(acts, 2, same, 3, _g(5))
+        bad = st.corrupt(acts, 2, same, n, _g(5))
         assert (bad[:, 2] != acts[:, 2]).all()
         assert ((par[bad[:, 2]] == par[acts[:, 2]]) == same).all()
         assert torch.equal(bad[:, [0, 1, 3, 4]], acts[:, [0, 1, 3, 4]])
@@ -383,3 +398,29 @@ def test_a_checkpoint_of_any_family_is_fine_tuned_on_the_task_through_the_model_
         assert z.trained_now and z.model.config.model_type == family
         losses = z.info["losses"]
         assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.2, family
+
+
+def test_s5_runs_through_the_zoo_and_the_whole_pipeline():
+    cfg = st.s5_config("smoke")
+    assert cfg.group_n == 5 and all(cfg[k] == st.S5_PRESETS["smoke"][k] for k in st.TRAIN_KEYS)
+    z = st.get_tracker(cfg, 0, "plain")
+    assert z.path is not None and z.path.name.startswith("st-s5-plain-smoke-s0-")  # the S5 zoo entry
+    assert z.model.get_input_embeddings().num_embeddings == len(st.make_tokenizer(5))
+    r = st.measure_run(cfg, 0, "plain")
+    length = st.eval_length(cfg)
+    assert r.accuracy.shape == (length,) and r.trained_accuracy == r.accuracy[cfg.train_length - 1]
+    assert r.learned == (r.trained_accuracy >= st.LEARNED_ACCURACY)
+    assert r.label == st.label_run(r.trained_accuracy, list(r.signatures.values()))
+    layers = cfg.n_layers + 1
+    assert r.probes["state"].shape == (layers,) and r.probes["state_by_t"].shape == (layers, cfg.train_length)
+    assert {k: v.shape for k, v in r.patching.items()} == {"same": (layers, cfg.train_length),
+                                                          "different": (layers, cfg.train_length)}
+    # the exact cells of the patching map hold in S5 as in S3, on a model whose answer depends on its input (a
+    # random tiny Llama with wide weights; the smoke run's answer may not depend on a_1 yet)
+    tok = st.make_tokenizer(5)
+    model = tinylm.random_model("llama", tok, 0, hidden=32, layers=2, max_len=8, initializer_range=0.5)
+    clean = st.sample_actions(5, 64, 3, _g(12))
+    bad = st.corrupt(clean, 0, False, 5, _g(13))
+    nld = st.patching_map(model, tok, 5, clean, bad)
+    assert nld[0, 0] == pytest.approx(1.0) and np.allclose(nld[0, 1:], 0.0)
+    assert nld[-1, -1] == pytest.approx(1.0) and np.allclose(nld[-1, :-1], 0.0)

@@ -288,15 +288,29 @@ def train_tracker(cfg, seed: int, condition: str) -> tuple[object, object, dict]
 # 4e-3 0.79; the wider `small` preset 0.84 at 350 and at 450 steps (0.75 at lr 5e-3), none learned within
 # ~20 s of CPU. At T = 3, 450 steps at lr 3e-3 reached 1.00 in 14 s. Hence T = 3 (stories of 6 actions at
 # evaluation) and 450 steps; the shorter training length is the price of a chapter in budget whose every run learns.
+# Re-calibrated again (issue 36, to pay for the S5 run below; from the precondition alone, no verdict of the new
+# setting read): T = 4 with batch 256 for 200 steps (17 s, as much CPU as 450 steps of batch 64) left parity_aux
+# seed 2 at 0.74, so T stays 3. At 350 steps, accuracy at t = 3 was 0.95 (parity_aux seed 2, the slowest run),
+# 1.00 (parity_aux seeds 0 and 1, plain seed 0), at 11 s of CPU each instead of 16 s. Hence 350 steps.
 TRAIN_PRESETS = {
     "smoke": {"group_n": 3, "preset": "nano", "n_layers": 2, "train_length": 4, "start_length": 2, "ramp": 0.5,
               "batch_size": 32, "steps": 20, "lr": 3e-3, "parity_weight": 1.0},
     "ci": {"group_n": 3, "preset": "micro", "n_layers": 3, "train_length": 3, "start_length": 2, "ramp": 0.1,
-           "batch_size": 64, "steps": 450, "lr": 3e-3, "parity_weight": 0.5},
+           "batch_size": 64, "steps": 350, "lr": 3e-3, "parity_weight": 0.5},
     "full": {"group_n": 3, "preset": "base", "n_layers": 6, "train_length": 16, "start_length": 2, "ramp": 0.5,
              "batch_size": 128, "steps": 20000, "lr": 1e-3, "parity_weight": 1.0},
 }
 TRAIN_KEYS = tuple(TRAIN_PRESETS["ci"])
+
+# S5 (120 states) at ci: one plain run, a cheap check that the whole pipeline (training, probes, patching,
+# signatures, the precondition) runs on S5, not a claim. Calibration (1 CPU thread, seed 0, before any S5 run was
+# labelled): 300 steps on 2-action stories (curriculum from 1) took 11 s and were right at t = 1 (a copy) and at
+# chance (0.01) at t = 2: composing two S5 actions is learning a 120 x 120 table, far beyond ci's budget, so the run
+# is expected to miss the precondition, and the notebook says so from its measured accuracy.
+S5_TRAIN = {"smoke": {"group_n": 5, "train_length": 2, "start_length": 2, "steps": 20},
+            "ci": {"group_n": 5, "n_layers": 2, "train_length": 2, "start_length": 2, "steps": 200},
+            "full": {"group_n": 5}}
+S5_PRESETS = {scale: dict(train, **S5_TRAIN[scale]) for scale, train in TRAIN_PRESETS.items()}
 
 config = make_config({
     scale: dict(train, model=model, seeds=seeds, length_factor=2, n_eval=n_eval, n_probe=n_probe, early_layer=1,
@@ -311,15 +325,24 @@ config = make_config({
     n_patch=COUNT)
 
 
-def _register(condition: str) -> None:
-    @zoo.register(f"st-s3-{condition}", {s: dict(v, condition=condition, model=TINY_MODEL)
-                                          for s, v in TRAIN_PRESETS.items()})
+PRESETS_BY_GROUP = {3: TRAIN_PRESETS, 5: S5_PRESETS}
+
+
+def s5_config(scale: str, **overrides):
+    """The settings of the S5 run at `scale`: the scale's, with :data:`S5_TRAIN` over them (then `overrides`)."""
+    return config(scale, **(S5_TRAIN[scale] | {k: v for k, v in overrides.items() if v is not None}))
+
+
+def _register(n: int, condition: str) -> None:
+    @zoo.register(f"st-s{n}-{condition}", {s: dict(v, condition=condition, model=TINY_MODEL)
+                                            for s, v in PRESETS_BY_GROUP[n].items()})
     def build(cfg, seed):
         return train_tracker(cfg, seed, condition)
 
 
-for _condition in CONDITIONS:
-    _register(_condition)
+for _n in SUPPORTED_N:
+    for _condition in CONDITIONS:
+        _register(_n, _condition)
 
 
 def eval_length(cfg) -> int:
@@ -327,13 +350,15 @@ def eval_length(cfg) -> int:
 
 
 def get_tracker(cfg, seed: int, condition: str) -> zoo.ZooModel:
-    """The trained tracker of `condition` for `seed`: from the zoo when `cfg`'s training settings are the
-    scale's defaults and the model is the tiny in-place one, trained here (not cached) when a notebook overrode
+    """The trained tracker of `condition` for `seed`: from the zoo (`st-s3-…` or `st-s5-…`) when `cfg`'s training
+    settings are the scale's defaults for its group (:data:`TRAIN_PRESETS`, :data:`S5_PRESETS`) and the model is
+    the tiny in-place one, trained here (not cached) when a notebook overrode
     them or named a checkpoint (`model`)."""
     if condition not in CONDITIONS:
         raise ValueError(f"unknown condition {condition!r}; valid: {', '.join(CONDITIONS)}")
-    if cfg.model == TINY_MODEL and all(cfg[k] == TRAIN_PRESETS[cfg.scale][k] for k in TRAIN_KEYS):
-        return zoo.get(f"st-s3-{condition}", cfg.scale, seed)
+    presets = PRESETS_BY_GROUP[_check_n(cfg.group_n)][cfg.scale]
+    if cfg.model == TINY_MODEL and all(cfg[k] == presets[k] for k in TRAIN_KEYS):
+        return zoo.get(f"st-s{cfg.group_n}-{condition}", cfg.scale, seed)
     model, tok, info = train_tracker(cfg, seed, condition)
     return zoo.ZooModel(model, tok, info, path=None, trained_now=True)
 
