@@ -243,3 +243,20 @@ def test_any_family_fit_trains_the_intervention_only(families, family):
                     cfg, 0)
     assert not torch.equal(phi.source.weight, w0) and len(losses) == cfg.steps
     assert all(torch.equal(v, before[k]) for k, v in z.model.state_dict().items())
+
+
+def test_loreft_has_one_mode_so_its_mean_mode_is_its_sampled_evaluation():
+    """run_experiment scores LoReFT once: being deterministic, its "mean" evaluation equals its sampled one exactly
+    (the noise of the perturbations comes from the evaluation's own generators), and it has no σ to average."""
+    model, tok = _tiny_base()
+    x = di.sample_digits(64, 4, 0, "t")
+    cfg = di.config("smoke", noise_levels=[0.0, 1.0], corrupt_rates=[0.3])
+    steered = di.Steered(model, tok, {1: di.make_intervention("loreft", 32, 4, seed=0)}, di.edge_positions(5, 2))
+    assert not steered.stochastic()
+    y = di.rule_answer(x, "B")
+    assert di.evaluate(steered, x, y, cfg, 0) == di.evaluate(steered, x, y, cfg, 0, mode="mean")
+    assert np.isnan(di.mean_sigma(steered, x))
+    noisy = di.Steered(model, tok, {1: di.make_intervention("noisy_loreft", 32, 4, seed=0)}, di.edge_positions(5, 2))
+    assert noisy.stochastic() and np.isnan(di.mean_sigma(noisy, x))
+    dreft = di.Steered(model, tok, {1: di.make_intervention("dreft", 32, 4, seed=0)}, di.edge_positions(5, 2))
+    assert dreft.stochastic() and di.SIGMA_CLAMP[0] <= di.mean_sigma(dreft, x) <= di.SIGMA_CLAMP[1]

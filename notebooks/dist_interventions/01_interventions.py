@@ -28,7 +28,7 @@
 # one of each on a frozen tiny Llama and draws what they do inside their subspace.
 #
 # **Parameters.** `scale` picks the preset; every knob is overridden by name (None: the scale's value).
-# At `scale="full"` the same code runs with 600 training steps and 5 seeds (see `dist_interventions.config`).
+# At `scale="full"` the same code runs with rounds of 600 training steps (see `dist_interventions.config`).
 
 # %% tags=["parameters"]
 scale = "ci"
@@ -104,8 +104,9 @@ axes[0].legend(); axes[1].legend();
 # %% [markdown]
 # ## Training curves and the learned spread
 #
-# Both interventions are trained with the same steps, learning rate and batches. D-ReFT trains through its own
-# noise (and, as in the official code, keeps sampling at inference).
+# Both interventions are trained with the same learning rate and batches, in rounds of `steps` steps (each a warmup
+# and cosine cycle) until they fit their training set, so a curve may span more than one round. D-ReFT trains
+# through its own noise (and, as in the official code, keeps sampling at inference).
 
 # %%
 view = di.subspace_view(fitted["dreft"][0], h, 0)

@@ -297,7 +297,7 @@ def encode(tok, digits: np.ndarray) -> torch.Tensor:
 def digit_logits(model, tok, input_ids: torch.Tensor) -> torch.Tensor:
     """Logits of the ten digit tokens at the last position (the answer)."""
     ids = tok.convert_tokens_to_ids(list(DIGITS))
-    return model(input_ids=input_ids.to(model.device)).logits[:, -1, ids].float()
+    return model(input_ids=input_ids.to(model.device), use_cache=False).logits[:, -1, ids].float()
 
 
 def corrupt(digits: np.ndarray, rate: float, seed: int, *stream) -> np.ndarray:
@@ -367,6 +367,10 @@ class Steered(nn.Module):
                  if isinstance(v, StochasticReFT) and v.last_mu is not None]
         return sum(terms) if terms else torch.zeros(())
 
+    def stochastic(self) -> bool:
+        """Whether any intervention samples its edit (D-ReFT, the noise control)."""
+        return any(isinstance(v, StochasticReFT) for v in self.interventions.values())
+
     def set_mode(self, mode: str) -> None:
         for v in self.interventions.values():
             if isinstance(v, StochasticReFT):
@@ -421,8 +425,10 @@ def evaluate(steered: Steered, digits: np.ndarray, labels: np.ndarray, cfg, seed
 
 
 def mean_sigma(steered: Steered, digits: np.ndarray) -> float:
-    """The learned σ averaged over the subspace, positions and prompts (D-ReFT interventions only)."""
-    sig = []
+    """The learned σ averaged over the subspace, positions and prompts (D-ReFT interventions only; NaN, with no
+    forward pass, when there are none)."""
+    if not any(isinstance(v, DReFT) for v in steered.interventions.values()):
+        return float("nan")
     with torch.no_grad():
         steered.set_mode("mean")
         steered.logits(encode(steered.tok, digits))
@@ -465,9 +471,11 @@ def run_experiment(cfg) -> list[Run]:
                         for l, m in layer_methods.items()}
                 steered = Steered(z.model, z.tokenizer, phis, positions)
                 losses = fit(steered, train_x, train_y, cfg, seed)
-                runs.append(Run(where, label, seed, losses, evaluate(steered, test_x, test_y, cfg, seed),
-                                evaluate(steered, test_x, test_y, cfg, seed, mode="mean"),
-                                mean_sigma(steered, test_x)))
+                sampled = evaluate(steered, test_x, test_y, cfg, seed)
+                # a deterministic intervention (LoReFT) has no mean mode apart from its one mode
+                mean = (evaluate(steered, test_x, test_y, cfg, seed, mode="mean") if steered.stochastic()
+                        else sampled)
+                runs.append(Run(where, label, seed, losses, sampled, mean, mean_sigma(steered, test_x)))
     return runs
 
 
@@ -521,7 +529,7 @@ def layer_states(model, tok, digits: np.ndarray, layer: int, positions: Sequence
     block = models.decoder_blocks(model)[layer]
     hook = block.register_forward_hook(lambda m, a, o: captured.update(h=o[0] if isinstance(o, tuple) else o))
     try:
-        model(input_ids=encode(tok, digits).to(model.device))
+        model(input_ids=encode(tok, digits).to(model.device), use_cache=False)
     finally:
         hook.remove()
     hs = captured["h"].float().cpu()
