@@ -108,7 +108,7 @@ def test_bad_input_raises(setup):
     with pytest.raises(ValueError, match="empty prompt set"):
         ib.ablated_logits(model, empty, torch.ones(1, 12), stats)
     with pytest.raises(ValueError, match="unknown task"):
-        ib.run_seed("sva", cfg, 0)
+        ib.run_seeds("sva", cfg, [0])
 
 
 def test_claim_measurements_are_paired_by_seed_and_signed_so_that_ibcircuit_winning_is_positive():
@@ -133,6 +133,52 @@ def test_claim_measurements_are_paired_by_seed_and_signed_so_that_ibcircuit_winn
     assert np.allclose(m["ib_minus_acdc_large_regret_share"], 0.0)
     assert np.allclose(m["random_minus_best_baseline_area"], 1.0 - 0.1 / 5)
     assert np.allclose(m["random_minus_acdc_area"], 1.0 - 0.4 / 5)
+
+
+def _plain_forward(model, ids, head_fn=None):
+    """The tiny transformer written out in full: every layer at every position, the logits read at the last."""
+    x = model.embed(ids) + model.pos[: ids.shape[1]]
+    for layer in range(model.n_layers):
+        h = model.heads(layer, x)
+        x = model.finish(layer, x, h if head_fn is None else head_fn(layer, h))
+    return model.unembed(model.ln_f(x[:, -1]))
+
+
+def test_forward_equals_the_plain_full_forward_and_hooks_see_every_position(setup):
+    cfg, task, model, prompts, stats = setup
+    seen = []
+    torch.testing.assert_close(model(prompts.ids, lambda layer, h: seen.append(h.shape) or h * 0.5),
+                               _plain_forward(model, prompts.ids, lambda layer, h: h * 0.5), atol=1e-6, rtol=1e-6)
+    assert seen == [(16, task.seq_len, 6, cfg.d_model // 6)] * 2
+
+
+def test_seeds_trained_together_equal_each_seed_trained_alone():
+    cfg = ib.config("smoke", train_steps=4)
+    task = ib.IOITask()
+    together = ib.train_models(task, cfg, [0, 3])
+    for seed, model in zip([0, 3], together):
+        with ib.seeded(seed, "ibcircuit-init", task.name):
+            alone = ib.TinyTransformer(task.vocab, task.seq_len, cfg.d_model, cfg.n_heads, cfg.n_layers)
+        opt = torch.optim.AdamW(alone.parameters(), lr=cfg.lr, weight_decay=0.01)
+        g = ib.torch_generator(seed, "ibcircuit-train", task.name)
+        for _ in range(cfg.train_steps):
+            batch = task.sample(cfg.batch_size, g)
+            loss = torch.nn.functional.cross_entropy(_plain_forward(alone, batch.ids), batch.answer)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        # the keys' bias has a zero gradient in exact arithmetic (softmax ignores it) and Adam scales its rounding
+        # noise up to full steps, so the models are compared by what they compute, and every other weight
+        d = cfg.d_model
+        for (name, a), b in zip(alone.state_dict().items(), model.state_dict().values()):
+            if name.endswith("qkv.0.bias") or name.endswith("qkv.1.bias"):
+                a, b = torch.cat([a[:d], a[2 * d:]]), torch.cat([b[:d], b[2 * d:]])
+            torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4, msg=name)
+        probe = task.sample(64, torch.Generator().manual_seed(9)).ids
+        with torch.no_grad():
+            torch.testing.assert_close(model(probe), _plain_forward(alone, probe), atol=1e-5, rtol=1e-4)
+    assert not any(p.requires_grad for p in together[0].parameters())
+    assert not torch.equal(together[0].embed.weight, together[1].embed.weight)
 
 
 def test_edge_graph_of_two_layers():

@@ -54,7 +54,8 @@ cfg
 # %% [markdown]
 # ## Train, search exhaustively, and run every method
 #
-# For each seed: train the model, score all 4096 subsets (the ground truth), then rank heads by IBCircuit's
+# For each seed: train the model (the seeds' models are trained side by side in one batched run, each from its
+# own initialisation on its own batches), score all 4096 subsets (the ground truth), then rank heads by IBCircuit's
 # $\lambda$, by node-level attribution patching and by single-head activation patching (both with the ABC
 # corruption: the repeated name replaced by a third name), by ACDC, by greedy head pruning, and at random. Each
 # ranking's top-$k$ heads are kept and the rest mean-ablated, for $k = 0 \dots 12$.
@@ -68,7 +69,7 @@ cfg
 # measure every curve below uses: it repeatedly removes the head whose removal raises the KL least.
 
 # %%
-results = [ib.run_seed("ioi", cfg, s) for s in cfg.seeds]
+results = ib.run_seeds("ioi", cfg)
 print("task accuracy per seed:", [round(r.task_accuracy, 3) for r in results])
 print("true circuit (heads, layer*6+head) per seed:", [list(np.flatnonzero(r.true_circuit)) for r in results])
 

@@ -51,7 +51,7 @@ cfg
 # the edges it removes), and score each ranking's top-$k$.
 
 # %%
-results = [ib.run_seed("greater_than", cfg, s) for s in cfg.seeds]
+results = ib.run_seeds("greater_than", cfg)
 print("task accuracy per seed:", [round(r.task_accuracy, 3) for r in results])
 print("true circuit (heads, layer*6+head) per seed:", [list(np.flatnonzero(r.true_circuit)) for r in results])
 
@@ -84,7 +84,7 @@ print("IBCircuit regret per size:", np.round(summary["IBCircuit"]["regret"].mean
 # less faithful.
 
 # %%
-sweep = ib.beta_sweep(r0, cfg, seed)
+sweep = ib.beta_sweep(r0, cfg)
 fig, ax = plot.subplots()
 ax.plot([n for _, n, _ in sweep], [kl for _, _, kl in sweep], marker="o", label="IBCircuit, λ > 0.5")
 for b, n, kl in sweep:

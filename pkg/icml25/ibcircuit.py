@@ -83,11 +83,16 @@ class TinyTransformer(nn.Module):
         return x + self.mlp[layer](self.ln2[layer](x))
 
     def forward(self, ids: torch.Tensor, head_fn: HeadFn | None = None) -> torch.Tensor:
-        """Logits at the last position, [B, vocab]."""
+        """Logits at the last position, [B, vocab]. `head_fn` sees every layer's heads at every position; the last
+        layer's output projection and MLP run at the last position only, the one the logits read."""
         x = self.embed(ids) + self.pos[: ids.shape[1]]
         for layer in range(self.n_layers):
             h = self.heads(layer, x)
-            x = self.finish(layer, x, h if head_fn is None else head_fn(layer, h))
+            if head_fn is not None:
+                h = head_fn(layer, h)
+            if layer == self.n_layers - 1:
+                x, h = x[:, -1:], h[:, -1:]
+            x = self.finish(layer, x, h)
         return self.unembed(self.ln_f(x[:, -1]))
 
 
@@ -230,34 +235,54 @@ def metric(logits: torch.Tensor, prompts: Prompts) -> torch.Tensor:
     return (p * prompts.good).sum(1) - (p * prompts.bad).sum(1)
 
 
-def train_model(task, cfg, seed: int) -> TinyTransformer:
-    """Train the tiny transformer on the task's answer token (cross-entropy at the last position)."""
-    with seeded(seed, "ibcircuit-init", task.name):
-        model = TinyTransformer(task.vocab, task.seq_len, cfg.d_model, cfg.n_heads, cfg.n_layers)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
-    g = torch_generator(seed, "ibcircuit-train", task.name)
+def train_models(task, cfg, seeds: Sequence[int]) -> list[TinyTransformer]:
+    """Train one tiny transformer per seed on the task's answer token (cross-entropy at the last position, AdamW),
+    every seed in one batched run: the seeds' weights are stacked and the forward pass is vmapped over them, each
+    seed with its own initialisation, its own batches and its own loss, so each model is the one a separate run
+    would train (up to float rounding; the per-step cost of a model this small is mostly fixed overhead)."""
+    from torch.func import functional_call, stack_module_state, vmap
+
+    nets = []
+    for seed in seeds:
+        with seeded(seed, "ibcircuit-init", task.name):
+            nets.append(TinyTransformer(task.vocab, task.seq_len, cfg.d_model, cfg.n_heads, cfg.n_layers))
+    params, buffers = stack_module_state(nets)
+    shape = TinyTransformer(task.vocab, task.seq_len, cfg.d_model, cfg.n_heads, cfg.n_layers).to("meta")
+    forward = vmap(lambda p, b, ids: functional_call(shape, (p, b), (ids,)))
+    opt = torch.optim.AdamW(params.values(), lr=cfg.lr, weight_decay=0.01, fused=True)
+    gens = [torch_generator(seed, "ibcircuit-train", task.name) for seed in seeds]
     for _ in range(cfg.train_steps):
-        batch = task.sample(cfg.batch_size, g)
-        loss = nn.functional.cross_entropy(model(batch.ids), batch.answer)
+        batches = [task.sample(cfg.batch_size, g) for g in gens]
+        logits = forward(params, buffers, torch.stack([b.ids for b in batches]))
+        answers = torch.stack([b.answer for b in batches])
+        loss = nn.functional.cross_entropy(logits.flatten(0, 1), answers.flatten(), reduction="none")
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.view(len(seeds), -1).mean(1).sum().backward()  # each seed's gradient is that of its own mean loss
         opt.step()
-    model.eval()
-    for p in model.parameters():
-        p.requires_grad_(False)
-    return model
+    for i, net in enumerate(nets):
+        net.load_state_dict({k: v[i].detach() for k, v in params.items()})
+        net.eval().requires_grad_(False)
+    return nets
 
 
-def load_model(task, cfg, seed: int) -> TinyTransformer | HeadModel:
-    """The model whose circuit is searched: `cfg.model` "tiny" trains the tiny transformer on `task` here
-    (:func:`train_model`); any other value is a zoo name, checkpoint folder or Hub id, loaded frozen through
+def train_model(task, cfg, seed: int) -> TinyTransformer:
+    """The tiny transformer of one seed (:func:`train_models`)."""
+    return train_models(task, cfg, [seed])[0]
+
+
+def load_models(task, cfg, seeds: Sequence[int]) -> list[TinyTransformer | HeadModel]:
+    """The model whose circuit is searched, per seed: `cfg.model` "tiny" trains the tiny transformer on `task` here
+    (:func:`train_models`); any other value is a zoo name, checkpoint folder or Hub id, loaded frozen through
     `models.get` and seen through :class:`HeadModel` (the task's token ids must lie in its vocabulary)."""
     if cfg.model == "tiny":
-        return train_model(task, cfg, seed)
-    lm = models.get(cfg.model, cfg.scale, seed).model
-    if lm.get_input_embeddings().num_embeddings < task.vocab:
-        raise ValueError(f"model {cfg.model!r}: its vocabulary is smaller than the task's {task.vocab} tokens")
-    return HeadModel(lm, task.vocab)
+        return train_models(task, cfg, seeds)
+    out = []
+    for seed in seeds:
+        lm = models.get(cfg.model, cfg.scale, seed).model
+        if lm.get_input_embeddings().num_embeddings < task.vocab:
+            raise ValueError(f"model {cfg.model!r}: its vocabulary is smaller than the task's {task.vocab} tokens")
+        out.append(HeadModel(lm, task.vocab))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -750,14 +775,21 @@ class SeedResult:
     ib: IBResult
     model: TinyTransformer
     prompts: Prompts
+    seed: int
 
 
-def run_seed(task_name: str, cfg, seed: int) -> SeedResult:
-    """Train a model, score all subsets exhaustively, run every method and the top-k curves, for one seed."""
+def run_seeds(task_name: str, cfg, seeds: Sequence[int] | None = None) -> list[SeedResult]:
+    """Per seed (default `cfg.seeds`): the seed's model (the tiny ones trained together, :func:`load_models`), then
+    every method scored on it (:func:`run_seed`)."""
     if task_name not in TASKS:
         raise ValueError(f"unknown task {task_name!r}; valid tasks: {', '.join(TASKS)}")
+    seeds = cfg.seeds if seeds is None else seeds
+    return [run_seed(task_name, cfg, s, m) for s, m in zip(seeds, load_models(TASKS[task_name](), cfg, seeds))]
+
+
+def run_seed(task_name: str, cfg, seed: int, model: TinyTransformer | HeadModel) -> SeedResult:
+    """On one seed's model: score all subsets exhaustively, run every method and the top-k curves."""
     task = TASKS[task_name]()
-    model = load_model(task, cfg, seed)
     prompts = task.sample(cfg.n_prompts, torch_generator(seed, "ibcircuit-eval", task_name))
     with torch.no_grad():
         accuracy = float((model(prompts.ids).argmax(-1) == prompts.answer).float().mean()) \
@@ -773,17 +805,19 @@ def run_seed(task_name: str, cfg, seed: int) -> SeedResult:
     curves = {m: score_subsets(model, prompts, top_k_masks(s), stats) for m, s in scores.items()}
     return SeedResult(accuracy, scores, {m: c.kl for m, c in curves.items()},
                       {m: c.recovery for m, c in curves.items()}, optimum_by_size(truth),
-                      true_circuit(truth, cfg.recovery_threshold).numpy(), ib, model, prompts)
+                      true_circuit(truth, cfg.recovery_threshold).numpy(), ib, model, prompts, seed)
 
 
-def beta_sweep(result: SeedResult, cfg, seed: int) -> list[tuple[float, int, float]]:
+def beta_sweep(result: SeedResult, cfg) -> list[tuple[float, int, float]]:
     """On the model and prompts of `result`, for each compression weight β of `cfg.beta_sweep`: (β, heads with
-    λ > 0.5, KL of that circuit under mean ablation)."""
+    λ > 0.5, KL of that circuit under mean ablation). At the run's own β the masks of `result` are reused (the
+    same optimisation, seeded alike); every other β is optimised with the result's seed."""
     model, prompts = result.model, result.prompts
     stats = head_stats(model, prompts)
     out = []
     for beta in cfg.beta_sweep:
-        lam = ib_circuit(model, prompts, beta, cfg.ib_steps, cfg.ib_lr, seed).lam
+        lam = (result.ib.lam if beta == cfg.beta else
+               ib_circuit(model, prompts, beta, cfg.ib_steps, cfg.ib_lr, result.seed).lam)
         kept = torch.tensor(lam > 0.5, dtype=torch.float32)[None]
         out.append((beta, int(kept.sum()), float(score_subsets(model, prompts, kept, stats).kl[0])))
     return out
