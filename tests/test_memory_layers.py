@@ -98,9 +98,21 @@ def test_memory_model_runs_and_counts_fewer_flops_than_dense():
     assert ml.memory_params(cfg.d_model, cfg.n_keys, cfg.heads, cfg.k_dim) + values.numel() + sum(
         p.numel() for n, p in memory.named_parameters() if "layers.1.mlp." not in n) == sum(
         p.numel() for p in memory.parameters())
-    wide = ml.dense_ff_for_flops(2 * ml.flops_per_token(memory, 3), task.vocab_size, cfg.d_model, 3)
-    wide_model = ml.tiny_llama(task.vocab_size, cfg.d_model, wide, 0)
-    assert abs(ml.flops_per_token(wide_model, 3) / ml.flops_per_token(memory, 3) - 2) < 0.05
+
+
+@pytest.mark.parametrize("multiple", [2.0, 4.0])
+def test_scaled_dense_model_is_the_narrowest_width_that_reaches_the_flops(multiple):
+    cfg = ml.config("ci")
+    task = ml.fact_task(ml.fact_world(64, 0, 8, 16))
+    memory, _ = ml.build(ml.Arch("memory", 4 * cfg.d_model, (1,)), task.vocab_size, cfg, 0, 3)
+    target = multiple * ml.flops_per_token(memory, 3)
+    d, ff = ml.dense_for_flops(target, task.vocab_size, cfg.d_model, 3)
+    assert d % 8 == 0 and ff % 8 == 0 and d > cfg.d_model
+    assert abs(ml.flops_per_token(ml.tiny_llama(task.vocab_size, d, ff, 0), 3) / target - 1) < 0.02
+    assert ml.flops_per_token(ml.tiny_llama(task.vocab_size, d - 8, 4 * (d - 8), 0), 3) < target  # narrower: short
+    assert ml.flops_per_token(ml.tiny_llama(task.vocab_size, d, 4 * d, 0), 3) >= target
+    wide, _ = ml.build(ml.Arch("wide", ff, d_model=d), task.vocab_size, cfg, 0, 3)
+    assert wide.config.hidden_size == d and wide.config.intermediate_size == ff
 
 
 def test_training_lowers_the_loss_and_probes_usage():

@@ -45,15 +45,15 @@ config = make_config({
               "lr_centres": {"dense": 3e-2, "memory": 1e-2, "dense 2x": 1e-2, "MoE": 1e-2}, "lr_factors": [1 / 3, 1, 3],
               "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
               "d_model": 32, "n_keys": 16, "heads": 2, "knn": 4, "k_dim": 16, "dense_flop_multiples": [2.0],
-              "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 5, "control_problems": 100, "control_batch_size": 16,
+              "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 5, "control_problems": 100, "control_batch_size": 16, "control_steps": 15,
               "lookup_sizes": [8, 16, 32],
               "lookup_tokens": 256},
-    "ci": {"seeds": [0, 1, 2], "n_facts": 512, "n_relations": 8, "n_objects": 64, "steps": 150, "batch_size": 128,
+    "ci": {"seeds": [0, 1, 2], "n_facts": 512, "n_relations": 8, "n_objects": 64, "steps": 80, "batch_size": 256,
            "lr_centres": {"dense": 1e-2, "memory": 1e-2, "dense 2x": 1e-2, "MoE": 1e-2}, "lr_factors": [1 / 3, 1, 3],
            "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
            "d_model": 32, "n_keys": 64, "heads": 2, "knn": 8, "k_dim": 16, "dense_flop_multiples": [2.0],
-           "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 25, "control_problems": 500, "control_batch_size": 32,
-           "lookup_sizes": [16, 32, 64, 128, 256], "lookup_tokens": 1024},
+           "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 20, "control_problems": 500, "control_batch_size": 64, "control_steps": 100,
+           "lookup_sizes": [16, 32, 64, 128, 256], "lookup_tokens": 256},
     "full": {"seeds": [0, 1, 2, 3, 4], "n_facts": 16384, "n_relations": 16, "n_objects": 256, "steps": 5000,
              "batch_size": 512,
              "lr_centres": {"dense": 4e-3, "memory": 2e-3, "dense 2x": 2e-3, "dense 4x": 2e-3, "MoE": 2e-3},
@@ -61,14 +61,14 @@ config = make_config({
              "weight_decay": 0.1, "d_model": 128, "n_keys": 256, "heads": 4, "knn": 16, "k_dim": 64,
              "dense_flop_multiples": [2.0, 4.0], "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 250,
              "control_problems": 10000,
-             "control_batch_size": 128, "lookup_sizes": [16, 32, 64, 128, 256, 512, 1024], "lookup_tokens": 4096},
+             "control_batch_size": 128, "control_steps": 5000, "lookup_sizes": [16, 32, 64, 128, 256, 512, 1024], "lookup_tokens": 4096},
 },
     seeds=SEED, n_facts=COUNT, n_relations=COUNT, n_objects=COUNT, steps=COUNT, batch_size=COUNT,
     lr_centres=POSITIVE, lr_factors=POSITIVE, lr_extensions=NONNEGATIVE, tune_seed=SEED, value_lr_mult=POSITIVE,
     weight_decay=NONNEGATIVE,
     d_model=COUNT, n_keys=COUNT, heads=COUNT, knn=COUNT, k_dim=COUNT, dense_flop_multiples=POSITIVE,
     moe_top_k=COUNT, moe_alpha=NONNEGATIVE,
-    usage_every=COUNT, control_problems=COUNT, control_batch_size=COUNT, lookup_sizes=COUNT, lookup_tokens=COUNT)
+    usage_every=COUNT, control_problems=COUNT, control_batch_size=COUNT, control_steps=COUNT, lookup_sizes=COUNT, lookup_tokens=COUNT)
 
 
 def paired(a: Sequence[float], b: Sequence[float]) -> list[float]:
@@ -322,7 +322,8 @@ class MoESpec:
 @dataclass(frozen=True)
 class Arch:
     """A model of the comparison: dense FFN width `d_ff` everywhere, or memory in `memory_layers` (with the
-    query BatchNorm unless `query_batchnorm` is False), or the routed MoE `moe` in `moe_layers`."""
+    query BatchNorm unless `query_batchnorm` is False), or the routed MoE `moe` in `moe_layers`; model width
+    `d_model` (None: the config's)."""
 
     name: str
     d_ff: int
@@ -330,6 +331,7 @@ class Arch:
     query_batchnorm: bool = True
     moe_layers: tuple[int, ...] = ()
     moe: MoESpec | None = None
+    d_model: int | None = None
 
 
 def tiny_llama(vocab_size: int, d_model: int, d_ff: int, seed: int, n_layers: int = 2, n_heads: int = 4,
@@ -412,15 +414,22 @@ def matched_moe(cfg, flop_budget: int) -> MoESpec:
     raise ValueError(f"no top-{k} MoE with the memory layer's {target} parameters fits {flop_budget} FLOPs/token")
 
 
-def dense_ff_for_flops(target_flops: float, vocab_size: int, d_model: int, seq_len: int, n_layers: int = 2) -> int:
-    """The FFN width that gives a dense tiny Llama `target_flops` forward FLOPs per token (rounded to 8)."""
-    base = flops_per_token(tiny_llama(vocab_size, d_model, 8, 0, n_layers), seq_len)
-    per_unit = 2 * 3 * d_model * n_layers
-    return max(8, int(round((target_flops - base) / per_unit / 8)) * 8 + 8)
+def dense_for_flops(target_flops: float, vocab_size: int, d_model: int, seq_len: int,
+                    n_layers: int = 2, n_heads: int = 4) -> tuple[int, int]:
+    """(d_model, d_ff) of the dense tiny Llama scaled up to `target_flops` forward FLOPs per token, as a dense
+    family grows: the narrowest model width from `d_model` up (a multiple of 2·`n_heads`, so each head has an
+    even rotary dimension) whose model with a 4d FFN reaches the target, then the FFN width (a multiple of 8)
+    at that model width whose FLOPs are nearest the target."""
+    step = 2 * n_heads
+    d = -(-d_model // step) * step
+    while flops_per_token(tiny_llama(vocab_size, d, 4 * d, 0, n_layers, n_heads), seq_len) < target_flops:
+        d += step
+    base = flops_per_token(tiny_llama(vocab_size, d, 8, 0, n_layers, n_heads), seq_len)
+    return d, max(8, 8 + int(round((target_flops - base) / (2 * 3 * d * n_layers) / 8)) * 8)
 
 
 def build(arch: Arch, vocab_size: int, cfg, seed: int, seq_len: int) -> tuple[LlamaForCausalLM, nn.Parameter | None]:
-    model = tiny_llama(vocab_size, cfg.d_model, arch.d_ff, seed, max_len=max(seq_len, 8))
+    model = tiny_llama(vocab_size, arch.d_model or cfg.d_model, arch.d_ff, seed, max_len=max(seq_len, 8))
     values = None
     if arch.memory_layers:
         values = add_memory(model, arch.memory_layers, cfg.n_keys, cfg.heads, cfg.knn, cfg.k_dim,
@@ -501,7 +510,7 @@ def control_task(n_problems: int, seed: int) -> Task:
 
 def task_loss(model: nn.Module, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of the scored tokens, plus the load-balancing loss of any MoE layer."""
-    logits = model(input_ids=inputs).logits
+    logits = model(input_ids=inputs, use_cache=False).logits
     loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
     return loss + sum(layer.mlp.aux_loss for layer in model.model.layers if isinstance(layer.mlp, aoe.MoEFFN))
 
@@ -515,7 +524,7 @@ def evaluate(model: nn.Module, task: Task, batch_size: int = 1024) -> tuple[floa
     loss = 0.0
     for start in range(0, len(task.inputs), batch_size):
         x, t = task.inputs[start:start + batch_size], task.targets[start:start + batch_size]
-        logits = model(input_ids=x).logits
+        logits = model(input_ids=x, use_cache=False).logits
         mask = t != -100
         hits += int((logits.argmax(-1)[mask] == t[mask]).sum())
         loss += float(F.cross_entropy(logits[mask], t[mask], reduction="sum"))
@@ -548,8 +557,11 @@ def train(model: nn.Module, task: Task, steps: int, batch_size: int, lr: float, 
           probe_every: int = 0) -> tuple[list[float], list[tuple[int, float]]]:
     """AdamW (0.9, 0.95), gradient clipping at 1, the core's warmup-cosine schedule on every group (see
     `param_groups`). Returns the loss curve and, every `probe_every` steps (and at the end) for a memory model,
-    (step, value usage on the task)."""
-    opt = torch.optim.AdamW(param_groups(model, lr, values, value_lr_mult, weight_decay), lr=lr, betas=(0.9, 0.95))
+    (step, value usage on the task). The optimizer step and the clipping are the fused / multi-tensor kernels
+    (a tiny model's step is bound by per-operation overhead)."""
+    opt = torch.optim.AdamW(param_groups(model, lr, values, value_lr_mult, weight_decay), lr=lr, betas=(0.9, 0.95),
+                            fused=True)
+    params = [p for group in opt.param_groups for p in group["params"]]
     data, losses, usage = batches(task, batch_size, seed), [], []
     for step in range(steps):
         if values is not None and probe_every and step % probe_every == 0:
@@ -560,7 +572,7 @@ def train(model: nn.Module, task: Task, steps: int, batch_size: int, lr: float, 
         loss = task_loss(model, *next(data))
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0, foreach=True)
         opt.step()
         losses.append(float(loss.detach()))
     model.eval()
@@ -580,7 +592,7 @@ def value_usage(model: nn.Module, task: Task) -> float:
     captured = []
     hooks = [m.register_forward_hook(lambda mod, inp, out: captured.append(
         mod.lookup(inp[0].reshape(-1, inp[0].shape[-1]))[0])) for m in layers]
-    model(input_ids=task.inputs)
+    model(input_ids=task.inputs, use_cache=False)
     for h in hooks:
         h.remove()
     used = torch.zeros(layers[0].values.shape[0], dtype=torch.bool)
@@ -591,15 +603,17 @@ def value_usage(model: nn.Module, task: Task) -> float:
 
 def architectures(cfg, vocab_size: int, seq_len: int) -> list[Arch]:
     """The FLOP ladder: dense FFN-4d; the same with its second FFN replaced by Memory+ with the query BatchNorm
-    (≈ iso-FLOP); the memory model without the BatchNorm (the component's ablation); dense models whose FFN is
-    widened to `dense_flop_multiples` × the memory model's FLOPs per token; and the second FFN replaced by a
-    routed MoE with the memory layer's parameters within the dense FFN's FLOPs (`matched_moe`)."""
+    (≈ iso-FLOP); the memory model without the BatchNorm (the component's ablation); dense models scaled up
+    (`dense_for_flops`: model width first, then FFN width) to `dense_flop_multiples` × the memory model's FLOPs
+    per token; and the second FFN replaced by a routed MoE with the memory layer's parameters within the dense
+    FFN's FLOPs (`matched_moe`)."""
     d = cfg.d_model
     memory = Arch("memory", 4 * d, (1,))
     mem_model, _ = build(memory, vocab_size, cfg, 0, seq_len)
     mem_flops = flops_per_token(mem_model, seq_len)
-    wider = [Arch(f"dense {m:g}x", dense_ff_for_flops(m * mem_flops, vocab_size, d, seq_len))
-             for m in cfg.dense_flop_multiples]
+    wider = [Arch(f"dense {m:g}x", ff, d_model=width)
+             for m in cfg.dense_flop_multiples
+             for width, ff in [dense_for_flops(m * mem_flops, vocab_size, d, seq_len)]]
     moe = Arch("MoE", 4 * d, moe_layers=(1,), moe=matched_moe(cfg, 2 * 3 * d * 4 * d))
     return [Arch("dense", 4 * d), memory, Arch("memory, no query BN", 4 * d, (1,), False), *wider, moe]
 
@@ -609,15 +623,15 @@ LR_OF = {"memory, no query BN": "memory"}
 
 
 def run(arch: Arch, task: Task, cfg, seed: int, lr: float, batch_size: int | None = None,
-        probe_every: int = 0) -> dict:
-    """Train `arch` on `task` from `seed` at base learning rate `lr` (batch `batch_size`, default
-    `cfg.batch_size`); its final accuracy and loss, FLOPs per token, parameters, value usage (and usage over
+        probe_every: int = 0, steps: int | None = None) -> dict:
+    """Train `arch` on `task` from `seed` at base learning rate `lr` for `steps` (default `cfg.steps`) of batch
+    `batch_size` (default `cfg.batch_size`); its final accuracy and loss, FLOPs per token, parameters, value usage (and usage over
     training every `probe_every` steps), loss curve and training time."""
     seq_len = task.inputs.shape[1]
     model, values = build(arch, task.vocab_size, cfg, seed, seq_len)
     start = time.perf_counter()
     with one_thread():
-        losses, usage_curve = train(model, task, cfg.steps, batch_size or cfg.batch_size, lr, seed, values,
+        losses, usage_curve = train(model, task, steps or cfg.steps, batch_size or cfg.batch_size, lr, seed, values,
                                     cfg.value_lr_mult, cfg.weight_decay, probe_every)
         acc, loss = evaluate(model, task)
     return {"arch": arch.name, "task": task.name, "seed": seed, "lr": lr, "accuracy": acc, "loss": loss,
@@ -689,7 +703,7 @@ def lrs_at_grid_edge(tuning: Sequence[dict]) -> list[str]:
 def scaling_experiment(cfg, lrs: dict[str, float]) -> list[dict]:
     """Every training run of the comparison, one dict each (see `run`), for each seed: every architecture on the
     fact world drawn from the seed (memory models probed for value usage during training), and dense and memory
-    on the control task (batch `control_batch_size`); each at its learning rate from `lrs`."""
+    on the control task (`control_steps` of batch `control_batch_size`); each at its learning rate from `lrs`."""
     runs = []
     for seed in cfg.seeds:
         task = fact_task(fact_world(cfg.n_facts, seed, cfg.n_relations, cfg.n_objects))
@@ -698,7 +712,8 @@ def scaling_experiment(cfg, lrs: dict[str, float]) -> list[dict]:
                             probe_every=cfg.usage_every if arch.memory_layers else 0))
         control = control_task(cfg.control_problems, seed)
         for arch in architectures(cfg, control.vocab_size, control.inputs.shape[1])[:2]:
-            runs.append(run(arch, control, cfg, seed, lrs[arch.name], cfg.control_batch_size))
+            runs.append(run(arch, control, cfg, seed, lrs[arch.name], cfg.control_batch_size,
+                            steps=cfg.control_steps))
     return runs
 
 
