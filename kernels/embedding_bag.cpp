@@ -7,10 +7,17 @@
 // backward  dV[n]      = sum_{(b,k): idx[b,k] = n} w[b,k] * dout[b]   a radix sort of the B*K slots by row, then
 //                                                                     each touched row is summed by one thread: no
 //                                                                     atomics; dV is dense [N, D] or only the
-//                                                                     touched rows (a sparse gradient)
-//           dw[b,k]    = <dout[b], V[idx[b,k]]>                       one dot product per slot
+//                                                                     touched rows (a sparse gradient), on fresh
+//                                                                     pages that read as zeros, so each touched
+//                                                                     row is written once and no other row at all
+//           dw[b,k]    = <dout[b], V[idx[b,k]]>                       one dot product per slot, in the same pass
+//                                                                     (each touched row of V read once)
 #include "kernels.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <utility>
 #include <vector>
@@ -26,37 +33,71 @@ inline void prefetch_row(const scalar_t* row, int64_t D) {
     __builtin_prefetch(reinterpret_cast<const char*>(row) + off);
 }
 
-// One bag's output in tiles of kTile values held in registers across its K slots (the tail tile in memory).
+// The kLines cache lines from `p` on, brought towards the core ahead of their use.
+template <int kLines>
+inline void prefetch_lines(const void* p) {
+  for (int l = 0; l < kLines; ++l) __builtin_prefetch(static_cast<const char*>(p) + 64 * l);
+}
+
+// One bag's output in tiles of kTile values (four cache lines) held in registers across its K slots, each tile
+// prefetching its own lines of the row kPrefetch slots ahead (a fixed count, so the prefetches unroll); the tail
+// of a row that is not a whole tile is summed in memory. The smallest and largest index are found on the way (the
+// range check costs no second pass over the indices), and a row outside the table is never read: the caller raises.
 template <typename scalar_t>
-void forward(const scalar_t* V, const int64_t* idx, const scalar_t* w, scalar_t* out, int64_t B, int64_t K,
-             int64_t D) {
-  constexpr int64_t kTile = 64 / sizeof(scalar_t) * 4;  // four cache lines of the row
+std::pair<int64_t, int64_t> forward(const scalar_t* V, const int64_t* idx, const scalar_t* w, scalar_t* out,
+                                    int64_t B, int64_t K, int64_t D, int64_t N) {
+  constexpr int kLines = 4;
+  constexpr int64_t kTile = 64 / sizeof(scalar_t) * kLines;
   const int64_t S = B * K;
-#pragma omp parallel for schedule(static)
+  int64_t low = 0, high = 0;
+  if (S) low = high = idx[0];
+  auto row = [V, D, N](int64_t i) { return V + std::min(std::max(i, int64_t(0)), N - 1) * D; };
+#pragma omp parallel for schedule(static) reduction(min : low) reduction(max : high)
   for (int64_t b = 0; b < B; ++b) {
     scalar_t* ob = out + b * D;
+    for (int64_t s = b * K; s < (b + 1) * K; ++s) {
+      low = std::min(low, idx[s]);
+      high = std::max(high, idx[s]);
+    }
     int64_t d0 = 0;
     for (; d0 + kTile <= D; d0 += kTile) {
       scalar_t acc[kTile] = {};
       for (int64_t s = b * K; s < (b + 1) * K; ++s) {
-        if (d0 == 0 && s + kPrefetch < S) prefetch_row(V + idx[s + kPrefetch] * D, D);
+        if (s + kPrefetch < S) prefetch_lines<kLines>(row(idx[s + kPrefetch]) + d0);
         const scalar_t ws = w[s];
-        const scalar_t* row = V + idx[s] * D + d0;
+        const scalar_t* r = row(idx[s]) + d0;
 #pragma omp simd
-        for (int64_t d = 0; d < kTile; ++d) acc[d] += ws * row[d];
+        for (int64_t d = 0; d < kTile; ++d) acc[d] = std::fma(ws, r[d], acc[d]);
       }
       for (int64_t d = 0; d < kTile; ++d) ob[d0 + d] = acc[d];
     }
     if (d0 == D) continue;
     for (int64_t d = d0; d < D; ++d) ob[d] = 0;
     for (int64_t s = b * K; s < (b + 1) * K; ++s) {
-      if (d0 == 0 && s + kPrefetch < S) prefetch_row(V + idx[s + kPrefetch] * D, D);
+      if (s + kPrefetch < S) prefetch_lines<kLines>(row(idx[s + kPrefetch]) + d0);
       const scalar_t ws = w[s];
-      const scalar_t* row = V + idx[s] * D;
+      const scalar_t* r = row(idx[s]);
 #pragma omp simd
-      for (int64_t d = d0; d < D; ++d) ob[d] += ws * row[d];
+      for (int64_t d = d0; d < D; ++d) ob[d] = std::fma(ws, r[d], ob[d]);
     }
   }
+  return {low, high};
+}
+
+constexpr int64_t kHugePage = int64_t(1) << 21;
+
+// A [rows, D] tensor on fresh anonymous pages, so it reads as zeros until written, asking the kernel for 2 MiB
+// pages: a 256 MiB gradient then costs 128 page faults, not 65536. Below one huge page, a zeroed tensor of the
+// allocator's.
+at::Tensor zeroed_rows(int64_t rows, int64_t D, const at::TensorOptions& options) {
+  const int64_t bytes = rows * D * int64_t(options.dtype().itemsize());
+  if (bytes < kHugePage) return at::zeros({rows, D}, options);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  TORCH_CHECK(p != MAP_FAILED, "embedding_bag: cannot map ", bytes, " bytes for the gradient");
+#ifdef MADV_HUGEPAGE
+  madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without transparent huge pages it is 4 KiB pages as before
+#endif
+  return at::from_blob(p, {rows, D}, [bytes](void* q) { munmap(q, bytes); }, options);
 }
 
 // The slots sorted by row (a stable LSD radix sort, kDigit bits a pass) and the start of each row's run:
@@ -83,36 +124,31 @@ Runs sort_by_row(const int64_t* idx, int64_t S, int64_t N) {
   return runs;
 }
 
-// grad[r] = sum over the r-th run's slots s of w[s] * g[s / K]; row r of `grad` is row dst(r) of the output.
+// For the r-th touched row n = rows[r] and each of its slots s (bag s / K):
+//     grad[r] += w[s] * g[s / K]          (row r of `grad` is row dst(r) of the output, which starts at zero)
+//     gw[s]    = <g[s / K], V[n]>
+// so V[n] is read once for all its slots, in increasing n, with the row kPrefetch runs ahead prefetched.
 template <typename scalar_t, typename Dst>
-void sum_runs(const Runs& runs, const scalar_t* w, const scalar_t* g, scalar_t* grad, int64_t K, int64_t D, Dst dst) {
+void sum_runs(const Runs& runs, const int64_t* rows, const scalar_t* V, const scalar_t* w, const scalar_t* g,
+              scalar_t* grad, scalar_t* gw, int64_t K, int64_t D, Dst dst) {
   const int64_t U = int64_t(runs.start.size()) - 1;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < U; ++r) {
+    if (r + kPrefetch < U) prefetch_row(V + rows[r + kPrefetch] * D, D);
     scalar_t* row = grad + dst(r) * D;
-    for (int64_t d = 0; d < D; ++d) row[d] = 0;
+    const scalar_t* v = V + rows[r] * D;
     for (int64_t i = runs.start[r]; i < runs.start[r + 1]; ++i) {
       const int64_t s = runs.order[i];
       const scalar_t ws = w[s];
       const scalar_t* gb = g + (s / K) * D;
-#pragma omp simd
-      for (int64_t d = 0; d < D; ++d) row[d] += ws * gb[d];
-    }
-  }
-}
-
-template <typename scalar_t>
-void weight_grads(const scalar_t* V, const int64_t* idx, const scalar_t* g, scalar_t* gw, int64_t S, int64_t K,
-                  int64_t D) {
-#pragma omp parallel for schedule(static)
-  for (int64_t s = 0; s < S; ++s) {
-    if (s + kPrefetch < S) prefetch_row(V + idx[s + kPrefetch] * D, D);
-    const scalar_t* gb = g + (s / K) * D;
-    const scalar_t* row = V + idx[s] * D;
-    scalar_t acc = 0;
+      scalar_t acc = 0;
 #pragma omp simd reduction(+ : acc)
-    for (int64_t d = 0; d < D; ++d) acc += gb[d] * row[d];
-    gw[s] = acc;
+      for (int64_t d = 0; d < D; ++d) {
+        row[d] += ws * gb[d];
+        acc += gb[d] * v[d];
+      }
+      gw[s] = acc;
+    }
   }
 }
 
@@ -120,11 +156,16 @@ void weight_grads(const scalar_t* V, const int64_t* idx, const scalar_t* g, scal
 
 at::Tensor embedding_bag_forward(const at::Tensor& values, const at::Tensor& indices, const at::Tensor& weights) {
   const int64_t B = indices.size(0), K = indices.size(1), D = values.size(1);
+  const int64_t N = values.size(0);
   auto out = at::empty({B, D}, values.options());
+  TORCH_CHECK_VALUE(N > 0 || indices.numel() == 0, "indices must lie in [0, 0): the table has no rows");
+  std::pair<int64_t, int64_t> range;
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "embedding_bag_forward", [&] {
-    forward(values.data_ptr<scalar_t>(), indices.data_ptr<int64_t>(), weights.data_ptr<scalar_t>(),
-            out.data_ptr<scalar_t>(), B, K, D);
+    range = forward(values.data_ptr<scalar_t>(), indices.data_ptr<int64_t>(), weights.data_ptr<scalar_t>(),
+                    out.data_ptr<scalar_t>(), B, K, D, N);
   });
+  TORCH_CHECK_VALUE(indices.numel() == 0 || (range.first >= 0 && range.second < N), "indices must lie in [0, ", N,
+                    "); got [", range.first, ", ", range.second, "]");
   return out;
 }
 
@@ -138,17 +179,18 @@ std::vector<at::Tensor> embedding_bag_backward(const at::Tensor& grad_out, const
   at::Tensor rows = at::empty({U}, indices.options());
   int64_t* rp = rows.data_ptr<int64_t>();
   for (int64_t r = 0; r < U; ++r) rp[r] = idx[runs.order[runs.start[r]]];
-  auto grad_values = sparse ? at::empty({U, D}, values.options()) : at::zeros_like(values);
+  auto grad_values = zeroed_rows(sparse ? U : N, D, values.options());
   auto grad_weights = at::empty_like(weights);
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "embedding_bag_backward", [&] {
     const scalar_t* w = weights.data_ptr<scalar_t>();
     const scalar_t* g = grad_out.data_ptr<scalar_t>();
     scalar_t* gv = grad_values.data_ptr<scalar_t>();
+    const scalar_t* V = values.data_ptr<scalar_t>();
+    scalar_t* gw = grad_weights.data_ptr<scalar_t>();
     if (sparse)
-      sum_runs(runs, w, g, gv, K, D, [](int64_t r) { return r; });
+      sum_runs(runs, rp, V, w, g, gv, gw, K, D, [](int64_t r) { return r; });
     else
-      sum_runs(runs, w, g, gv, K, D, [rp](int64_t r) { return rp[r]; });
-    weight_grads(values.data_ptr<scalar_t>(), idx, g, grad_weights.data_ptr<scalar_t>(), S, K, D);
+      sum_runs(runs, rp, V, w, g, gv, gw, K, D, [rp](int64_t r) { return rp[r]; });
   });
   return {grad_values, grad_weights, rows};
 }

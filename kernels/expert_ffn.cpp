@@ -8,7 +8,11 @@
 // y[t] = sum_j weight[t,j] * O[pos[t*k+j]], is a gather per token, so neither direction needs atomics.
 #include "kernels.h"
 
+#include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
+
 #include <cstring>
+#include <vector>
 
 namespace {
 
@@ -37,11 +41,26 @@ Groups sort_by_expert(const at::Tensor& index, int64_t E) {
 // out = a @ b, written into `out` (a view of a larger buffer)
 void mm_into(at::Tensor out, const at::Tensor& a, const at::Tensor& b) { at::mm_out(out, a, b); }
 
+// f(e, first row, rows) for every expert e with tokens. With at least two groups per thread the groups are split
+// among the threads (at::parallel_for, with the caller's grad mode carried into each) and each group's GEMMs run
+// on one thread, so each thread streams through its own experts' weights and activations instead of every thread
+// taking a slice of every small GEMM; with fewer groups they run one after another, each GEMM on every thread.
 template <typename F>
 void for_each_group(const at::Tensor& offset, F f) {
   const int64_t* off = offset.data_ptr<int64_t>();
+  std::vector<int64_t> experts;
   for (int64_t e = 0; e + 1 < offset.numel(); ++e)
-    if (off[e + 1] > off[e]) f(e, off[e], off[e + 1] - off[e]);
+    if (off[e + 1] > off[e]) experts.push_back(e);
+  const int64_t G = int64_t(experts.size());
+  const at::ThreadLocalState caller;  // grad mode off, as in the autograd.Function that called us
+  auto run = [&](int64_t begin, int64_t end) {
+    at::ThreadLocalStateGuard guard(caller);
+    for (int64_t i = begin; i < end; ++i) f(experts[i], off[experts[i]], off[experts[i] + 1] - off[experts[i]]);
+  };
+  if (G >= 2 * at::get_num_threads())
+    at::parallel_for(0, G, 1, run);
+  else
+    run(0, G);
 }
 
 // dst[p] = src[row(p)] for every sorted position p, rows of length n.
@@ -122,12 +141,11 @@ std::vector<at::Tensor> expert_ffn_forward(const at::Tensor& x, const at::Tensor
       gather_rows(Gs.data_ptr<scalar_t>(), gate.data_ptr<scalar_t>(), S, dg,
                   [&](int64_t p) { return (slot[p] / k) * E + eidx[slot[p]]; });
     for_each_group(g.offset, [&](int64_t e, int64_t o, int64_t n) {
-      mm_into(A.narrow(0, o, n), Gs.narrow(0, o, n), w_gate[e]);
-      mm_into(U.narrow(0, o, n), Xs.narrow(0, o, n), w_up[e]);
-    });
-    at::silu_out(H, A).mul_(U);  // H = silu(A) * U, with ATen's vectorised SiLU
-    for_each_group(g.offset, [&](int64_t e, int64_t o, int64_t n) {
-      mm_into(O.narrow(0, o, n), H.narrow(0, o, n), w_out[e]);
+      at::Tensor a = A.narrow(0, o, n), u = U.narrow(0, o, n), hh = H.narrow(0, o, n);
+      mm_into(a, Gs.narrow(0, o, n), w_gate[e]);
+      mm_into(u, Xs.narrow(0, o, n), w_up[e]);
+      at::silu_out(hh, a).mul_(u);  // H = silu(A) * U, with ATen's vectorised SiLU
+      mm_into(O.narrow(0, o, n), hh, w_out[e]);
     });
     combine(O.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), g.pos_of.data_ptr<int64_t>(), y.data_ptr<scalar_t>(),
             T, k, d);
@@ -156,20 +174,20 @@ std::vector<at::Tensor> expert_ffn_backward(const at::Tensor& grad_y, const std:
     output_grads(grad_y.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), O.data_ptr<scalar_t>(),
                  slot_of.data_ptr<int64_t>(), dO.data_ptr<scalar_t>(), grad_weight.data_ptr<scalar_t>(), S, k, d);
     for_each_group(offset, [&](int64_t e, int64_t o, int64_t n) {
+      at::Tensor a = A.narrow(0, o, n), dh = dH.narrow(0, o, n), da = dA.narrow(0, o, n);
       mm_into(dWo[e], H.narrow(0, o, n).t(), dO.narrow(0, o, n));
-      mm_into(dH.narrow(0, o, n), dO.narrow(0, o, n), w_out[e].t());
-    });
-    // dU = dH * silu(A),  dA = dH * U * silu'(A) with silu'(a) = sig(a) (1 + a (1 - sig(a))), vectorised by ATen
-    at::mul_out(dU, dH, at::silu(A));
-    at::silu_backward_out(dA, dH * U, A);
-    for_each_group(offset, [&](int64_t e, int64_t o, int64_t n) {
-      mm_into(dWg[e], Gs.narrow(0, o, n).t(), dA.narrow(0, o, n));
-      mm_into(dWu[e], Xs.narrow(0, o, n).t(), dU.narrow(0, o, n));
-      mm_into(dXs.narrow(0, o, n), dU.narrow(0, o, n), w_up[e].t());
+      mm_into(dh, dO.narrow(0, o, n), w_out[e].t());
+      // dU = dH * silu(A),  dA = dH * U * silu'(A) with silu'(a) = sig(a) (1 + a (1 - sig(a))), vectorised by ATen
+      at::Tensor du = dU.narrow(0, o, n);
+      at::mul_out(du, dh, at::silu(a));
+      at::silu_backward_out(da, dh * U.narrow(0, o, n), a);
+      mm_into(dWg[e], Gs.narrow(0, o, n).t(), da);
+      mm_into(dWu[e], Xs.narrow(0, o, n).t(), du);
+      mm_into(dXs.narrow(0, o, n), du, w_up[e].t());
       if (per_expert)
-        mm_into(dGs.narrow(0, o, n), dA.narrow(0, o, n), w_gate[e].t());
+        mm_into(dGs.narrow(0, o, n), da, w_gate[e].t());
       else  // the gate's input is x too
-        dXs.narrow(0, o, n).addmm_(dA.narrow(0, o, n), w_gate[e].t());
+        dXs.narrow(0, o, n).addmm_(da, w_gate[e].t());
     });
     const int64_t* pos = pos_of.data_ptr<int64_t>();
     combine<scalar_t>(dXs.data_ptr<scalar_t>(), nullptr, pos, grad_x.data_ptr<scalar_t>(), T, k, d);

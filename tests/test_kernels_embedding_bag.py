@@ -134,3 +134,31 @@ def test_bad_input_is_named():
         embedding_bag(values, indices.int(), weights)
     with pytest.raises(ValueError, match="shape|weights"):
         embedding_bag(values, indices, weights[:, :1])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_gradient_of_several_huge_pages_equals_the_reference(sparse):
+    # 2^14 rows of 64 floats: 4 MiB, so the compiled backward writes it on fresh (huge) pages, which must read as
+    # zeros wherever no bag touched a row
+    values, indices, weights = bag_inputs(2**14, 64, 32, 8, seed=6)
+    dy = torch.randn(32, 64, generator=torch.Generator().manual_seed(6))
+    _, g_ref, w_ref = forward_and_grads(embedding_bag_reference, values, indices, weights, dy)
+    values.grad = weights.grad = None
+    embedding_bag(values, indices, weights, sparse=sparse).backward(dy)
+    g = values.grad.to_dense() if sparse else values.grad
+    torch.testing.assert_close(g, g_ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(weights.grad, w_ref, rtol=1e-5, atol=1e-5)
+    untouched = torch.ones(2**14, dtype=torch.bool).index_fill_(0, indices.flatten(), False)
+    assert int(untouched.sum()) > 2**13 and not g[untouched].any()
+
+
+def test_an_index_out_of_range_is_named_with_and_without_a_graph():
+    values, indices, weights = bag_inputs(5, 4, 3, 2, seed=0)
+    for bad, shown in ((torch.tensor([[0, -5], [3, 1], [2, 2]]), r"got \[-5, 3\]"),
+                       (indices.clone().fill_(7), r"got \[7, 7\]")):
+        with pytest.raises(ValueError, match=r"\[0, 5\); " + shown):
+            embedding_bag(values, bad, weights)
+        with torch.no_grad(), pytest.raises(ValueError, match=r"\[0, 5\)"):
+            embedding_bag(values, bad, weights)
+    with pytest.raises(ValueError, match=r"\[0, 0\)"):
+        embedding_bag(values[:0], indices, weights)

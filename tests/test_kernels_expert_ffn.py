@@ -87,3 +87,18 @@ def test_bad_shapes_are_named():
         expert_ffn(x, routing, experts._replace(out=torch.zeros(3, 4, 4)))
     with pytest.raises(ValueError, match=r"\[0, 3\)"):
         expert_ffn(x, routing._replace(index=routing.index + 3), experts)
+
+
+@pytest.mark.parametrize("d_low", [None, 3])
+def test_experts_split_among_threads_equal_the_loop(d_low):
+    # two or more groups per thread: each thread runs whole experts (the parallel path of the kernel)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x, routing, experts, gate = moe_inputs(64, 8, 6, 8, 2, seed=3, d_low=d_low)
+        dy = torch.randn(64, 8, generator=torch.Generator().manual_seed(3))
+        for expected, actual in zip(outputs_and_grads(expert_ffn_reference, x, routing, experts, gate, dy),
+                                    outputs_and_grads(expert_ffn, x, routing, experts, gate, dy)):
+            torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+    finally:
+        torch.set_num_threads(threads)
