@@ -330,3 +330,27 @@ def test_any_causal_lm_from_the_model_knob_gets_peft_s_targets_and_ab_plus_start
     assert torch.allclose(model(input_ids=ids).logits, base.model(input_ids=ids).logits, atol=1e-5)
     out = li.finetune_lm(cfg, base, "AB", 1e-3, 0)
     assert len(out["losses"]) == cfg.lm_steps and math.isfinite(out["test_loss"])
+
+
+def test_finetune_toy_equals_a_run_drawing_its_own_batches():
+    """The shared batch stream (`toy_batches`, drawn once per toy and seed) is the stream each run used to draw:
+    fine-tuning on it gives the same curve and loss, bit for bit, as drawing x and the teacher's target anew."""
+    from icml25.core.seeding import torch_generator
+
+    cfg = li.config("smoke")
+    toy = li.mlp_toy(cfg, 1)
+    for mode in li.MODES:
+        model = li.toy_lora(toy, cfg, mode, 1.0, 1)
+        gen = torch_generator(1, "toy-batches", toy.seed)
+        xs = iter(lambda: torch.randn(cfg.batch_size, cfg.d_in, generator=gen), None)
+        want = li.finetune(model, lambda m, x: li.toy_loss(toy, m, x), xs, cfg.finetune_steps, 1e-2)
+        with torch.no_grad():
+            want_test = float(li.toy_loss(toy, model, toy.test_x))
+        got = li.finetune_toy(toy, cfg, mode, 1e-2, 1.0, 1)
+        assert got["losses"] == want and got["test_loss"] == want_test
+    assert len(toy.streams) == 1  # one stream served the three inits
+
+
+def test_modular_problems_are_drawn_once_per_arguments():
+    assert li.modular_problems(20, 3, stream="x") is li.modular_problems(20, 3, stream="x")
+    assert li.modular_problems(20, 3, stream="x") != li.modular_problems(20, 4, stream="x")

@@ -34,9 +34,10 @@ PEFT then writes [A; A₀] and [B, −B₀] as a rank-2r adapter that loads onto
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -247,6 +248,7 @@ class Toy:
     teacher: MLP  # the downstream teacher: hidden weights shifted by rank-4, readout shifted
     test_x: torch.Tensor
     seed: int
+    streams: dict = field(default_factory=dict, repr=False)  # the fine-tuning batches, see `toy_batches`
 
 
 def mlp_toy(cfg, seed: int) -> Toy:
@@ -288,17 +290,24 @@ def toy_loss(toy: Toy, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return ((model(x) - toy.teacher(x)) ** 2).mean()
 
 
+def toy_batches(toy: Toy, cfg, seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The `cfg.finetune_steps` fine-tuning batches of `toy` for `seed`, x ~ N(0, I) with the downstream teacher's
+    targets: one seeded stream, drawn once and shared by every init, rate and scale fine-tuned on it."""
+    key = (seed, cfg.batch_size, cfg.d_in, cfg.finetune_steps)
+    if key not in toy.streams:
+        gen = torch_generator(seed, "toy-batches", toy.seed)
+        xs = [torch.randn(cfg.batch_size, cfg.d_in, generator=gen) for _ in range(cfg.finetune_steps)]
+        with torch.no_grad():
+            toy.streams[key] = [(x, toy.teacher(x)) for x in xs]
+    return toy.streams[key]
+
+
 def finetune_toy(toy: Toy, cfg, mode: str, lr: float, scale: float = 1.0, seed: int = 0) -> dict:
     """LoRA (rank `cfg.rank`, α `cfg.alpha`) on both layers of the pretrained MLP, initialised by `mode`, trained on
     the downstream teacher; returns the training curve and the final test MSE."""
     model = toy_lora(toy, cfg, mode, scale, seed)
-    gen = torch_generator(seed, "toy-batches", toy.seed)
-
-    def batches():
-        while True:
-            yield torch.randn(cfg.batch_size, cfg.d_in, generator=gen)
-
-    losses = finetune(model, lambda m, x: toy_loss(toy, m, x), batches(), cfg.finetune_steps, lr)
+    losses = finetune(model, lambda m, b: ((m(b[0]) - b[1]) ** 2).mean(), iter(toy_batches(toy, cfg, seed)),
+                      cfg.finetune_steps, lr)
     with torch.no_grad():
         return {"losses": losses, "test_loss": float(toy_loss(toy, model, toy.test_x))}
 
@@ -414,8 +423,10 @@ def step0_gradients(toy: Toy, cfg, seed: int = 0) -> dict[str, dict[str, float]]
 MODULUS = 7  # the downstream task: the same arithmetic, evaluated modulo 7 on digits 0-6
 
 
-def modular_problems(n: int, seed: int, modulus: int = MODULUS, stream: str = "lora") -> list[tuple[str, str]]:
-    """(prompt, solution) pairs of the core's arithmetic format, evaluated modulo `modulus` on digits < modulus."""
+@functools.cache
+def modular_problems(n: int, seed: int, modulus: int = MODULUS, stream: str = "lora") -> tuple[tuple[str, str], ...]:
+    """(prompt, solution) pairs of the core's arithmetic format, evaluated modulo `modulus` on digits < modulus
+    (drawn once per arguments: every init and rate fine-tunes on the same set)."""
     problems = arithmetic.sample_problems(n, seed, stream=stream)
     out = []
     for p in problems:
@@ -427,7 +438,7 @@ def modular_problems(n: int, seed: int, modulus: int = MODULUS, stream: str = "l
             acc = new
         prompt = str(digits[0]) + "".join(op + str(d) for op, d in zip(p.ops, digits[1:])) + arithmetic.PROMPT_END
         out.append((prompt, "".join(steps) + f"{arithmetic.ANSWER_MARK}{acc}"))
-    return out
+    return tuple(out)
 
 
 LLAMA_TARGETS = ("q_proj", "v_proj")  # PEFT's default LoRA targets for Llama
