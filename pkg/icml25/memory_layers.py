@@ -48,7 +48,7 @@ config = make_config({
               "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 5, "control_problems": 100, "control_batch_size": 16, "control_steps": 15,
               "lookup_sizes": [8, 16, 32],
               "lookup_tokens": 256},
-    "ci": {"seeds": [0, 1, 2], "n_facts": 512, "n_relations": 8, "n_objects": 64, "steps": 80, "batch_size": 256,
+    "ci": {"seeds": [0, 1, 2], "n_facts": 512, "n_relations": 8, "n_objects": 64, "steps": 100, "batch_size": 256,
            "lr_centres": {"dense": 1e-2, "memory": 1e-2, "dense 2x": 1e-2, "MoE": 1e-2}, "lr_factors": [1 / 3, 1, 3],
            "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
            "d_model": 32, "n_keys": 64, "heads": 2, "knn": 8, "k_dim": 16, "dense_flop_multiples": [2.0],
