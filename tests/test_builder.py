@@ -204,6 +204,11 @@ def test_a_chapter_s_own_base_model_is_warmed_only_when_its_model_knob_names_it(
     seed = knowledge_editing.config("ci").base_seed
     assert build.shared_models(build.discover(["knowledge_editing"]), "ci") == [("ke-base", seed)]
     assert build.shared_models(build.discover(["knowledge_editing"]), "full") == []  # a real checkpoint instead
+    from icml25 import dist_interventions  # no base_seed: one base model per seed of the experiment
+
+    seeds = dist_interventions.config("ci").seeds
+    assert build.shared_models(build.discover(["dist_interventions"]), "ci") == [("dist-base", s) for s in seeds]
+    assert build.shared_models(build.discover(["dist_interventions"]), "full") == []
 
 
 def test_zoo_warmup_is_recorded_beside_the_notebooks(project, monkeypatch):

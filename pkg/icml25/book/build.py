@@ -64,9 +64,11 @@ SHARED_ZOO = ("arith-draft", "arith-target")
 SHARED_ZOO_USERS = ("workbench", "rsd")
 # chapters that start from the shared models at seed 0 only
 SHARED_ZOO_SEED0_USERS = ("implicit_prm", "mpo", "hybrid_winrate", "lora_init", "model_swarms")
-# a chapter's own zoo model that the warm-up trains too when the chapter's `model` knob names it (at the knob's
-# `base_seed`), so the chapter's runtime is its experiment's: {slug: (module that registers it, zoo name)}
-CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base")}
+# a chapter's own zoo model that the warm-up trains too when the chapter's `model` knob names it (at its config's
+# `base_seed`, or else at each of its `seeds`), so the chapter's runtime is its experiment's:
+# {slug: (module that registers it, zoo name)}
+CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base"),
+               "dist_interventions": ("icml25.dist_interventions", "dist-base")}
 FULL_SCALE_SECTION = "_full_scale.md"  # generated per chapter page by `render`, included by its index.md
 GENERATED = ("_results", "_toc.yml", "scorecard.md", "scorecard_effects.png", "[0-9]*.ipynb", "_build",
              FULL_SCALE_SECTION)
@@ -366,7 +368,7 @@ def shared_models(tasks: list[Task], scale: str) -> list[tuple[str, int]]:
     for slug in sorted(slugs & set(CHAPTER_ZOO)):
         cfg = importlib.import_module(f"icml25.{slug}").config(scale)
         if cfg.model == CHAPTER_ZOO[slug][1]:
-            own.append((cfg.model, cfg.base_seed))
+            own += [(cfg.model, seed) for seed in ([cfg.base_seed] if "base_seed" in cfg else cfg.seeds)]
     return [(name, seed) for seed in seeds for name in SHARED_ZOO] + own
 
 
