@@ -50,15 +50,12 @@ cfg
 # ## The fact model
 #
 # Every entity has every relation; a question is asked with two training templates, and probed with a held-out
-# rephrase and a held-out "persona" template the model never saw. The model also learned to read a context line
-# "ctx s′ r′ x" placed before the question (so retrieval has a reader): to copy x when the line states the asked
-# fact, and to ignore the line and answer its own fact when it is a near miss (same subject or same relation,
-# another fact). It also learned to answer the two-hop
+# rephrase and a held-out "persona" template the model never saw. The model also learned to copy the object of
+# a context line "ctx s r o" placed before the question (so retrieval has a reader), and to answer the two-hop
 # questions "s r₁ r₂ ?" of half the subjects in two tokens, the bridge o = (s, r₁) and then (o, r₂) (a chain of
 # thought: a model this small does not compose two facts in one forward pass). The other half's chains test whether
 # it composes two facts it learned separately. The "ignore a near miss" rows ask the same question after a line
-# about the subject's next relation or about the next subject's same relation: a reader that copies every line
-# fails them (retrieval's locality, notebook 02).
+# about the subject's next relation: a reader that copies every line fails them (retrieval's locality, notebook 02).
 
 # %%
 z, world = ke.base_model(cfg, seed)
@@ -138,8 +135,7 @@ print(f"same-subject neighbours answered correctly: {before['neighbours']:.2f} �
 
 # %% [markdown]
 # **What we see.** The tracing figure shows where this model recalls a fact; the chapter's ROME and MEMIT edit at
-# the printed site (the lifelong notebook traces the same base model again: every seed is an edit stream on it). The
-# rank-one update
+# the printed site on every seed's model (the lifelong notebook traces each seed's model itself). The rank-one update
 # writes the optimised value for the key ($W'k^* = v^*$ to float precision, rank one); the printed p(o′) and
 # neighbour accuracies say how far the edit carries to held-out templates and what it costs the subject's other
 # facts. One edit is cheap to make safely; notebook [02_lifelong](02_lifelong) asks what happens when they

@@ -19,42 +19,30 @@
 # * **success**: the window's edits, asked with the two training templates;
 # * **rephrase** and **persona**: the same edits asked with templates the model never saw;
 # * **locality**: hard neighbours (same subject or same relation, never edited) must keep their old answers;
-# * **multi-hop**: $(s, r_1, r_2)$ chains through the window's edits (as the paper scores each batch's records),
-#   answers recomputed from the edited facts; the model says the bridge $o$ and then the answer $o_2$ (two greedy
-#   tokens), and the answer is scored;
+# * **multi-hop**: $(s, r_1, r_2)$ chains through every edit so far, answers recomputed from the edited facts; the
+#   model says the bridge $o$ and then the answer $o_2$ (two greedy tokens), and the answer is scored;
 # * **retention**: the edits of all *earlier* windows (defined from the second window on).
 #
 # Methods: sequential **ROME** (one rank-one update per edit), **MEMIT** (one batched update per window over two
 # layers), both at the site causal tracing picks on the model (notebook 01) and with the official value
 # objective (KL term, weight decay, norm clamp, early stop), **continual fine-tuning** of every weight on the
 # window's edits, **LoRA + merge** (a PEFT LoRA adapter trained on the window, folded in, then merged into the
-# running model with weight $\alpha$, tuned on a separate edit stream before the run), and **retrieval**: a memory
-# of edit lines, the question retrieves one by MiniLM sentence-embedding similarity (top-1, as the paper always
-# prepends its top hits) and the model reads it from its context. The reader was trained to copy a line that
-# states the asked fact and to ignore a near miss (same subject or same relation, another fact), so a retrieved
-# line helps only if it is the right one and hurts an unedited question only if the reader is fooled. A
+# running model with weight $\alpha$, tuned on a separate edit stream before the run), and **retrieval**: a memory of edit lines, the question retrieves one by MiniLM sentence-embedding
+# similarity (top-1, as the paper always prepends its top hits) and the model reads it from its context. A
 # keyword retriever (a line is used only if its subject and relation both occur in the question) is shown
 # beside them as a reference for what a perfect retriever gives; the claims compare the five methods above.
 #
 # **How the claims are decided.** Every effect is one value per seed, with a 95% t interval. As in the paper, one
 # model is edited: a seed is one edit stream on it (with its own sample of generic text for the key statistics and
 # its own LoRA initialisations), so the intervals describe the spread over edit streams, not over base models; each claim names the preconditions that make it decidable: the base model knows
-# the facts, ROME's edits take (efficacy: each edit answered just after it is made), the reader copies a relevant
-# line and ignores a near miss, both fine-tuning methods learn their edits (so that
+# the facts, ROME's edits take, the reader copies its context, both fine-tuning methods learn their edits (so that
 # "retention" compares methods that had something to retain: it is measured on the edits each method had learned),
 # and, for multi-hop, that the base model composes two facts before any edit.
 #
 # **Calibrated knobs** (on immediate edit success and the base model's accuracy, in an earlier version of the
 # chapter, before any claim was checked): MEMIT's weight on preserved keys (0.1 per key on 360 keys then; now
 # λ = 36 on the mean second moment of generic text's keys, the same total weight), and the base model's 1200
-# training steps (now 4000 steps of a `micro` model: the reader had to learn to ignore near misses). LoRA's rank 4
-# and 30 steps are the paper's kind of settings.
-#
-# **Changed after a verdict was seen** (the previous build, 4 windows of 20 edits on a 60 × 3 world): the world is
-# now 150 × 3 facts, so that up to 300 edits fit (two thirds of the facts), and the ci stream 4 windows of 25 edits
-# (6 windows of 50 cost about three times the chapter's budget); `rome_edits_take` now reads ROME's efficacy (each edit checked just after it is made, as ROME
-# measures it) instead of the first window's success after all its edits, which mixed the degradation the claim
-# tests into its precondition; multi-hop is scored on each window's edits; the reader must ignore near misses.
+# training steps. LoRA's rank 4 and 30 steps are the paper's kind of settings.
 #
 # **Parameters.** At `scale="full"`: 1000 entities × 6 relations, a 6-layer `small` model trained 20k steps,
 # 8 windows of 100 edits, 5 seeds.
@@ -151,7 +139,7 @@ lines = [f"- {ke.LABELS[m]}: final success {fmt(m, 'success')}, locality {fmt(m,
          f"{fmt(m, 'retention')}, retention of learned edits {fmt(m, 'retention_learned')}, multi-hop "
          f"{fmt(m, 'multihop')}." for m in by_method]
 lines.append(f"- Base model before editing: held-out two-hop accuracy {measured['base_heldout_two_hop']:.2f}, "
-             f"copying a relevant context line {measured['base_copy_accuracy']:.2f}, ignoring a near-miss line "
+             f"copying a context line {measured['base_copy_accuracy']:.2f}, ignoring a near-miss line "
              f"{min(setup['base'][f'ignore a near miss: {t}'] for t in ke.TRAIN_TEMPLATES):.2f}.")
 lines += [f"- `{v.claim.id}`: **{v.label}** ({v.record['reason']})." for v in verdicts]
 display(Markdown("\n".join(lines)))

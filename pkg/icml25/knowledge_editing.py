@@ -5,9 +5,8 @@ A fact world of triples (s, r) → o over word tokens, questions asked with trai
 rephrase and persona templates, edits (s, r) → o′ ≠ o arriving in time windows, locality probes on hard
 neighbours (same subject or same relation, never edited) and two-hop chains (s, r₁) → o, (o, r₂) → o₂ whose
 answers are recomputed after every edit. The base model is trained on the facts, on half the subjects' two-hop
-chains, answered in two tokens (the bridge, then the answer), and on reading a context line: copying its object
-when it states the asked fact, ignoring it when it is a near miss about another fact (so retrieval has a reader
-that judges what it retrieved). One base model is edited; a seed is one edit stream.
+chains, answered in two tokens (the bridge, then the answer), and on copying the object of a context line that
+states the asked fact (so retrieval has a reader). One base model is edited; a seed is one edit stream.
 
 Editors:
 
@@ -59,8 +58,8 @@ _EDITORS = {"v_steps": 25, "v_lr": 0.5, "kl_factor": 0.0625,
 config = make_config({
     "smoke": {"model": "ke-base", "seeds": [0], "base_seed": 0, "n_entities": 20, "n_relations": 2, "base_steps": 150, "preset": "nano", "n_layers": 4,
               "n_windows": 2, "edits_per_window": 4} | _EDITORS | {"merge_alphas": (0.25, 1.0)},
-    "ci": {"model": "ke-base", "seeds": [0, 1, 2], "base_seed": 0, "n_entities": 150, "n_relations": 3, "base_steps": 4000, "preset": "micro",
-           "n_layers": 4, "n_windows": 4, "edits_per_window": 25} | _EDITORS,
+    "ci": {"model": "ke-base", "seeds": [0, 1, 2], "base_seed": 0, "n_entities": 60, "n_relations": 3, "base_steps": 1200, "preset": "nano",
+           "n_layers": 4, "n_windows": 4, "edits_per_window": 20} | _EDITORS,
     "full": {"model": "meta-llama/Llama-3.2-1B-Instruct", "seeds": [0, 1, 2, 3, 4], "base_seed": 0, "n_entities": 1000, "n_relations": 6, "base_steps": 20000, "preset": "small",
              "n_layers": 6, "n_windows": 8, "edits_per_window": 100} | _EDITORS,
 },
@@ -91,11 +90,10 @@ EDITORS_DEGRADE = Claim(
               "(95% t interval over seeds above 0.1); refuted if wholly below a 20-point fall",
     effects=[Effect("rome_locality_drop", "locality_drop", null=0.1, min_effect=0.2)],
     preconditions=[_LEARNED_FACTS,
-                   at_least("rome_edits_take", "rome_first_efficacy", 0.9,
-                            "ROME's edits of the first window are answered right just after each is made (every "
-                            "training template; efficacy, as ROME measures it) >= 90% on every seed")],
-    examples=({"locality_drop": [0.4, 0.5, 0.45], "base_fact_accuracy": 1.0, "rome_first_efficacy": 1.0},
-              {"locality_drop": [0.02, 0.05, 0.0], "base_fact_accuracy": 1.0, "rome_first_efficacy": 1.0}),
+                   at_least("rome_edits_take", "rome_first_success", 0.9,
+                            "ROME's edits of the first window succeed (>= 90%) on every seed")],
+    examples=({"locality_drop": [0.4, 0.5, 0.45], "base_fact_accuracy": 1.0, "rome_first_success": 1.0},
+              {"locality_drop": [0.02, 0.05, 0.0], "base_fact_accuracy": 1.0, "rome_first_success": 1.0}),
 )
 RETRIEVAL_BEST = Claim(
     chapter="knowledge_editing", id="retrieval_best",
@@ -107,16 +105,11 @@ RETRIEVAL_BEST = Claim(
              Effect("retention_over_best_other", "retrieval_retention_margin")],
     preconditions=[_LEARNED_FACTS,
                    at_least("reader_copies_context", "base_copy_accuracy", 0.9,
-                            "the base model answers with a relevant context line's object (training templates) "
-                            ">= 90%"),
-                   at_least("reader_ignores_near_misses", "base_ignore_accuracy", 0.9,
-                            "the base model ignores a near-miss context line (same subject or relation, another "
-                            "fact) and answers its own fact (training templates) >= 90%, so retrieval's success "
-                            "and locality are not true by construction")],
+                            "the base model answers with a context line's object (training templates) >= 90%")],
     examples=({"retrieval_success_margin": [0.1, 0.2, 0.15], "retrieval_retention_margin": [0.3, 0.25, 0.4],
-               "base_fact_accuracy": 1.0, "base_copy_accuracy": 1.0, "base_ignore_accuracy": 1.0},
+               "base_fact_accuracy": 1.0, "base_copy_accuracy": 1.0},
               {"retrieval_success_margin": [0.0, -0.1, -0.05], "retrieval_retention_margin": [0.3, 0.25, 0.4],
-               "base_fact_accuracy": 1.0, "base_copy_accuracy": 1.0, "base_ignore_accuracy": 1.0}),
+               "base_fact_accuracy": 1.0, "base_copy_accuracy": 1.0}),
 )
 MERGE = Claim(
     chapter="knowledge_editing", id="merge",
@@ -572,8 +565,7 @@ def score_two_hop(answer, items: Sequence[tuple[str, str]]) -> float:
 
 def base_report(model, tok, world: FactWorld, seed: int) -> dict[str, float]:
     """What the base model can do before any edit: answer each template, copy a context line's (counterfactual)
-    object under each template, ignore a near-miss line (same subject and the next relation, or the same relation
-    and the next subject) and answer its own fact,
+    object under each template, ignore a near-miss line (same subject, next relation) and answer its own fact,
     and answer trained and held-out two-hop chains (bridge, then answer: :func:`score_two_hop`)."""
     answer = lambda ps: predict(model, tok, ps)  # noqa: E731
     facts = list(world.facts.items())
@@ -582,10 +574,8 @@ def base_report(model, tok, world: FactWorld, seed: int) -> dict[str, float]:
     report = {f"fact: {t}": score(answer, [(question(s, r, t), o) for (s, r), o in facts]) for t in ALL_TEMPLATES}
     report |= {f"copy context: {t}": score(answer, [(with_context((s, r, other[s]), question(s, r, t)), other[s])
                                                     for (s, r), _ in facts]) for t in ALL_TEMPLATES}
-    report |= {f"ignore a near miss: {t}": score(answer, [(with_context(line, question(s, r, t)), o)
-                                                          for (s, r), o in facts
-                                                          for line in ((s, nxt[r], other[s]), (other[s], r, other[s]))])
-               for t in ALL_TEMPLATES}
+    report |= {f"ignore a near miss: {t}": score(answer, [(with_context((s, nxt[r], other[s]), question(s, r, t)), o)
+                                                          for (s, r), o in facts]) for t in ALL_TEMPLATES}
     trained, held_out = chain_split(world, seed)
     for name, chains in (("two-hop, trained chains", trained), ("two-hop, held-out chains", held_out)):
         report[name] = score_two_hop(answer, [(two_hop_question(*c), world.two_hop(*c)) for c in chains])
@@ -703,10 +693,11 @@ def predict(model, tok, prompts: Sequence[str]) -> list[str]:
 
 def probes(world: FactWorld, windows: Sequence[Window], w: int) -> dict[str, list[tuple[str, str]]]:
     """The (question, expected answer) pairs of every metric after window `w`, from the current facts:
-    success, rephrase, persona and multi-hop on window w's edits (as WikiBigEdit scores each batch's records
-    after the batch), multi-hop answers recomputed from the edited facts; locality on every window's hard
-    neighbours (never edited); retention on the edits of windows before w (empty for w = 0)."""
+    success, rephrase and persona on window w's edits; locality on every window's hard neighbours (never
+    edited); multi-hop through every edit so far, answers recomputed from the edited facts; retention on the
+    edits of windows before w (empty for w = 0)."""
     now, past = windows[w].edits, [e for win in windows[:w] for e in win.edits]
+    so_far = past + list(now)
 
     def asked(edits, templates):
         return [(question(e.subject, e.relation, t), e.new) for e in edits for t in templates]
@@ -718,7 +709,7 @@ def probes(world: FactWorld, windows: Sequence[Window], w: int) -> dict[str, lis
         "locality": [(question(s, r, t), world.answer(s, r)) for win in windows for s, r in win.locality
                      for t in TRAIN_TEMPLATES],
         "multihop": [(two_hop_question(e.subject, e.relation, r2), world.two_hop(e.subject, e.relation, r2))
-                     for e in now for r2 in world.relations],
+                     for e in so_far for r2 in world.relations],
         "retention": asked(past, TRAIN_TEMPLATES),
     }
 
@@ -786,9 +777,8 @@ def run_lifelong(method: str, z, world: FactWorld, windows: Sequence[Window], cf
     """Apply `method` window after window to a copy of the base model; ROME and MEMIT edit at `site` (layer,
     token), LoRA + merge merges with `alpha` (default `cfg.merge_alpha`). After each window, every metric of
     :func:`probes`, and "retention_learned": of the earlier windows' edits the method had learned right after
-    their window (every training template answered), the fraction still answered; for ROME, "efficacy": the
-    fraction of the window's edits answered under every training template just after each edit is made. Returns
-    {metric: [value per window]} and the mean inference FLOPs per question."""
+    their window (every training template answered), the fraction still answered. Returns {metric: [value per
+    window]} and the mean inference FLOPs per question."""
     if method not in METHODS + BASELINES:
         raise ValueError(f"unknown method {method!r}; methods: {', '.join(METHODS + BASELINES)}")
     model, tok, world = copy.deepcopy(z.model), z.tokenizer, copy.deepcopy(world)
@@ -797,15 +787,12 @@ def run_lifelong(method: str, z, world: FactWorld, windows: Sequence[Window], cf
     edited_layers = {"rome": [layer], "memit": memit_layers(layer)}.get(method, [])
     Cs = {l: key_covariance(generic_keys(model, tok, world, l, cfg.c_texts, derive_seed(seed, "C")))
           for l in edited_layers}  # of the unedited model
-    out = {m: [] for m in METRICS} | {"retention_learned": [], "efficacy": []}
+    out = {m: [] for m in METRICS} | {"retention_learned": []}
     learned: list[Edit] = []
     for w, win in enumerate(windows):
         if method == "rome":
-            took = []
             for e in win.edits:
                 rome_edit(model, tok, world, e, Cs[layer], layer, cfg.v_steps, cfg.v_lr, token, objective_of(cfg))
-                took.append(all(g == e.new for g in predict(model, tok, edit_prompts(e)[0])))
-            out["efficacy"].append(float(np.mean(took)))
         elif method == "memit":
             memit_edit(model, tok, world, win.edits, Cs, memit_layers(layer), cfg.v_steps, cfg.v_lr,
                        cfg.memit_lambda, token, objective_of(cfg))
@@ -884,7 +871,7 @@ def claim_measurements(results: dict) -> dict:
     base = results["setup"]["base"]
     return {
         "locality_drop": [run["locality"][0] - run["locality"][-1] for run in results["rome"]],
-        "rome_first_efficacy": [run["efficacy"][0] for run in results["rome"]],
+        "rome_first_success": [run["success"][0] for run in results["rome"]],
         "retrieval_success_margin": (fin["retrieval"]["success"]
                                      - np.max([fin[m]["success"] for m in others], 0)).tolist(),
         "retrieval_retention_margin": (fin["retrieval"]["retention"]
@@ -897,7 +884,6 @@ def claim_measurements(results: dict) -> dict:
         "multihop_margin": np.max([fin[m]["multihop"] - 0.5 * fin[m]["success"] for m in METHODS], 0).tolist(),
         "base_fact_accuracy": base[f"fact: {TRAIN_TEMPLATES[0]}"],
         "base_copy_accuracy": min(base[f"copy context: {t}"] for t in TRAIN_TEMPLATES),
-        "base_ignore_accuracy": min(base[f"ignore a near miss: {t}"] for t in TRAIN_TEMPLATES),
         "base_heldout_two_hop": base["two-hop, held-out chains"],
     }
 

@@ -6,8 +6,7 @@ the base model, which hashes the module that builds it, changes only when the wo
 Triples (s, r) → o over word tokens, every entity with every relation (an object is itself a subject, so two-hop
 chains exist), asked with training templates and probed with held-out rephrase and persona templates. The base
 model is trained on the facts, on half the subjects' two-hop chains, answered in two tokens (the bridge, then the
-answer), and on reading a context line: copying its object when the line states the asked fact, ignoring it
-when it is a near miss about another fact (so retrieval has a reader that must judge what it retrieved).
+answer), and on copying the object of a context line that states the asked fact (so retrieval has a reader).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from .core.train import train
 # The base model's settings per scale (the chapter's config carries the same values).
 BASE_PRESETS = {
     "smoke": {"n_entities": 20, "n_relations": 2, "base_steps": 150, "preset": "nano", "n_layers": 4},
-    "ci": {"n_entities": 150, "n_relations": 3, "base_steps": 4000, "preset": "micro", "n_layers": 4},
+    "ci": {"n_entities": 60, "n_relations": 3, "base_steps": 1200, "preset": "nano", "n_layers": 4},
     "full": {"n_entities": 1000, "n_relations": 6, "base_steps": 20000, "preset": "small", "n_layers": 6},
 }
 
@@ -121,28 +120,13 @@ def with_context(line: tuple[str, str, str], prompt: str) -> str:
 
 
 def context_example(world: FactWorld, rng: np.random.Generator) -> tuple[str, str]:
-    """A question under a training template after a context line "s′ r′ x" with a random object x. Half the
-    time the line states the asked fact (s′, r′) = (s, r), and x must be copied; otherwise it is a near miss
-    (same subject and another relation, or same relation and another subject), which the reader must ignore and
-    answer the fact it knows. So the reader decides itself whether a retrieved line is relevant, as the paper's
-    instruction-tuned models must."""
+    """A question under a training template after a retrieved line stating the asked fact with a random
+    object, which must be copied (whether a line is relevant is the retriever's decision, see
+    :class:`LexicalMemory`)."""
     (s, r) = list(world.facts)[int(rng.integers(len(world.facts)))]
     x = world.entities[int(rng.integers(len(world.entities)))]
     t = TRAIN_TEMPLATES[int(rng.integers(len(TRAIN_TEMPLATES)))]
-    if rng.random() < 0.5:
-        return with_context((s, r, x), question(s, r, t)), x
-    return with_context(near_miss(world, s, r, rng), question(s, r, t)), world.answer(s, r)
-
-
-def near_miss(world: FactWorld, s: str, r: str, rng: np.random.Generator) -> tuple[str, str, str]:
-    """A context line about another fact than (s, r) that shares its subject or its relation, with a random
-    object."""
-    x = world.entities[int(rng.integers(len(world.entities)))]
-    if rng.random() < 0.5 and len(world.relations) > 1:
-        others = [r2 for r2 in world.relations if r2 != r]
-        return s, others[int(rng.integers(len(others)))], x
-    others = [s2 for s2 in world.entities if s2 != s]
-    return others[int(rng.integers(len(others)))], r, x
+    return with_context((s, r, x), question(s, r, t)), x
 
 
 def training_examples(world: FactWorld, chains: Sequence[tuple[str, str, str]]) -> list[tuple[str, str]]:
@@ -157,11 +141,10 @@ def _last_token_loss(m, b):
 
 
 def train_base(world: FactWorld, seed: int, steps: int, batch_size: int = 64, lr: float = 1e-2,
-               preset: str = "nano", n_layers: int = 4, context_rate: float = 0.5):
+               preset: str = "nano", n_layers: int = 4, context_rate: float = 0.3):
     """A tiny Llama trained on the facts (training templates), the trained two-hop chains and, in
-    `context_rate` of each batch, on answering after a context line that is relevant or a near miss
-    (:func:`context_example`), so that retrieval augmentation has a model that reads its context and can ignore
-    an irrelevant line, as WikiBigEdit's instruction-tuned models must."""
+    `context_rate` of each batch, on answering with a context line (:func:`context_example`), so that retrieval
+    augmentation has a model that reads its context, as WikiBigEdit's instruction-tuned models do."""
     tok = tokenizer_for(world)
     model = tinylm.make_model(preset, tok, seed, max_len=24, num_hidden_layers=n_layers)
     qs = training_examples(world, chain_split(world, seed)[0])
