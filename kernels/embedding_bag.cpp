@@ -84,14 +84,16 @@ std::pair<int64_t, int64_t> forward(const scalar_t* V, const int64_t* idx, const
   return {low, high};
 }
 
-constexpr int64_t kHugePage = int64_t(1) << 21;
+// glibc's largest mmap threshold: malloc serves anything bigger from fresh pages, so a tensor of the allocator's
+// pays a page fault per page anyway; anything smaller it may serve from memory already mapped and touched.
+constexpr int64_t kFreshPagesFrom = int64_t(32) << 20;
 
-// A [rows, D] tensor on fresh anonymous pages, so it reads as zeros until written, asking the kernel for 2 MiB
-// pages: a 256 MiB gradient then costs 128 page faults, not 65536. Below one huge page, a zeroed tensor of the
-// allocator's.
+// A [rows, D] zero tensor. From kFreshPagesFrom bytes: on fresh anonymous pages, which read as zeros until written,
+// asking the kernel for 2 MiB pages, so a 256 MiB gradient costs 128 page faults, not 65536, and is not zeroed
+// and then written. Below that, the allocator's zeroed tensor (at ci sizes reused memory: fresh pages cost more).
 at::Tensor zeroed_rows(int64_t rows, int64_t D, const at::TensorOptions& options) {
   const int64_t bytes = rows * D * int64_t(options.dtype().itemsize());
-  if (bytes < kHugePage) return at::zeros({rows, D}, options);
+  if (bytes < kFreshPagesFrom) return at::zeros({rows, D}, options);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   TORCH_CHECK(p != MAP_FAILED, "embedding_bag: cannot map ", bytes, " bytes for the gradient");
 #ifdef MADV_HUGEPAGE
