@@ -9,7 +9,7 @@ from icml25 import ibcircuit as ib
 def setup():
     cfg = ib.config("smoke")
     task = ib.IOITask()
-    model = ib.train_model(task, cfg, 0)
+    model, = ib.train_models(task, cfg, [0])
     prompts = task.sample(16, torch.Generator().manual_seed(1))
     return cfg, task, model, prompts, ib.head_stats(model, prompts)
 

@@ -265,11 +265,6 @@ def train_models(task, cfg, seeds: Sequence[int]) -> list[TinyTransformer]:
     return nets
 
 
-def train_model(task, cfg, seed: int) -> TinyTransformer:
-    """The tiny transformer of one seed (:func:`train_models`)."""
-    return train_models(task, cfg, [seed])[0]
-
-
 def load_models(task, cfg, seeds: Sequence[int]) -> list[TinyTransformer | HeadModel]:
     """The model whose circuit is searched, per seed: `cfg.model` "tiny" trains the tiny transformer on `task` here
     (:func:`train_models`); any other value is a zoo name, checkpoint folder or Hub id, loaded frozen through
