@@ -211,6 +211,23 @@ def test_a_chapter_s_own_base_model_is_warmed_only_when_its_model_knob_names_it(
     assert build.shared_models(build.discover(["dist_interventions"]), "full") == []
 
 
+def test_a_chapter_s_cached_preparation_is_warmed_and_then_read_back(tmp_path, monkeypatch):
+    from icml25 import memory_layers
+
+    monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
+    assert build.shared_models(build.discover(["memory_layers"]), "smoke") == [("memory-lr-search", None)]
+    calls = []
+    monkeypatch.setattr(memory_layers, "tune_learning_rates", lambda cfg: calls.append(cfg) or [{"lr": 0.1}])
+    build._train_shared("memory-lr-search", "smoke", None)  # what the warm-up runs
+    assert len(calls) == 1 and dict(calls[0]) == dict(memory_layers.config("smoke"))
+    runs, now = memory_layers.learning_rate_search(memory_layers.config("smoke"))
+    assert (runs, now, len(calls)) == ([{"lr": 0.1}], False, 1)  # the notebook reads the warm-up's result
+    runs, now = memory_layers.learning_rate_search(memory_layers.config("smoke", seeds=[5], control_steps=3))
+    assert not now and len(calls) == 1  # knobs the search does not read address the same result
+    runs, now = memory_layers.learning_rate_search(memory_layers.config("smoke", steps=3))
+    assert now and len(calls) == 2  # one it reads does not
+
+
 def test_zoo_warmup_is_recorded_beside_the_notebooks(project, monkeypatch):
     trained = []
     monkeypatch.setattr(build, "shared_models", lambda tasks, scale: [("arith-draft", 0)])

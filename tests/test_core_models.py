@@ -146,6 +146,23 @@ def test_zoo_trains_once_then_loads_from_the_cache(tmp_path, monkeypatch):
         zoo.get("no-such-model")
 
 
+def test_zoo_results_are_computed_once_per_settings_and_code(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
+    calls = []
+
+    def compute():
+        calls.append(torch.get_num_threads())
+        return {"losses": (1.0, 0.5), "lr": 0.01}
+
+    first = zoo.results("test-search", {"steps": 3}, compute, sources=(train,))
+    second = zoo.results("test-search", {"steps": 3}, compute, sources=(train,))
+    assert first == ({"losses": [1.0, 0.5], "lr": 0.01}, True)  # read back as JSON, computed now
+    assert second == (first[0], False) and calls == [1]  # on one thread, once
+    assert zoo.results("test-search", {"steps": 4}, compute, sources=(train,))[1] and len(calls) == 2
+    assert zoo.results("test-search", {"steps": 3}, compute, sources=(train, generation))[1]  # other code
+    assert not [p for p in (tmp_path / "results").iterdir() if p.name.startswith(".tmp")]
+
+
 def test_zoo_trains_on_one_thread_whatever_the_caller_uses(tmp_path, monkeypatch):
     seen = []
 

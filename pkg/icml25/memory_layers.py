@@ -21,6 +21,7 @@ a control task (the core's modular arithmetic) where it is not.
 
 from __future__ import annotations
 
+import inspect
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -33,7 +34,7 @@ import torch.nn.functional as F
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from . import aoe, ops
-from .core import arithmetic, flops, tinylm
+from .core import arithmetic, flops, tinylm, zoo
 from .core.facts import Facts, sample_facts
 from .core.claims import Claim, Effect, Precondition, at_least, at_most
 from .core.config import COUNT, NONNEGATIVE, POSITIVE, SEED, make_config
@@ -681,6 +682,22 @@ def tune_learning_rates(cfg) -> list[dict]:
             return runs[-1]["loss"]
         bracket_search(loss_at, lr_grid(cfg, arch.name), cfg.lr_extensions)
     return runs
+
+
+#: config knobs the learning-rate search does not read (the claims' seeds, the control task, the lookup timing)
+NOT_IN_SEARCH = ("seeds", "usage_every", "control_problems", "control_batch_size", "control_steps", "lookup_sizes",
+                 "lookup_tokens")
+
+
+def learning_rate_search(cfg) -> tuple[list[dict], bool]:
+    """`tune_learning_rates(cfg)`, cached like a zoo model (`icml25.core.zoo.results`): addressed by the knobs it
+    reads, this module's code and the code it trains with (the MoE layer, the kernels' front and sources), so the
+    book's builder runs it once before the notebooks fan out, and a notebook with the same settings reads it back.
+    Returns the runs and whether they were computed now."""
+    settings = {k: v for k, v in dict(cfg).items() if k not in NOT_IN_SEARCH}
+    settings["kernel_sources"] = ops.build.source_digest()
+    return zoo.results("memory-lr-search", settings, lambda: tune_learning_rates(cfg),
+                       sources=(inspect.getmodule(tune_learning_rates), aoe, ops.embedding_bag, ops.expert_ffn))
 
 
 def chosen_learning_rates(tuning: Sequence[dict]) -> dict[str, float]:

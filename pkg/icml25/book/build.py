@@ -16,9 +16,9 @@ SIGINT and SIGTERM held off meanwhile. Workers and kernels die with the builder 
 or SIGTERM cancel the build: running notebooks are killed and the book keeps its previous pages and entries.
 
 Before the notebooks fan out, the zoo models several chapters share are trained once, with the base models of
-the chapters in `CHAPTER_ZOO` (recorded as the manifest's `zoo_warmup`), so no chapter's runtime includes waiting
-for another's training; on Ray they are tasks the
-notebooks of those chapters depend on.
+the chapters in `CHAPTER_ZOO` and the cached preparations of those in `CHAPTER_RESULTS` (a learning-rate search),
+recorded as the manifest's `zoo_warmup`, so no chapter's runtime includes waiting for another's training; on Ray
+they are tasks the notebooks of those chapters depend on.
 """
 
 from __future__ import annotations
@@ -69,6 +69,10 @@ SHARED_ZOO_SEED0_USERS = ("implicit_prm", "mpo", "hybrid_winrate", "lora_init", 
 # {slug: (module that registers it, zoo name)}
 CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base"),
                "dist_interventions": ("icml25.dist_interventions", "dist-base")}
+# what a chapter computes before its experiment and caches like a zoo model (`icml25.core.zoo.results`), run by the
+# warm-up too, so the chapter's runtime is its experiment's: {slug: (cache name, function of the chapter's module
+# that takes its config)}
+CHAPTER_RESULTS = {"memory_layers": ("memory-lr-search", "learning_rate_search")}
 FULL_SCALE_SECTION = "_full_scale.md"  # generated per chapter page by `render`, included by its index.md
 GENERATED = ("_results", "_toc.yml", "scorecard.md", "scorecard_effects.png", "[0-9]*.ipynb", "_build",
              FULL_SCALE_SECTION)
@@ -356,8 +360,9 @@ def run_notebook(task: Task, source: str, scale: str, threads: int) -> dict:
 
 # ---- the shared zoo models --------------------------------------------------------------------------------
 
-def shared_models(tasks: list[Task], scale: str) -> list[tuple[str, int]]:
-    """(zoo name, seed) of every shared model the selected notebooks will ask for."""
+def shared_models(tasks: list[Task], scale: str) -> list[tuple[str, int | None]]:
+    """(zoo name, seed) of every shared model the selected notebooks will ask for, and (cache name, None) of every
+    chapter result of `CHAPTER_RESULTS` they will."""
     import importlib
 
     slugs = {t.slug for t in tasks}
@@ -369,13 +374,20 @@ def shared_models(tasks: list[Task], scale: str) -> list[tuple[str, int]]:
         cfg = importlib.import_module(f"icml25.{slug}").config(scale)
         if cfg.model == CHAPTER_ZOO[slug][1]:
             own += [(cfg.model, seed) for seed in ([cfg.base_seed] if "base_seed" in cfg else cfg.seeds)]
+    own += [(CHAPTER_RESULTS[slug][0], None) for slug in sorted(slugs & set(CHAPTER_RESULTS))]
     return [(name, seed) for seed in seeds for name in SHARED_ZOO] + own
 
 
-def _train_shared(name: str, scale: str, seed: int) -> None:
+def _train_shared(name: str, scale: str, seed: int | None) -> None:
     import importlib
 
     from ..core import reasoners, zoo  # noqa: F401  (importing reasoners registers the shared entries)
+
+    for slug, (result, function) in CHAPTER_RESULTS.items():
+        if name == result:
+            chapter = importlib.import_module(f"icml25.{slug}")
+            getattr(chapter, function)(chapter.config(scale))
+            return
 
     for module, _ in CHAPTER_ZOO.values():
         importlib.import_module(module)  # registers the chapters' own entries
@@ -448,7 +460,8 @@ def warm_zoo(tasks: list[Task], scale: str, jobs: int, out: Output | None = None
 
 
 def _record_warmup(out: Output, models: list[tuple[str, int]], scale: str, seconds: float) -> None:
-    entry = {"duration_s": round(seconds, 1), "scale": scale, "models": [f"{n} seed {s}" for n, s in models]}
+    entry = {"duration_s": round(seconds, 1), "scale": scale,
+             "models": [n if s is None else f"{n} seed {s}" for n, s in models]}
     _record(out, "zoo_warmup", entry, section=None)
     print(f"Shared zoo models ready in {entry['duration_s']:.0f} s: {', '.join(entry['models'])}", flush=True)
 
@@ -508,7 +521,7 @@ def _run_ray(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: b
         train = ray.remote(num_cpus=1)(_train_shared)
         start = time.perf_counter()
         zoo_refs = [train.remote(name, out.scale, seed) for name, seed in models]
-        users = set(SHARED_ZOO_USERS) | set(SHARED_ZOO_SEED0_USERS) | set(CHAPTER_ZOO)
+        users = set(SHARED_ZOO_USERS) | set(SHARED_ZOO_SEED0_USERS) | set(CHAPTER_ZOO) | set(CHAPTER_RESULTS)
         run = ray.remote(**resources)(_ray_notebook)
         refs = {run.remote(t, t.source.read_text(), out.scale, *(zoo_refs if t.slug in users else [])): (t, h)
                 for t, h in todo}

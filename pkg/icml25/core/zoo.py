@@ -9,6 +9,10 @@ An entry is a build function registered with its per-scale training settings::
 if a model with that hash is cached it is loaded with `from_pretrained`, otherwise it is trained, written to a
 temporary folder and renamed into place (a half-written entry is never loaded). A file lock per entry keeps
 two processes from training the same model at once.
+
+`zoo.results(name, settings, compute, sources)` caches what a chapter computes before its experiment (a
+learning-rate search, say) the same way: a JSON file addressed by the name, the settings and the source code of the
+modules that compute it, written once under a lock and renamed into place.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,3 +126,30 @@ def get(name: str, scale: str = "ci", seed: int = 0) -> ZooModel:
     final, trained_now = ensure(name, scale, seed)
     model, tokenizer = models.load(final, device="cpu", dtype=torch.float32)
     return ZooModel(model, tokenizer, json.loads((final / "info.json").read_text()), final, trained_now)
+
+
+def results_path(name: str, settings: Mapping[str, Any], sources: Sequence[ModuleType]) -> Path:
+    """Where `results` keeps `name` computed with `settings` by the code of `sources` (and the core's)."""
+    code = "".join(inspect.getsource(m) for m in dict.fromkeys((*sources, *_CORE_SOURCES, inspect.getmodule(key))))
+    blob = json.dumps({"name": name, "settings": dict(settings), "code": hashlib.sha256(code.encode()).hexdigest()},
+                      sort_keys=True, default=str)
+    return cache_dir() / "results" / f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json"
+
+
+def results(name: str, settings: Mapping[str, Any], compute: Callable[[], Any],
+            sources: Sequence[ModuleType]) -> tuple[Any, bool]:
+    """`compute()` (JSON-serialisable), cached under `$ICML25_CACHE` by `name`, `settings` and the source code of
+    `sources`: computed on one thread and written once (under a file lock, to a temporary name, then renamed), read
+    back after that. Returns the result and whether it was computed now."""
+    final = results_path(name, settings, sources)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    computed_now = False
+    with FileLock(str(final) + ".lock"):
+        if not final.exists():
+            with one_thread():
+                value = compute()
+            tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
+            tmp.write_text(json.dumps(value))
+            tmp.rename(final)
+            computed_now = True
+    return json.loads(final.read_text()), computed_now

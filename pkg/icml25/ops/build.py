@@ -87,6 +87,15 @@ def _off_cpu(device_type: str) -> None:
                   "references run there", KernelDeviceWarning, stacklevel=4)
 
 
+def source_digest() -> str:
+    """A digest of the kernels' C++ sources and of the path this process takes (compiled or reference), for caches
+    of results computed through the kernels."""
+    import hashlib
+
+    text = "".join((SOURCE_DIR / s).read_text() for s in SOURCES) + backend()
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def backend() -> str:
     """``"compiled"`` or ``"reference"``: the path the dispatchers of icml25.ops take in this process."""
     return "compiled" if compiled() is not None else "reference"
