@@ -6,11 +6,21 @@
 //     A = G W_gate[e],  U = X W_up[e],  H = silu(A) * U,  O = H W_out[e]
 // where G is the gate input (x itself, or the per-expert features gate[t, e]). The weighted scatter-add back,
 // y[t] = sum_j weight[t,j] * O[pos[t*k+j]], is a gather per token, so neither direction needs atomics.
+//
+// SwiGLU and its derivative are one vectorised pass each (ATen's Vectorized, with its vectorised exp), in place of
+// ATen's separate silu, mul and silu_backward ops with their temporaries: 5-10% of a forward and backward step
+// at d = 64 and 128, about 4% at d = 256 (interleaved against the separate ops).
+#if defined(__AVX2__) && defined(__FMA__)  // the 256-bit Vectorized, as ATen's own AVX2 kernels are compiled
+#define CPU_CAPABILITY AVX2
+#define CPU_CAPABILITY_AVX2
+#endif
 #include "kernels.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
+#include <ATen/cpu/vec/vec.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -118,6 +128,33 @@ void scatter_gate_grad(const scalar_t* dG, const int64_t* pos, const int64_t* in
     }
 }
 
+// h = silu(a) * u = a u / (1 + exp(-a)) over n values.
+template <typename scalar_t>
+void swiglu(const scalar_t* a, const scalar_t* u, scalar_t* h, int64_t n) {
+  using Vec = at::vec::Vectorized<scalar_t>;
+  const Vec one(1);
+  for (int64_t i = 0; i < n; i += Vec::size()) {
+    const int64_t m = std::min<int64_t>(Vec::size(), n - i);
+    const Vec va = Vec::loadu(a + i, m);
+    (va / (one + va.neg().exp()) * Vec::loadu(u + i, m)).store(h + i, m);
+  }
+}
+
+// The derivative of h = silu(a) * u: du = dh silu(a), da = dh u silu'(a) with silu'(a) = s (1 + a (1 - s)),
+// s = sigmoid(a). `da` holds dh on entry (it is overwritten in place), so dh needs no buffer of its own.
+template <typename scalar_t>
+void swiglu_backward(const scalar_t* a, const scalar_t* u, scalar_t* da, scalar_t* du, int64_t n) {
+  using Vec = at::vec::Vectorized<scalar_t>;
+  const Vec one(1);
+  for (int64_t i = 0; i < n; i += Vec::size()) {
+    const int64_t m = std::min<int64_t>(Vec::size(), n - i);
+    const Vec va = Vec::loadu(a + i, m), dh = Vec::loadu(da + i, m);
+    const Vec s = one / (one + va.neg().exp());
+    (dh * va * s).store(du + i, m);
+    (dh * Vec::loadu(u + i, m) * s * (one + va * (one - s))).store(da + i, m);
+  }
+}
+
 }  // namespace
 
 std::vector<at::Tensor> expert_ffn_forward(const at::Tensor& x, const at::Tensor& index, const at::Tensor& weight,
@@ -144,7 +181,7 @@ std::vector<at::Tensor> expert_ffn_forward(const at::Tensor& x, const at::Tensor
       at::Tensor a = A.narrow(0, o, n), u = U.narrow(0, o, n), hh = H.narrow(0, o, n);
       mm_into(a, Gs.narrow(0, o, n), w_gate[e]);
       mm_into(u, Xs.narrow(0, o, n), w_up[e]);
-      at::silu_out(hh, a).mul_(u);  // H = silu(A) * U, with ATen's vectorised SiLU
+      swiglu(a.data_ptr<scalar_t>(), u.data_ptr<scalar_t>(), hh.data_ptr<scalar_t>(), n * h);  // n contiguous rows
       mm_into(O.narrow(0, o, n), hh, w_out[e]);
     });
     combine(O.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), g.pos_of.data_ptr<int64_t>(), y.data_ptr<scalar_t>(),
@@ -163,7 +200,7 @@ std::vector<at::Tensor> expert_ffn_backward(const at::Tensor& grad_y, const std:
   const int64_t E = w_up.size(0), h = w_up.size(2), dg = w_gate.size(1);
   const bool per_expert = gate.dim() == 3;
 
-  auto dO = at::empty_like(O), dH = at::empty_like(H), dA = at::empty_like(A), dU = at::empty_like(U);
+  auto dO = at::empty_like(O), dA = at::empty_like(A), dU = at::empty_like(U);
   auto dXs = at::empty_like(Xs);
   auto dGs = per_expert ? at::empty_like(Gs) : dXs;
   auto grad_weight = at::empty_like(weight);
@@ -174,13 +211,11 @@ std::vector<at::Tensor> expert_ffn_backward(const at::Tensor& grad_y, const std:
     output_grads(grad_y.data_ptr<scalar_t>(), weight.data_ptr<scalar_t>(), O.data_ptr<scalar_t>(),
                  slot_of.data_ptr<int64_t>(), dO.data_ptr<scalar_t>(), grad_weight.data_ptr<scalar_t>(), S, k, d);
     for_each_group(offset, [&](int64_t e, int64_t o, int64_t n) {
-      at::Tensor a = A.narrow(0, o, n), dh = dH.narrow(0, o, n), da = dA.narrow(0, o, n);
+      at::Tensor da = dA.narrow(0, o, n), du = dU.narrow(0, o, n);
       mm_into(dWo[e], H.narrow(0, o, n).t(), dO.narrow(0, o, n));
-      mm_into(dh, dO.narrow(0, o, n), w_out[e].t());
-      // dU = dH * silu(A),  dA = dH * U * silu'(A) with silu'(a) = sig(a) (1 + a (1 - sig(a))), vectorised by ATen
-      at::Tensor du = dU.narrow(0, o, n);
-      at::mul_out(du, dh, at::silu(a));
-      at::silu_backward_out(da, dh * U.narrow(0, o, n), a);
+      mm_into(da, dO.narrow(0, o, n), w_out[e].t());  // dH, which the next line turns into dA in place
+      swiglu_backward(A.data_ptr<scalar_t>() + o * h, U.data_ptr<scalar_t>() + o * h, da.data_ptr<scalar_t>(),
+                      du.data_ptr<scalar_t>(), n * h);
       mm_into(dWg[e], Gs.narrow(0, o, n).t(), da);
       mm_into(dWu[e], Xs.narrow(0, o, n).t(), du);
       mm_into(dXs.narrow(0, o, n), du, w_up[e].t());
