@@ -4,10 +4,13 @@ Like with like: where a kernel has an `out=` form (fp_quantize) every contender 
 as the copy ceiling `y.copy_(x)` does; where autograd allocates (the forward and backward of embedding_bag and
 expert_ffn) every contender allocates alike. The quantiser's tensor is a declared multiple of the machine's
 last-level cache, so the ceiling is the memory bandwidth, not a cache's, and the ceiling is timed at that size in
-the same rounds. The contenders of one case are timed interleaved, round by round (each round runs every contender
-once, in a rotating order), so a burst of load on a shared machine hits all of them alike; throughput is per second
-of the minimum wall time over `repeats` rounds, and each round gives one paired speedup of the compiled kernel over
-each other contender (the units the appendix claims are decided on).
+the same rounds. The expert layer's ceiling is compute: plain `torch.mm` into a preallocated output at the layer's
+largest GEMM shape, as many calls as make the layer's forward and backward FLOPs, also timed in the same rounds;
+its FLOP rate over the stock path's says how large a speedup over stock any kernel doing those FLOPs could reach.
+The contenders of one case are timed interleaved, round by round (each round runs every contender once, in a
+rotating order), so a burst of load on a shared machine hits all of them alike; throughput is per second of the
+minimum wall time over `repeats` rounds, and each round gives one paired speedup of the compiled kernel over each
+other contender (the units the appendix claims are decided on).
 """
 
 from __future__ import annotations
@@ -79,12 +82,16 @@ def interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
 
 
 def row(kernel: str, label: str, case: str, unit: str, work: float, times: dict[str, list[float]],
-        stock_path: str, names: dict[str, str] | None = None, copy: list[float] | None = None):
+        stock_path: str, names: dict[str, str] | None = None, ceiling: list[float] | None = None,
+        ceiling_work: float | None = None):
     """One line of the table: throughputs (`work` per second of the minimum time) and the compiled kernel's
     speedups. `names` maps the columns compiled / reference / stock to contenders of `times` (default: the same
     names). `per_round` holds the paired reference / compiled speedups of the rounds, `per_round_stock` the paired
-    stock / compiled ones; with `copy` (the copy's times in the same rounds) `per_round_ceiling` holds the compiled
-    kernel's fraction of the copy's throughput per round. `label` is the short name of the case for plots."""
+    stock / compiled ones. With `ceiling` (the times, in the same rounds, of the contender that bounds the case,
+    doing `ceiling_work` in the units of `work`; by default the same work) `of_ceiling` is the compiled kernel's
+    throughput over the ceiling's and `attainable_x_stock` the ceiling's over stock's: the largest speedup over
+    stock that a kernel doing this work could reach; `per_round_ceiling` and `per_round_attainable` hold them per
+    round. `label` is the short name of the case for plots."""
     names = names or {c: c for c in ("compiled", "reference", "stock")}
     t = {column: times[name] for column, name in names.items()}
     best = {column: min(v) for column, v in t.items()}
@@ -93,13 +100,15 @@ def row(kernel: str, label: str, case: str, unit: str, work: float, times: dict[
         out[column] = work / best[column]
     out["x_reference"] = best["reference"] / best["compiled"]
     out["x_stock"] = best["stock"] / best["compiled"]
-    out["of_ceiling"] = None if copy is None else min(copy) / best["compiled"]
     out["per_round"] = [r / c for r, c in zip(t["reference"], t["compiled"])]
     out["per_round_stock"] = [s / c for s, c in zip(t["stock"], t["compiled"])]
-    if copy is not None:
-        out["per_round_ceiling"] = [k / c for k, c in zip(copy, t["compiled"])]
-        out["copy_spread"] = max(copy) / min(copy)  # the timing noise of this run: slowest / fastest copy
-        out["ceiling_gbs"] = work / min(copy)
+    out["of_ceiling"] = out["attainable_x_stock"] = None
+    if ceiling is not None:
+        scale = work / (work if ceiling_work is None else ceiling_work)  # the case's work per unit of the ceiling's
+        out["of_ceiling"] = scale * min(ceiling) / best["compiled"]
+        out["attainable_x_stock"] = best["stock"] / (scale * min(ceiling))
+        out["per_round_ceiling"] = [scale * k / c for k, c in zip(ceiling, t["compiled"])]
+        out["per_round_attainable"] = [s / (scale * k) for k, s in zip(ceiling, t["stock"])]
     return out
 
 
@@ -143,7 +152,9 @@ def bench_fp_quantize(cfg, gen):
         times = interleaved(dict(fns, copy=lambda: y.copy_(x)), cfg.repeats)
         copy = times.pop("copy")
         rows.append(row("fp_quantize", case, f"E4M3 fn, {case}, {size}", "GB/s", n_bytes / 1e9, times, stock_path,
-                        copy=copy))
+                        ceiling=copy))
+        rows[-1]["copy_spread"] = max(copy) / min(copy)  # the timing noise of this run: slowest / fastest copy
+        rows[-1]["ceiling_gbs"] = n_bytes / 1e9 / min(copy)
         rows[-1]["cache_multiple"] = x.numel() * 4 / llc
     return rows, max(r["ceiling_gbs"] for r in rows)
 
@@ -206,28 +217,65 @@ def expert_loop(x, routing, experts, gate_input=None):
     return y
 
 
+def expert_ffn_flops(T: int, k: int, d: int, h: int, d_gate: int) -> int:
+    """Floating-point operations (a multiply-add counts two) of one forward and backward of a top-k mixture of
+    SwiGLU experts on T tokens: the 9 GEMMs of each expert group, whose rows add up to the T k routing slots.
+
+    Forward, per slot: A = g W_gate (d_gate -> h), U = x W_up (d -> h), O = H W_out (h -> d), so
+    2 h (d_gate + 2 d). Backward: each product P W gives the weight's gradient P^T dC and the input's dC W^T, twice
+    the forward (the gate input's gradient is counted when it is x itself too: it is added into dX). The SwiGLU,
+    the gathers and the weighted sums are O(T k h) and not counted, so this is the work a GEMM ceiling bounds."""
+    forward = 2 * T * k * h * (d_gate + 2 * d)
+    return 3 * forward
+
+
 def bench_expert_ffn(cfg, gen):
-    """Thousand tokens per second, forward and backward, of a top-k SwiGLU MoE (hidden width 2d)."""
+    """Thousand tokens per second, forward and backward, of a top-k SwiGLU MoE (hidden width 2d), beside the GEMM
+    ceiling: `torch.mm` of the T k gathered tokens [T k, d] by an up-projection [d, h] into a preallocated output,
+    the layer's largest GEMM in one call, repeated to the layer's forward and backward FLOPs (9 calls) and timed
+    as a contender in the same rounds. Each row gets the step's `flops`, the ceiling's `gemm_ceiling_gflops`, and
+    its fraction and attainable speedup (`row`)."""
     rows = []
     n, k, T = cfg.moe_experts, cfg.moe_k, cfg.moe_tokens
     for d in cfg.moe_dims:
+        h = 2 * d
         x = torch.randn(T, d, generator=gen, requires_grad=True)
         experts = Experts(*(torch.randn(n, a, b, generator=gen).div_(a**0.5).requires_grad_()
-                            for a, b in ((d, 2 * d), (d, 2 * d), (2 * d, d))))
+                            for a, b in ((d, h), (d, h), (h, d))))
         top, index = torch.randn(T, n, generator=gen).topk(k, dim=-1)
         routing = Routing(index, top.softmax(-1).requires_grad_())
         dy = torch.randn(T, d, generator=gen)
+        flops = expert_ffn_flops(T, k, d, h, d)
+        a, b, c = torch.randn(T * k, d, generator=gen), torch.randn(d, h, generator=gen), torch.empty(T * k, h)
+        calls = round(flops / (2 * T * k * d * h))
 
         def step(fn):
             for t in (x, routing.weight, *experts):
                 t.grad = None
             fn(x, routing, experts).backward(dy)
 
+        def gemms():
+            for _ in range(calls):
+                torch.mm(a, b, out=c)
+
         fns = {"compiled": expert_ffn, "reference": expert_ffn_reference, "stock": expert_loop}
-        times = interleaved({name: (lambda fn=fn: step(fn)) for name, fn in fns.items()}, cfg.repeats)
-        rows.append(row("expert_ffn", f"d={d}", f"fwd+bwd, T={T}, d={d}, h={2 * d}, {n} experts, top-{k}",
-                        "k tokens/s", T / 1e3, times, "per-expert loop, in-place index_add_"))
+        times = interleaved(dict({name: (lambda fn=fn: step(fn)) for name, fn in fns.items()}, gemm=gemms),
+                            cfg.repeats)
+        gemm = times.pop("gemm")
+        gemm_flops = calls * 2 * T * k * d * h
+        rows.append(row("expert_ffn", f"d={d}", f"fwd+bwd, T={T}, d={d}, h={h}, {n} experts, top-{k}",
+                        "k tokens/s", T / 1e3, times, "per-expert loop, in-place index_add_", ceiling=gemm,
+                        ceiling_work=T / 1e3 * gemm_flops / flops))
+        rows[-1].update(flops=flops, gemm_shape=f"[{T * k}, {d}] x [{d}, {h}]",
+                        gemm_ceiling_gflops=gemm_flops / 1e9 / min(gemm),
+                        **{f"{name}_gflops": flops / 1e9 / min(times[name]) for name in ("compiled", "stock")})
     return rows
+
+
+def gemm_ceiling(rows: list[dict]) -> float | None:
+    """The machine's GEMM ceiling in this run: the fastest FLOP rate of the expert rows' plain torch.mm (GFLOP/s),
+    or None without expert rows."""
+    return max((r["gemm_ceiling_gflops"] for r in rows if "gemm_ceiling_gflops" in r), default=None)
 
 
 def run(cfg, seed: int = 0) -> tuple[list[dict], float]:
@@ -238,29 +286,41 @@ def run(cfg, seed: int = 0) -> tuple[list[dict], float]:
 
 
 def table(rows: list[dict], ceiling: float) -> str:
-    """The rows as a fixed-width text table."""
+    """The rows as a fixed-width text table, with the copy and GEMM ceilings below it."""
     width = max(len(r["case"]) for r in rows)
     head = (f"{'kernel':14s} {'case':{width}s} {'unit':12s} {'compiled':>9s} {'reference':>9s} {'stock':>9s} "
-            f"{'x ref':>6s} {'x stock':>7s} {'of BW':>6s}  stock path")
+            f"{'x ref':>6s} {'x stock':>7s} {'of ceil':>7s} {'attain':>6s}  stock path")
     lines = [head, "-" * len(head)]
     for r in rows:
-        bw = f"{r['of_ceiling']:6.0%}" if r["of_ceiling"] is not None else f"{'':6s}"
+        of = f"{r['of_ceiling']:7.0%}" if r["of_ceiling"] is not None else f"{'':7s}"
+        attain = f"{r['attainable_x_stock']:6.2f}" if r["attainable_x_stock"] is not None else f"{'':6s}"
         lines.append(f"{r['kernel']:14s} {r['case']:{width}s} {r['unit']:12s} {r['compiled']:9.2f} "
-                     f"{r['reference']:9.2f} {r['stock']:9.2f} {r['x_reference']:6.1f} {r['x_stock']:7.2f} {bw}  "
-                     f"{r['stock_path']}")
-    lines.append(f"memory bandwidth ceiling (y.copy_(x), preallocated, same size, same rounds): {ceiling:.1f} GB/s; "
-                 f"{torch.get_num_threads()} threads; kernels: {backend()}; minimum of {len(rows[0]['per_round'])} "
-                 "interleaved rounds")
+                     f"{r['reference']:9.2f} {r['stock']:9.2f} {r['x_reference']:6.1f} {r['x_stock']:7.2f} {of} "
+                     f"{attain}  {r['stock_path']}")
+    lines.append(f"memory bandwidth ceiling (y.copy_(x), preallocated, same size, same rounds): {ceiling:.1f} GB/s")
+    for r in rows:
+        if "gemm_ceiling_gflops" in r:
+            lines.append(f"GEMM ceiling for expert_ffn {r['label']} (torch.mm(a, b, out=c), {r['gemm_shape']}, same "
+                         f"rounds): {r['gemm_ceiling_gflops']:.0f} GFLOP/s; compiled {r['compiled_gflops']:.0f}, "
+                         f"stock {r['stock_gflops']:.0f} GFLOP/s of {r['flops'] / 1e9:.3g} GFLOP per step")
+    lines.append("of ceil: the compiled kernel's fraction of the copy (fp_quantize) or GEMM (expert_ffn) ceiling; "
+                 "attain: the ceiling over stock, the largest speedup over stock any kernel doing this work could "
+                 f"reach; {torch.get_num_threads()} threads; kernels: {backend()}; minimum of "
+                 f"{len(rows[0]['per_round'])} interleaved rounds")
     return "\n".join(lines)
 
 
-JSON_KEYS = ("kernel", "case", "unit", "compiled", "reference", "stock", "x_reference", "x_stock", "of_ceiling")
+JSON_KEYS = ("kernel", "case", "unit", "compiled", "reference", "stock", "x_reference", "x_stock", "of_ceiling",
+             "attainable_x_stock")
 
 
 def as_json(rows: list[dict], ceiling: float) -> str:
-    """The run as one JSON object: {"ceiling_gbs": ..., "rows": [{kernel, case, unit, compiled, reference, stock,
-    x_reference, x_stock, of_ceiling}, ...]}."""
-    return json.dumps({"ceiling_gbs": ceiling, "rows": [{k: r[k] for k in JSON_KEYS} for r in rows]})
+    """The run as one JSON object: {"ceiling_gbs": ..., "gemm_ceiling_gflops": ..., "rows": [{kernel, case, unit,
+    compiled, reference, stock, x_reference, x_stock, of_ceiling, attainable_x_stock}, ...]}: the copy ceiling, the
+    fastest of the expert rows' GEMM ceilings (`gemm_ceiling`), and each row with its ceiling's fraction and
+    attainable speedup (null where a row has no ceiling)."""
+    return json.dumps({"ceiling_gbs": ceiling, "gemm_ceiling_gflops": gemm_ceiling(rows),
+                       "rows": [{k: r[k] for k in JSON_KEYS} for r in rows]})
 
 
 def main(scale: str = "full", as_json_output: bool = False) -> int:
