@@ -120,7 +120,9 @@ def test_claim_measurements_are_paired_by_seed_and_signed_so_that_ibcircuit_winn
     kl = {"IBCircuit": opt, "attribution patching": worse, "activation patching": worse,
           "ACDC": opt + np.array([0, 0.2, 0.2, 0, 0]), "greedy pruning": opt + np.array([0, 0.1, 0, 0, 0]),
           "random": opt + 1.0}
-    results = [SimpleNamespace(kl=kl, optimum_kl=opt, task_accuracy=1.0) for _ in range(2)]
+    expected_random = opt + 0.5  # the mean over all k-subsets; the one permutation above drew a worse ranking
+    results = [SimpleNamespace(kl=kl, optimum_kl=opt, random_kl=expected_random, task_accuracy=1.0)
+               for _ in range(2)]
     summary = {m: {"area": np.array([ib.area(kl[m])] * 2), "size90": np.array([3, 3]),
                    "regret": np.array([kl[m] - opt] * 2)} for m in ib.METHODS}
     m = ib.claim_measurements(results, summary)
@@ -131,8 +133,23 @@ def test_claim_measurements_are_paired_by_seed_and_signed_so_that_ibcircuit_winn
     # small half = sizes 1..2, where ACDC's regret is 0.2; large half = sizes 3..4, where both are optimal
     assert np.allclose(m["ib_minus_acdc_small_regret"], -0.2)
     assert np.allclose(m["ib_minus_acdc_large_regret_share"], 0.0)
-    assert np.allclose(m["random_minus_best_baseline_area"], 1.0 - 0.1 / 5)
-    assert np.allclose(m["random_minus_acdc_area"], 1.0 - 0.4 / 5)
+    # the preconditions compare with the expected random area, not the one permutation's
+    assert np.allclose(m["expected_random_minus_best_baseline_area"], 0.5 - 0.1 / 5)
+    assert np.allclose(m["expected_random_minus_acdc_area"], 0.5 - 0.4 / 5)
+
+
+def test_a_random_ranking_s_expected_kl_is_the_mean_over_all_subsets_of_each_size():
+    import itertools
+
+    masks = torch.tensor(list(itertools.product([0.0, 1.0], repeat=3)))  # 8 subsets of 3 heads
+    kl = np.array([float(10 * m[0] + 3 * m[1] + m[2]) for m in masks])  # head 0 matters most
+    scores = ib.SubsetScores(masks, kl, np.zeros(len(masks)))
+    assert np.allclose(ib.expected_random_kl(scores), [0.0, 14 / 3, 28 / 3, 14.0])
+    assert np.allclose(ib.optimum_by_size(scores), [0.0, 1.0, 4.0, 14.0])
+    # over many random permutations the mean top-k KL converges to it
+    draws = [ib.random_ranking(3, s) for s in range(3000)]
+    top_k = [[kl[int(sum(2 ** (2 - h) for h in np.argsort(-r)[:k]))] for k in range(4)] for r in draws]
+    assert np.allclose(np.mean(top_k, 0), ib.expected_random_kl(scores), atol=0.3)
 
 
 def _plain_forward(model, ids, head_fn=None):

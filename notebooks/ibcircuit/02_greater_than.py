@@ -112,7 +112,7 @@ sweep
 m = ib.claim_measurements(results, summary)
 v = check(ib.GREATER_THAN, seeds=cfg.seeds, scale=scale, measured={k: m[k] for k in (
     "ib_minus_acdc_small_regret", "ib_minus_acdc_large_regret_share", "task_accuracy",
-    "random_minus_best_baseline_area", "random_minus_acdc_area")},
+    "expected_random_minus_best_baseline_area", "expected_random_minus_acdc_area")},
     our_value=f"IBCircuit − ACDC regret, small circuits {mean_sd(m['ib_minus_acdc_small_regret'])} nats; "
               f"large circuits, as a share of random's {mean_sd(m['ib_minus_acdc_large_regret_share'])}")
 plot.show_verdicts(v)
