@@ -424,3 +424,43 @@ def test_s5_runs_through_the_zoo_and_the_whole_pipeline():
     nld = st.patching_map(model, tok, 5, clean, bad)
     assert nld[0, 0] == pytest.approx(1.0) and np.allclose(nld[0, 1:], 0.0)
     assert nld[-1, -1] == pytest.approx(1.0) and np.allclose(nld[-1, :-1], 0.0)
+
+
+def test_the_stacked_forward_is_the_llama_forward_run_by_run():
+    cfg = st.config("smoke")
+    tok = st.make_tokenizer(3)
+    trackers = [st.initial_model(cfg, seed, tok) for seed in (0, 1, 2)]
+    params = st.stack_trackers(trackers)
+    acts = st.sample_actions(3, 5, 4, _g(14))
+    ids = st.model_inputs(acts, tok, 3)
+    words = torch.cat(st.token_ids(tok, 3))
+    got = st.stacked_logits(params, ids.expand(3, -1, -1), trackers[0].config, trackers[0].model.rotary_emb, words)
+    for i, model in enumerate(trackers):
+        with torch.no_grad():
+            assert torch.allclose(got[i], model(input_ids=ids).logits[..., words], atol=1e-5)
+
+
+def test_batched_training_gives_each_run_the_model_a_separate_run_trains():
+    # each run from its own initialisation, on its own seed's stories, with its own loss and its own clipping
+    cfg = Config("smoke", dict(st.config("smoke"), steps=12, train_length=4, start_length=2, ramp=0.5))
+    runs = [(0, "plain"), (1, "parity_aux"), (0, "parity_aux")]
+    batched = st.train_trackers(cfg, runs)
+    for (seed, condition), (model, _, info) in zip(runs, batched):
+        ref, _, ref_info = st.train_tracker(cfg, seed, condition)
+        assert info["parity_weight"] == ref_info["parity_weight"]
+        assert np.allclose(info["losses"], ref_info["losses"], atol=1e-4)
+        for (name, a), b in zip(model.state_dict().items(), ref.state_dict().values()):
+            assert torch.allclose(a, b, atol=1e-4), (seed, condition, name)
+
+
+def test_a_design_is_trained_together_and_a_run_does_not_depend_on_the_order_it_is_asked_for():
+    cfg = Config("smoke", dict(st.config("smoke"), steps=3, seeds=[0, 1]))
+    assert st.design_runs(cfg, 1, "plain") == [(s, c) for s in (0, 1) for c in st.CONDITIONS]
+    assert st.design_runs(cfg, 7, "plain") == [(7, "plain")]
+    first = st.trained_run(cfg, 1, "parity_aux")[0]
+    st._TRAINED.clear()
+    st.trained_run(cfg, 0, "plain")
+    again = st.trained_run(cfg, 1, "parity_aux")[0]  # from the same design, trained in the other order of asking
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
+    with pytest.raises(ValueError, match="condition"):
+        st.train_trackers(cfg, [(0, "sequential")])
