@@ -75,6 +75,26 @@ def test_failing_notebook_does_not_stop_the_others_and_keeps_its_traceback(proje
     assert build.input_hash(tasks[0], "ci") != build.input_hash(tasks[0], "smoke")
 
 
+def test_a_notebook_that_times_the_machine_runs_alone_after_the_others(project):
+    (project / "notebooks" / "kernels").mkdir()
+    (project / "notebooks" / "kernels" / "01_timed.py").write_text(GOOD)
+    tasks = build.discover()
+    timed = next(t for t in tasks if t.slug == "kernels")
+    todo = [(timed, "h0")] + [(t, "h") for t in tasks if t is not timed]  # the timed one listed first
+    assert [[t.key for t, _ in batch] for batch in build.run_order(todo)] == [
+        ["kabb/01_good", "kabb/02_bad"], ["kernels/01_timed"]]
+    assert build.run_order([(timed, "h0")]) == [[(timed, "h0")]]
+    manifest = build.execute(tasks, "ci", jobs=2, keep_going=True)
+    entries = manifest["notebooks"]
+    assert entries["kernels/01_timed"]["status"] == "ok"
+    assert entries["kernels/01_timed"]["finished_at"] >= max(entries[k]["finished_at"] for k in ("kabb/01_good",
+                                                                                                "kabb/02_bad"))
+    # without --keep-going a failure among the others stops the build before the timed notebook starts
+    (project / "notebooks" / "kernels" / "01_timed.py").write_text(GOOD + "# %%\nx = 1\n")
+    manifest = build.execute(tasks, "ci", jobs=2, keep_going=False)
+    assert manifest["notebooks"]["kernels/01_timed"]["hash"] == entries["kernels/01_timed"]["hash"]  # not re-run
+
+
 def test_a_build_at_another_scale_goes_to_a_book_of_its_own(project):
     tasks = build.discover()[:1]
     ci, smoke = build.output("ci"), build.output("smoke")

@@ -18,7 +18,8 @@ or SIGTERM cancel the build: running notebooks are killed and the book keeps its
 Before the notebooks fan out, the zoo models several chapters share are trained once, with the base models of
 the chapters in `CHAPTER_ZOO` and the cached preparations of those in `CHAPTER_RESULTS` (a learning-rate search),
 recorded as the manifest's `zoo_warmup`, so no chapter's runtime includes waiting for another's training; on Ray
-they are tasks the notebooks of those chapters depend on.
+they are tasks the notebooks of those chapters depend on. The notebooks of `ALONE` chapters (the kernels appendix,
+which times the machine) run locally after all the others, one at a time.
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base"
 # warm-up too, so the chapter's runtime is its experiment's: {slug: (cache name, function of the chapter's module
 # that takes its config)}
 CHAPTER_RESULTS = {"memory_layers": ("memory-lr-search", "learning_rate_search")}
+# chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine
+# precondition): the local executor runs them after every other notebook has finished, one at a time, so that no
+# other notebook shares the cores while they time them
+ALONE = ("kernels",)
 FULL_SCALE_SECTION = "_full_scale.md"  # generated per chapter page by `render`, included by its index.md
 GENERATED = ("_results", "_toc.yml", "scorecard.md", "scorecard_effects.png", "[0-9]*.ipynb", "_build",
              FULL_SCALE_SECTION)
@@ -471,24 +476,37 @@ def _report(i: int, n: int, task: Task, entry: dict) -> None:
           + (f"  -- {entry['error']}" if entry["error"] else ""), flush=True)
 
 
+def run_order(todo: list[tuple[Task, str]]) -> list[list[tuple[Task, str]]]:
+    """The local executor's rounds: every notebook that may share the machine at once, then each notebook of an
+    `ALONE` chapter in a round of its own."""
+    together = [x for x in todo if x[0].slug not in ALONE]
+    return ([together] if together else []) + [[x] for x in todo if x[0].slug in ALONE]
+
+
 def _run_local(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: bool) -> None:
     warm_zoo([t for t, _ in todo], out.scale, jobs, out)
     threads = 1 if jobs > 1 else max(1, os.cpu_count() or 1)
     pool = _pool(jobs)
     try:
-        futures = {pool.submit(run_notebook, t, t.source.read_text(), out.scale, threads): (t, h) for t, h in todo}
-        pending, i = set(futures), 0
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in done:
-                t, h = futures[fut]
-                i += 1
-                entry = commit(out, t, fut.result(), h)["notebooks"][t.key]
-                _report(i, len(todo), t, entry)
-                if entry["status"] == "failed" and not keep_going:
-                    for f in pending:
-                        f.cancel()
-                    pending = {f for f in pending if not f.cancelled()}
+        i, failed = 0, False
+        for batch in run_order(todo):
+            if failed and not keep_going:
+                break
+            futures = {pool.submit(run_notebook, t, t.source.read_text(), out.scale, threads): (t, h)
+                       for t, h in batch}
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    t, h = futures[fut]
+                    i += 1
+                    entry = commit(out, t, fut.result(), h)["notebooks"][t.key]
+                    _report(i, len(todo), t, entry)
+                    if entry["status"] == "failed" and not keep_going:
+                        failed = True
+                        for f in pending:
+                            f.cancel()
+                        pending = {f for f in pending if not f.cancelled()}
     except BaseException:
         _kill_pool(pool)
         raise
