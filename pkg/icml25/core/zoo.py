@@ -79,6 +79,12 @@ def _entry(name: str) -> Entry:
     return _REGISTRY[name]
 
 
+def code_digest(sources: Sequence[ModuleType]) -> str:
+    """The SHA-256 of the source code of `sources` (each module once, in order): what a cache entry was made by."""
+    code = "".join(inspect.getsource(m) for m in dict.fromkeys(sources))
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
 def key(name: str, scale: str, seed: int) -> str:
     """The content address: entry name, its settings at `scale`, the seed, and the code that trains it — the
     registering module and the core, including the shared reasoners, which chapter entries often start from (so a
@@ -87,9 +93,8 @@ def key(name: str, scale: str, seed: int) -> str:
 
     entry = _entry(name)
     sources = (inspect.getmodule(entry.build), *_CORE_SOURCES, arithmetic, facts, reasoners, inspect.getmodule(key))
-    code = "".join(inspect.getsource(m) for m in dict.fromkeys(sources))
     blob = json.dumps({"name": name, "config": dict(entry.config(scale)), "seed": seed,
-                       "code": hashlib.sha256(code.encode()).hexdigest()}, sort_keys=True, default=str)
+                       "code": code_digest(sources)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -130,8 +135,8 @@ def get(name: str, scale: str = "ci", seed: int = 0) -> ZooModel:
 
 def results_path(name: str, settings: Mapping[str, Any], sources: Sequence[ModuleType]) -> Path:
     """Where `results` keeps `name` computed with `settings` by the code of `sources` (and the core's)."""
-    code = "".join(inspect.getsource(m) for m in dict.fromkeys((*sources, *_CORE_SOURCES, inspect.getmodule(key))))
-    blob = json.dumps({"name": name, "settings": dict(settings), "code": hashlib.sha256(code.encode()).hexdigest()},
+    code = code_digest((*sources, *_CORE_SOURCES, inspect.getmodule(key)))
+    blob = json.dumps({"name": name, "settings": dict(settings), "code": code},
                       sort_keys=True, default=str)
     return cache_dir() / "results" / f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json"
 
