@@ -167,3 +167,27 @@ def test_the_loop_target_is_inconclusive_where_the_gemm_ceiling_excludes_it(smok
     assert got["verdict"] == "inconclusive" and "target_attainable" in got["reason"]
     short["moe_attainable_x_loop"] = [2.0, 1.55]  # within reach of the GEMMs: then the shortfall refutes
     assert kernels.EXPERT_FFN_BEATS_THE_LOOP.decide(short)["verdict"] == "refuted"
+
+
+def test_calls_per_unit_reaches_the_shortest_unit_and_slow_contenders_run_once():
+    assert bench.calls_per_unit(0.004, 0.02) == 5
+    assert bench.calls_per_unit(0.003, 0.02) == 7
+    assert bench.calls_per_unit(0.02, 0.02) == bench.calls_per_unit(0.6, 0.02) == 1
+
+
+def test_interleaved_times_fast_contenders_in_units_and_reports_the_time_per_call(monkeypatch):
+    """On a fake clock that each call advances by its contender's duration: a 1 ms contender runs 20 calls per
+    unit of 20 ms after the first round, a 50 ms one one call, and every reported time is the time per call."""
+    clock, calls = [0.0], {"fast": 0, "slow": 0}
+
+    def contender(name, seconds):
+        def call():
+            calls[name] += 1
+            clock[0] += seconds
+        return call
+
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: clock[0])
+    times = bench.interleaved({"fast": contender("fast", 0.001), "slow": contender("slow", 0.05)}, repeats=4,
+                              min_unit=0.02)
+    assert calls == {"fast": 1 + 5 * 20, "slow": 6}
+    assert times["fast"] == pytest.approx([0.001] * 4) and times["slow"] == pytest.approx([0.05] * 4)

@@ -1,8 +1,8 @@
 """The Kernels appendix: what the compiled kernels claim about themselves, checked on the machine that built the
 book (the kernels and their references live in `icml25.ops`; the benchmark in `icml25.ops.bench`).
 
-Every effect is decided on interleaved timing rounds: one round runs every contender of a case once, so it gives
-one paired speedup per case, and a claim over several cases takes, per round, the worst case's log speedup.
+Every effect is decided on interleaved timing rounds: one round runs every contender of a case once (a fast one
+as a unit of several calls in a row, `icml25.ops.bench.interleaved`), so it gives one paired speedup per case, and a claim over several cases takes, per round, the worst case's log speedup.
 """
 
 import math
@@ -12,7 +12,8 @@ from .core.claims import Claim, Effect, Precondition, at_least
 
 #: the declared margin: a kernel counts as faster only if it is at least this much faster than its reference
 MARGIN = 1.10
-#: the timing noise the claims tolerate: the copy ceiling's slowest round over its fastest, in one run
+#: the timing noise the claims tolerate: the copy ceiling's slowest round over its fastest, in one run (each round
+#: a unit of calls of at least `icml25.ops.bench.MIN_UNIT_SECONDS`)
 QUIET = 1.5
 #: the issue's targets, declared before any run: fractions of the copy ceiling and speedups over stock PyTorch
 UNSCALED_OF_CEILING, BLOCKED_OF_CEILING = 0.5, 0.4

@@ -7,9 +7,10 @@ last-level cache, so the ceiling is the memory bandwidth, not a cache's, and the
 the same rounds. The expert layer's ceiling is compute: plain `torch.mm` into a preallocated output at the layer's
 largest GEMM shape, as many calls as make the layer's forward and backward FLOPs, also timed in the same rounds;
 its FLOP rate over the stock path's says how large a speedup over stock any kernel doing those FLOPs could reach.
-The contenders of one case are timed interleaved, round by round (each round runs every contender once, in a
-rotating order), so a burst of load on a shared machine hits all of them alike; throughput is per second of the
-minimum wall time over `repeats` rounds, and each round gives one paired speedup of the compiled kernel over each
+The contenders of one case are timed interleaved, round by round (each round runs every contender's unit once, in
+a rotating order; a contender faster than `MIN_UNIT_SECONDS` runs several calls in a row as its unit), so a burst of
+load on a shared machine hits all of them alike; throughput is per second of the minimum time per call over
+`repeats` rounds, and each round gives one paired speedup of the compiled kernel over each
 other contender (the units the appendix claims are decided on).
 """
 
@@ -67,17 +68,34 @@ def fp_shape(cfg) -> tuple[int, int]:
     return math.ceil(cfg.fp_cache_multiple * last_level_cache_bytes() / (4 * 4096)), 4096
 
 
-def interleaved(fns: dict, repeats: int) -> dict[str, list[float]]:
-    """Wall times of each contender over `repeats` rounds, after two warm-up rounds (the allocator settles); each
-    round runs every contender once, the order rotating from round to round."""
+#: the shortest timed unit: a contender faster than this is called as many times in a row as reach it and its
+#: time is the mean per call (as `timeit` does), so one timer interrupt or preemption cannot double a round
+MIN_UNIT_SECONDS = 0.02
+
+
+def calls_per_unit(seconds: float, min_unit: float = MIN_UNIT_SECONDS) -> int:
+    """How many calls in a row, of a contender whose call takes `seconds`, make a timed unit of at least
+    `min_unit` seconds (one for a contender as slow as that or slower)."""
+    return max(1, math.ceil(min_unit / max(seconds, 1e-9)))
+
+
+def interleaved(fns: dict, repeats: int, min_unit: float = MIN_UNIT_SECONDS) -> dict[str, list[float]]:
+    """Wall times per call of each contender over `repeats` rounds, after two warm-up rounds (the allocator
+    settles, and the first sizes each contender's unit: `calls_per_unit` calls timed together); each round runs
+    every contender's unit once, the order rotating from round to round."""
     names = list(fns)
     times: dict[str, list[float]] = {n: [] for n in names}
+    calls = dict.fromkeys(names, 1)
     for r in range(repeats + 2):
         for name in names[r % len(names):] + names[:r % len(names)]:
             start = time.perf_counter()
-            fns[name]()
-            if r >= 2:
-                times[name].append(time.perf_counter() - start)
+            for _ in range(calls[name]):
+                fns[name]()
+            seconds = (time.perf_counter() - start) / calls[name]
+            if r == 0:
+                calls[name] = calls_per_unit(seconds, min_unit)
+            elif r >= 2:
+                times[name].append(seconds)
     return times
 
 
