@@ -464,3 +464,24 @@ def test_a_design_is_trained_together_and_a_run_does_not_depend_on_the_order_it_
     assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
     with pytest.raises(ValueError, match="condition"):
         st.train_trackers(cfg, [(0, "sequential")])
+
+
+def test_the_builder_s_warm_up_trains_the_design_and_the_notebook_only_loads_it(tmp_path, monkeypatch):
+    from icml25.book import build
+
+    monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
+    assert build.shared_models(build.discover(["state_tracking"]), "smoke") == [(st.WARM_UP, None)]
+    calls = []
+    real = st.train_trackers
+    monkeypatch.setattr(st, "train_trackers", lambda cfg, runs: calls.append((cfg.group_n, runs)) or real(cfg, runs))
+    st._TRAINED.clear()
+    build._train_shared(st.WARM_UP, "smoke", None)  # what the warm-up runs
+    seeds = st.config("smoke").seeds
+    assert calls == [(3, [(s, c) for s in seeds for c in st.CONDITIONS]), (5, [(0, "plain")])]  # once per design
+    st._TRAINED.clear()
+    for c in st.CONDITIONS:  # the notebook's path (`measure_all` -> `get_tracker`) loads what the warm-up trained
+        z = st.get_tracker(st.config("smoke"), seeds[0], c)
+        assert not z.trained_now and z.path.name.startswith(f"st-s3-{c}-smoke-")
+    z = st.get_tracker(st.s5_config("smoke"), 0, "plain")
+    assert not z.trained_now and len(calls) == 2
+    assert st.train_design(st.config("full")) == []  # a checkpoint (not the zoo's tiny Llama): nothing to warm

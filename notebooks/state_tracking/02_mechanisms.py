@@ -83,7 +83,8 @@ cfg
 # ## Training and measuring every run
 #
 # `st.measure_all` fetches each trained model from the zoo (`st-s3-plain`, `st-s3-parity_aux`; trained once and
-# cached) and measures it. The runs of all seeds and both conditions are trained together, in one batched
+# cached) and measures it. The book's builder trains them (and the $S_5$ run below) in its warm-up, before the
+# notebooks run (`st.train_design`), so this notebook's runtime is the measurement's. The runs of all seeds and both conditions are trained together, in one batched
 # optimisation (`st.train_trackers`: the weights stacked run by run, each run on its own initialisation, stories,
 # loss and gradient clipping), which gives each run the model a separate run would train, up to float rounding,
 # at a fraction of the CPU time. The curve is the training loss (under `parity_aux`, state plus weighted parity loss);

@@ -533,6 +533,22 @@ def get_tracker(cfg, seed: int, condition: str) -> zoo.ZooModel:
     return zoo.ZooModel(model, tok, info, path=None, trained_now=True)
 
 
+WARM_UP = "st-trackers"
+"""The name under which the book's builder trains this chapter's models in its warm-up (`CHAPTER_RESULTS`)."""
+
+
+def train_design(cfg, s5_seed: int = 0) -> list[str]:
+    """Train and cache (or find cached) every zoo model the mechanisms notebook fetches at `cfg`'s scale with its
+    default settings: the S3 design (every seed of `cfg.seeds`, both conditions, trained together) and the one S5
+    run (plain, seed `s5_seed`, the notebook's default `seed`). The book's builder runs this in its warm-up, before
+    the notebooks fan out, so the notebooks only load the trained runs and their runtime is the measurement's.
+    Nothing is trained when the scale's `model` is a checkpoint (not cached in the zoo). Returns the zoo folders."""
+    if cfg.model != TINY_MODEL:
+        return []
+    wanted = [(f"st-s3-{c}", s) for s in cfg.seeds for c in CONDITIONS] + [("st-s5-plain", s5_seed)]
+    return [zoo.ensure(name, cfg.scale, seed)[0].name for name, seed in wanted]
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Measurements: accuracy by position, parity-consistent errors, pooled linear probes, layer × token patching
 # --------------------------------------------------------------------------------------------------------------
