@@ -32,6 +32,8 @@ Editors:
 from __future__ import annotations
 
 import copy
+import inspect
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -39,7 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .core import flops, models, sentence, tinylm, zoo
+from .core import adapters, flops, models, sentence, tinylm, zoo
 from .core.adapters import lora_model
 from .core.claims import Claim, Effect, at_least
 from .core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, make_config, one_of
@@ -58,8 +60,8 @@ _EDITORS = {"v_steps": 25, "v_lr": 0.5, "kl_factor": 0.0625,
 config = make_config({
     "smoke": {"model": "ke-base", "seeds": [0], "base_seed": 0, "n_entities": 20, "n_relations": 2, "base_steps": 150, "preset": "nano", "n_layers": 4,
               "n_windows": 2, "edits_per_window": 4} | _EDITORS | {"merge_alphas": (0.25, 1.0)},
-    "ci": {"model": "ke-base", "seeds": [0, 1, 2], "base_seed": 0, "n_entities": 60, "n_relations": 3, "base_steps": 1200, "preset": "nano",
-           "n_layers": 4, "n_windows": 4, "edits_per_window": 20} | _EDITORS,
+    "ci": {"model": "ke-base", "seeds": [0, 1, 2], "base_seed": 0, "n_entities": 160, "n_relations": 3, "base_steps": 1200, "preset": "nano",
+           "n_layers": 4, "n_windows": 8, "edits_per_window": 40} | _EDITORS,
     "full": {"model": "meta-llama/Llama-3.2-1B-Instruct", "seeds": [0, 1, 2, 3, 4], "base_seed": 0, "n_entities": 1000, "n_relations": 6, "base_steps": 20000, "preset": "small",
              "n_layers": 6, "n_windows": 8, "edits_per_window": 100} | _EDITORS,
 },
@@ -857,6 +859,29 @@ def lifelong(cfg, seeds: Sequence[int] | None = None, methods: Sequence[str] = M
     return results
 
 
+def lifelong_results(cfg) -> tuple[dict, bool]:
+    """:func:`lifelong` (every method, every seed), as JSON (tuples become lists, α's keys strings), and whether it
+    was computed now. With the zoo's base model it is cached like one (`icml25.core.zoo.results`), addressed by
+    every knob of `cfg` (the stream, the seeds, the editors' settings, the scale), the base model's own zoo address
+    and the code that computes it, so the book's builder runs it in its warm-up, before the notebooks start, and a
+    notebook with the same settings reads it back. Any other `cfg.model` (a folder or a Hub id, whose weights the
+    address could not see) is computed in place, every time."""
+    if cfg.model not in zoo.names():
+        return json.loads(json.dumps(lifelong(cfg))), True
+    settings = dict(cfg) | {"base_model": zoo.key(cfg.model, cfg.scale, cfg.base_seed)}
+    return zoo.results("ke-lifelong", settings, lambda: lifelong(cfg),
+                       sources=(inspect.getmodule(lifelong), inspect.getmodule(build_base), sentence, adapters, models,
+                                flops))
+
+
+def warm_up_lifelong(cfg) -> None:
+    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS`): :func:`lifelong_results` when
+    `cfg.model` is the zoo's, so that it is cached; nothing for another checkpoint (a folder or a Hub id, whose
+    results are not cached), which notebook 02 runs itself."""
+    if cfg.model in zoo.names():
+        lifelong_results(cfg)
+
+
 def final(results: dict, method: str, metric: str) -> np.ndarray:
     """The metric after the last window, one value per seed."""
     return np.array([run[metric][-1] for run in results[method]])
@@ -892,19 +917,33 @@ LABELS = {"rome": "ROME", "memit": "MEMIT", "finetune": "continual FT", "lora_me
           "retrieval": "retrieval (MiniLM)", "retrieval_lexical": "retrieval (keyword)"}
 
 
-def plot_lifelong(results: dict, axes) -> None:
-    """Every metric against the number of edits so far, one line per method (mean over seeds, band ± sd)."""
+def plot_lifelong(results: dict, axes, edits_per_window: int | None = None) -> None:
+    """Every metric of the runs (:data:`METRICS` and "retention_learned") against the number of edits so far
+    (`edits_per_window` per window; without it, against the window), one line per method (mean over seeds, band
+    ± sd), one panel per metric; the legend goes in the first panel left over."""
     from .core.plot import PALETTE
 
-    for ax, metric in zip(axes.flat, METRICS, strict=True):
+    metrics = METRICS + ("retention_learned",)
+    if len(axes.flat) < len(metrics):
+        raise ValueError(f"{len(axes.flat)} axes for {len(metrics)} metrics ({', '.join(metrics)})")
+    per = edits_per_window or 1
+    for ax, metric in zip(axes.flat, metrics):
         for i, (m, runs) in enumerate(results.items()):
-            y = np.array([run[metric] for run in runs])
+            y = np.array([run[metric] for run in runs], dtype=float)
             defined = ~np.isnan(y).any(0)  # retention has no value after the first window
-            x, y = np.arange(1, y.shape[1] + 1)[defined], y[:, defined]
+            x, y = per * np.arange(1, y.shape[1] + 1)[defined], y[:, defined]
             mu, sd = y.mean(0), y.std(0)
             ls = "--" if m in BASELINES else "-"
-            ax.plot(x, mu, ls, marker="o", color=PALETTE[i], label=LABELS[m])
+            ax.plot(x, mu, ls, marker="o", ms=3, color=PALETTE[i], label=LABELS[m])
             ax.fill_between(x, mu - sd, mu + sd, color=PALETTE[i], alpha=0.15)
-        ax.set(title=metric, xlabel="window", ylim=(-0.03, 1.03), xticks=np.arange(1, len(runs[0][metric]) + 1))
+        n = len(runs[0][metric])
+        ax.set(title=metric.replace("_", " "), xlabel="edits so far" if edits_per_window else "window",
+               ylim=(-0.03, 1.03), xticks=per * np.arange(1, n + 1, max(1, n // 8)))
+    spare = list(axes.flat)[len(metrics):]
+    for ax in spare:
+        ax.set_axis_off()
     axes.flat[0].set_ylabel("accuracy")
-    axes.flat[0].legend(fontsize=8)
+    if spare:  # the legend in the first spare panel
+        spare[0].legend(*axes.flat[0].get_legend_handles_labels(), loc="center", fontsize=9)
+    else:
+        axes.flat[0].legend(fontsize=8)

@@ -26,7 +26,7 @@ from .core.train import train
 # The base model's settings per scale (the chapter's config carries the same values).
 BASE_PRESETS = {
     "smoke": {"n_entities": 20, "n_relations": 2, "base_steps": 150, "preset": "nano", "n_layers": 4},
-    "ci": {"n_entities": 60, "n_relations": 3, "base_steps": 1200, "preset": "nano", "n_layers": 4},
+    "ci": {"n_entities": 160, "n_relations": 3, "base_steps": 1200, "preset": "nano", "n_layers": 4},
     "full": {"n_entities": 1000, "n_relations": 6, "base_steps": 20000, "preset": "small", "n_layers": 6},
 }
 

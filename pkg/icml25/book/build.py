@@ -74,7 +74,8 @@ CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base"
 # warm-up too, so the chapter's runtime is its experiment's: {slug: (cache name, function of the chapter's module
 # that takes its config)}
 CHAPTER_RESULTS = {"memory_layers": ("memory-lr-search", "learning_rate_search"),
-                   "state_tracking": ("st-trackers", "train_design")}
+                   "state_tracking": ("st-trackers", "train_design"),
+                   "knowledge_editing": ("ke-lifelong", "warm_up_lifelong")}
 # chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine
 # precondition): the local executor runs them after every other notebook has finished, one at a time, so that no
 # other notebook shares the cores while they time them
