@@ -4,7 +4,7 @@
 //                                                                     registers; the rows of the slots kPrefetch
 //                                                                     ahead are prefetched, so the random reads of
 //                                                                     V overlap
-// backward  dV[n]      = sum_{(b,k): idx[b,k] = n} w[b,k] * dout[b]   a radix sort of the B*K slots by row, then
+// backward  dV[n]      = sum_{(b,k): idx[b,k] = n} w[b,k] * dout[b]   a stable sort of the B*K slots by row, then
 //                                                                     each touched row is summed by one thread: no
 //                                                                     atomics; dV is dense [N, D] or only the
 //                                                                     touched rows (a sparse gradient), on fresh
@@ -88,12 +88,13 @@ std::pair<int64_t, int64_t> forward(const scalar_t* V, const int64_t* idx, const
 // pays a page fault per page anyway; anything smaller it may serve from memory already mapped and touched.
 constexpr int64_t kFreshPagesFrom = int64_t(32) << 20;
 
-// A [rows, D] zero tensor. From kFreshPagesFrom bytes: on fresh anonymous pages, which read as zeros until written,
-// asking the kernel for 2 MiB pages, so a 256 MiB gradient costs 128 page faults, not 65536, and is not zeroed
-// and then written. Below that, the allocator's zeroed tensor (at ci sizes reused memory: fresh pages cost more).
-at::Tensor zeroed_rows(int64_t rows, int64_t D, const at::TensorOptions& options) {
+// A [rows, D] gradient tensor. From kFreshPagesFrom bytes: on fresh anonymous pages, which read as zeros until
+// written, asking the kernel for 2 MiB pages, so a 256 MiB gradient costs 128 page faults, not 65536, and is not
+// zeroed and then written. Below that, the allocator's tensor (at ci sizes reused memory: fresh pages cost more),
+// zeroed if `zeroed`; else uninitialised, for a caller that writes every row (the sparse gradient's).
+at::Tensor gradient_rows(int64_t rows, int64_t D, const at::TensorOptions& options, bool zeroed) {
   const int64_t bytes = rows * D * int64_t(options.dtype().itemsize());
-  if (bytes < kFreshPagesFrom) return at::zeros({rows, D}, options);
+  if (bytes < kFreshPagesFrom) return zeroed ? at::zeros({rows, D}, options) : at::empty({rows, D}, options);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   TORCH_CHECK(p != MAP_FAILED, "embedding_bag: cannot map ", bytes, " bytes for the gradient");
 #ifdef MADV_HUGEPAGE
@@ -102,42 +103,71 @@ at::Tensor zeroed_rows(int64_t rows, int64_t D, const at::TensorOptions& options
   return at::from_blob(p, {rows, D}, [bytes](void* q) { munmap(q, bytes); }, options);
 }
 
-// The slots sorted by row (a stable LSD radix sort, kDigit bits a pass) and the start of each row's run:
-// the slots of the r-th touched row are order[start[r] .. start[r+1]).
+// The slots sorted by row, stably, and the start of each row's run: the slots of the r-th touched row are
+// order[start[r] .. start[r+1]).
 struct Runs {
   std::vector<int64_t> order, start;
 };
 
+// A counting sort (one pass to count each row's slots, one to place them): for a table of at most S rows, where
+// the N counters cost no more than the slots.
+Runs count_by_row(const int64_t* idx, int64_t S, int64_t N) {
+  Runs runs{std::vector<int64_t>(S), {}};
+  std::vector<int64_t> end(N + 1, 0);
+  for (int64_t i = 0; i < S; ++i) ++end[idx[i] + 1];
+  std::partial_sum(end.begin(), end.end(), end.begin());
+  for (int64_t n = 0; n < N; ++n)
+    if (end[n + 1] > end[n]) runs.start.push_back(end[n]);
+  runs.start.push_back(S);
+  for (int64_t i = 0; i < S; ++i) runs.order[end[idx[i]]++] = i;
+  return runs;
+}
+
+// An LSD radix sort for larger tables: as few passes of at most kDigit bits as cover the row numbers, the bits
+// shared equally between them, each pass reading the keys it carries along sequentially (no gather through order).
 Runs sort_by_row(const int64_t* idx, int64_t S, int64_t N) {
+  if (N <= S) return count_by_row(idx, S, N);
   Runs runs{std::vector<int64_t>(S), {}};
   std::vector<int64_t>& order = runs.order;
   std::iota(order.begin(), order.end(), 0);
-  std::vector<int64_t> tmp(S), count((1 << kDigit) + 1);
-  for (int shift = 0; shift < 63 && (N - 1) >> shift; shift += kDigit) {
+  std::vector<int64_t> key(idx, idx + S), tmp(S), tmp_key(S);
+  int bits = 0;
+  while (bits < 63 && (N - 1) >> bits) ++bits;
+  const int passes = (bits + kDigit - 1) / kDigit, digit = passes ? (bits + passes - 1) / passes : 0;
+  const int64_t mask = (int64_t(1) << digit) - 1;
+  std::vector<int64_t> count(mask + 2);
+  for (int shift = 0; shift < bits; shift += digit) {
     std::fill(count.begin(), count.end(), 0);
-    for (int64_t i = 0; i < S; ++i) ++count[((idx[order[i]] >> shift) & ((1 << kDigit) - 1)) + 1];
+    for (int64_t i = 0; i < S; ++i) ++count[((key[i] >> shift) & mask) + 1];
     std::partial_sum(count.begin(), count.end(), count.begin());
-    for (int64_t i = 0; i < S; ++i) tmp[count[(idx[order[i]] >> shift) & ((1 << kDigit) - 1)]++] = order[i];
+    for (int64_t i = 0; i < S; ++i) {
+      const int64_t to = count[(key[i] >> shift) & mask]++;
+      tmp[to] = order[i];
+      tmp_key[to] = key[i];
+    }
     std::swap(order, tmp);
+    std::swap(key, tmp_key);
   }
   for (int64_t i = 0; i < S; ++i)
-    if (i == 0 || idx[order[i]] != idx[order[i - 1]]) runs.start.push_back(i);
+    if (i == 0 || key[i] != key[i - 1]) runs.start.push_back(i);
   runs.start.push_back(S);
   return runs;
 }
 
 // For the r-th touched row n = rows[r] and each of its slots s (bag s / K):
-//     grad[r] += w[s] * g[s / K]          (row r of `grad` is row dst(r) of the output, which starts at zero)
+//     grad[r] += w[s] * g[s / K]          (row r of `grad` is row dst(r) of the output, which starts at zero, or
+//                                          is zeroed here, in cache, just before its sum, with `zero_rows`)
 //     gw[s]    = <g[s / K], V[n]>
 // so V[n] is read once for all its slots, in increasing n, with the row kPrefetch runs ahead prefetched.
 template <typename scalar_t, typename Dst>
 void sum_runs(const Runs& runs, const int64_t* rows, const scalar_t* V, const scalar_t* w, const scalar_t* g,
-              scalar_t* grad, scalar_t* gw, int64_t K, int64_t D, Dst dst) {
+              scalar_t* grad, scalar_t* gw, int64_t K, int64_t D, Dst dst, bool zero_rows) {
   const int64_t U = int64_t(runs.start.size()) - 1;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < U; ++r) {
     if (r + kPrefetch < U) prefetch_row(V + rows[r + kPrefetch] * D, D);
     scalar_t* row = grad + dst(r) * D;
+    if (zero_rows) std::fill(row, row + D, scalar_t(0));
     const scalar_t* v = V + rows[r] * D;
     for (int64_t i = runs.start[r]; i < runs.start[r + 1]; ++i) {
       const int64_t s = runs.order[i];
@@ -181,7 +211,7 @@ std::vector<at::Tensor> embedding_bag_backward(const at::Tensor& grad_out, const
   at::Tensor rows = at::empty({U}, indices.options());
   int64_t* rp = rows.data_ptr<int64_t>();
   for (int64_t r = 0; r < U; ++r) rp[r] = idx[runs.order[runs.start[r]]];
-  auto grad_values = zeroed_rows(sparse ? U : N, D, values.options());
+  auto grad_values = gradient_rows(sparse ? U : N, D, values.options(), /*zeroed=*/!sparse);
   auto grad_weights = at::empty_like(weights);
   AT_DISPATCH_FLOATING_TYPES(values.scalar_type(), "embedding_bag_backward", [&] {
     const scalar_t* w = weights.data_ptr<scalar_t>();
@@ -190,9 +220,9 @@ std::vector<at::Tensor> embedding_bag_backward(const at::Tensor& grad_out, const
     const scalar_t* V = values.data_ptr<scalar_t>();
     scalar_t* gw = grad_weights.data_ptr<scalar_t>();
     if (sparse)
-      sum_runs(runs, rp, V, w, g, gv, gw, K, D, [](int64_t r) { return r; });
+      sum_runs(runs, rp, V, w, g, gv, gw, K, D, [](int64_t r) { return r; }, true);
     else
-      sum_runs(runs, rp, V, w, g, gv, gw, K, D, [rp](int64_t r) { return rp[r]; });
+      sum_runs(runs, rp, V, w, g, gv, gw, K, D, [rp](int64_t r) { return rp[r]; }, false);
   });
   return {grad_values, grad_weights, rows};
 }
