@@ -25,7 +25,8 @@
 # and context lines with random subjects, relations and objects, none taken from the edits). Where to edit (which layer's MLP, at which token) is chosen as ROME
 # chooses it, by causal tracing. Then: what changed and what did not.
 #
-# **Parameters.** At `scale="full"`: 1000 entities, 6 relations, a 6-layer `small` model trained 20k steps.
+# **Parameters.** The parameters at `scale="full"` are stated below the parameters cell, generated from the
+# configuration.
 
 # %% tags=["parameters"]
 scale = "ci"
@@ -44,6 +45,8 @@ from icml25.core import plot
 
 plot.use_style()
 cfg = ke.config(scale, model=model, v_steps=v_steps, v_lr=v_lr)
+full = ke.config("full")
+print(f"At scale='full': {full.n_entities} entities x {full.n_relations} relations, {full.model} edited")
 cfg
 
 # %% [markdown]
