@@ -78,6 +78,11 @@ def test_retrieval_memory(memory):
         assert mem.retrieve(ke.question(e.subject, e.relation, ke.TRAIN_TEMPLATES[1])) == (e.subject, e.relation, e.new)
     q = ke.question(edits[0].subject, edits[0].relation, ke.REPHRASE_TEMPLATES[0])
     assert mem.augment(q) == f"ctx {edits[0].subject} {edits[0].relation} {edits[0].new} {q}"
+    unstored = mem.retrieve(ke.question("e9", "r2", ke.TRAIN_TEMPLATES[0]))  # no line states (e9, r2)
+    if memory is ke.DenseMemory:  # the dense retriever returns its top line, relevant or not: the reader judges it
+        assert unstored in mem.lines
+    else:  # the keyword retriever returns only a line with the question's subject and relation
+        assert unstored is None
 
 
 def test_keyword_retrieval_needs_subject_and_relation():
@@ -86,6 +91,69 @@ def test_keyword_retrieval_needs_subject_and_relation():
     assert mem.retrieve(ke.question("e1", "r1", ke.TRAIN_TEMPLATES[0])) is None  # hard neighbour: no line
     mem.add(ke.Edit("e1", "r0", "e3", "e4"))
     assert mem.retrieve(ke.question("e1", "r0", ke.PERSONA_TEMPLATES[0])) == ("e1", "r0", "e4")  # the latest
+
+
+def test_context_examples_copy_a_relevant_line_and_answer_the_models_own_fact_after_an_irrelevant_one():
+    world = ke.FactWorld.sample(12, 3, 0)
+    rng = np.random.default_rng(0)
+    kinds = set()
+    for _ in range(300):
+        prompt, answer = ke.context_example(world, rng, irrelevant_share=0.5)
+        words = prompt.split()
+        assert words[0] == "ctx"
+        line, q = tuple(words[1:4]), words[4:]
+        s, r = next(w for w in q if w in world.entities), next(w for w in q if w in world.relations)
+        if line[:2] == (s, r):
+            assert answer == line[2]  # a relevant line: copy its object
+            kinds.add("relevant")
+        else:  # an irrelevant line: the model's own fact, never a held-out combination
+            assert answer == world.answer(s, r) and not ke.held_out_context((s, r), line[:2])
+            kinds.add("same subject" if line[0] == s else "same relation" if line[1] == r else "another fact")
+    assert kinds == {"relevant", "same subject", "same relation", "another fact"}
+    only_relevant = [ke.context_example(world, rng, 0.0) for _ in range(50)]
+    assert all(p.split()[3] == a for p, a in only_relevant)  # share 0: every line is copied
+
+
+class _Draws:
+    """A generator whose draws are scripted."""
+
+    def __init__(self, ints, floats):
+        self.ints, self.floats = list(ints), list(floats)
+
+    def integers(self, n):
+        return self.ints.pop(0)
+
+    def random(self):
+        return self.floats.pop(0)
+
+
+def test_an_irrelevant_line_exactly():
+    world = ke.FactWorld.sample(4, 2, 0)
+    s, r = "e1", "r0"  # the other subjects are e0, e2, e3; (e0, r0) is a held-out combination for it
+    assert ke.held_out_context((s, r), ("e0", "r0")) and not ke.held_out_context((s, r), ("e2", "r1"))
+    # object e3, the same subject with its first other relation
+    assert ke.irrelevant_line(world, s, r, _Draws([3, 0], [0.1])) == ("e1", "r1", "e3")
+    # object e3, another subject e0 with r0: held out, so drawn again: object e2, subject e2 with r1
+    assert ke.irrelevant_line(world, s, r, _Draws([3, 0, 0, 2, 1, 1], [0.9, 0.9])) == ("e2", "r1", "e2")
+    assert ke.irrelevant_line(world, s, r, _Draws([3, 0, 0], [0.9]), held_out=True) == ("e0", "r0", "e3")
+    # a context example: template 0, irrelevant (0.2 < 0.5), then the line above; the target is the model's own fact
+    fact = list(world.facts).index((s, r))
+    prompt, answer = ke.context_example(world, _Draws([fact, 0, 3, 0], [0.2, 0.1]), irrelevant_share=0.5)
+    assert (prompt, answer) == ("ctx e1 r1 e3 e1 r0 ?", world.facts[("e1", "r0")])
+    # relevant (0.7 >= 0.5): the line states the asked fact with object e2, which is the answer
+    prompt, answer = ke.context_example(world, _Draws([fact, 1, 2], [0.7]), irrelevant_share=0.5)
+    assert (prompt, answer) == ("ctx e1 r0 e2 what is r0 of e1 ?", "e2")
+
+
+def test_irrelevant_probes_are_held_out_combinations_whose_line_never_states_the_answer():
+    world = ke.FactWorld.sample(12, 3, 0)
+    probes = ke.irrelevant_probes(world)
+    assert probes and all(ke.held_out_context(f, line[:2]) for f, line in probes)
+    assert all(line[:2] != f and line[2] != world.answer(*f) for f, line in probes)
+    assert {line[0] == f[0] for f, line in probes} == {True, False}  # same subject and another subject
+    rng = np.random.default_rng(0)
+    assert all(ke.held_out_context((s, r), ke.irrelevant_line(world, s, r, rng, held_out=True)[:2])
+               for s, r in list(world.facts)[:10])
 
 
 def test_retrieval_with_empty_memory_equals_the_base_model():
@@ -224,13 +292,14 @@ def test_claim_measurements():
     results["finetune"] = [dict(run, retention_learned=[float("nan"), 0.5, 0.2], multihop=[0.0, 0.0, 0.9])] * 2
     base = {f"fact: {ke.TRAIN_TEMPLATES[0]}": 1.0, "two-hop, held-out chains": 0.1}
     base |= {f"copy context: {t}": c for t, c in zip(ke.TRAIN_TEMPLATES, (0.9, 0.8))}
+    base |= {f"ignore irrelevant context: {t}": c for t, c in zip(ke.TRAIN_TEMPLATES, (0.7, 0.95))}
     results["setup"] = {"base": base}
     m = ke.claim_measurements(results)
     assert np.allclose(m["locality_drop"], 0.3) and np.allclose(m["rome_first_success"], 0.5)
     assert np.allclose(m["retrieval_success_margin"], 0.5) and np.allclose(m["retrieval_retention_margin"], 0.4)
     assert np.allclose(m["retention_learned_gap"], 0.4)
     assert np.allclose(m["multihop_margin"], 0.65)  # finetune's 0.9 − 0.5/2 is the worst
-    assert m["base_copy_accuracy"] == 0.8 and m["base_heldout_two_hop"] == 0.1
+    assert m["base_copy_accuracy"] == 0.8 and m["base_heldout_two_hop"] == 0.1 and m["base_ignore_accuracy"] == 0.7
     assert not ke.MULTIHOP.decide(m)["preconditions"][1]["holds"]  # the base does not compose: undecidable
 
 
@@ -370,3 +439,14 @@ def test_rome_and_memit_on_any_causal_lm(family_checkpoints, family):
     ke.memit_edit(model, tok, copy.deepcopy(world), edits[:2], {1: C}, [1], steps=4, lr=0.5, lam=36.0)
     dW = ke.down_weight(model, 1) - W0
     assert torch.allclose(dW @ (36.0 * C + K.T @ K), fast.T @ K, atol=1e-4)
+
+
+def test_retrieval_best_needs_a_reader_that_ignores_irrelevant_context():
+    good, bad = ke.RETRIEVAL_BEST.examples
+    held = lambda m: {p["id"]: p["holds"] for p in ke.RETRIEVAL_BEST.decide(m)["preconditions"]}  # noqa: E731
+    assert held(good)["reader_ignores_irrelevant_context"]
+    assert ke.RETRIEVAL_BEST.decide(good)["verdict"] == "reproduced"
+    copier = dict(good, base_ignore_accuracy=0.0)  # copies every line: retrieval would be best by construction
+    assert not held(copier)["reader_ignores_irrelevant_context"]
+    assert ke.RETRIEVAL_BEST.decide(copier)["verdict"] == "inconclusive"
+    assert ke.RETRIEVAL_BEST.decide(dict(bad, base_ignore_accuracy=0.95))["verdict"] != "reproduced"
