@@ -70,6 +70,7 @@ import numpy as np
 from icml25 import state_tracking as st
 from icml25.core import check, plot
 from icml25.core.claims import mean_sd
+from icml25.core.seeding import one_thread
 from IPython.display import Markdown, display
 
 plot.use_style()
@@ -191,7 +192,8 @@ fig.colorbar(im, ax=axes, label="share of the effect restored (NLD)");
 fig, axes = plot.subplots(1, 2, figsize=(10, 3.6))
 for ax, c in zip(axes, st.CONDITIONS):
     z = st.get_tracker(cfg, seed, c)
-    maps = st.patching_maps(z.model, z.tokenizer, cfg, seed, mode="prefix")
+    with one_thread():  # as `st.measure_run`: a second thread only stalls these tiny products on a busy machine
+        maps = st.patching_maps(z.model, z.tokenizer, cfg, seed, mode="prefix")
     diff = maps["different"] - maps["same"]
     im = ax.imshow(diff, origin="lower", aspect="auto", vmin=-1, vmax=1, cmap="coolwarm",
                    extent=(0.5, diff.shape[1] + 0.5, -0.5, diff.shape[0] - 0.5))

@@ -32,11 +32,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
 
 from .core import models, tinylm, train, zoo
 from .core.claims import Claim, Effect, at_least, at_most
 from .core.config import COUNT, FRACTION, INDEX, NONNEGATIVE, POSITIVE, SEED, make_config, one_of
-from .core.seeding import numpy_rng, torch_generator
+from .core.seeding import numpy_rng, one_thread, torch_generator
 
 SUPPORTED_N = (3, 5)
 PARITY_WORDS = ("even", "odd")
@@ -839,6 +840,15 @@ def signatures_of(model, tokenizer, cfg, seed: int, pred: torch.Tensor, states: 
 
 
 def measure_run(cfg, seed: int, condition: str) -> RunReport:
+    """Every measurement of one run, on one torch thread (as the runs train) and one BLAS thread (the probes'
+    logistic regressions): these tiny products gain nothing from a second thread, whose OpenMP team stalls on a
+    busy machine (measured on the loaded machine: one run's measurements took 12.7 s with two BLAS threads, 2.1 s
+    with one; the six runs took 65-71 s of a two-thread notebook kernel)."""
+    with one_thread(), threadpool_limits(1):
+        return _measure_run(cfg, seed, condition)
+
+
+def _measure_run(cfg, seed: int, condition: str) -> RunReport:
     z = get_tracker(cfg, seed, condition)
     n, length = cfg.group_n, eval_length(cfg)
     acts = eval_actions(cfg, cfg.n_eval, length, "eval")
