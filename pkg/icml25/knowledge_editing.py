@@ -78,8 +78,10 @@ config = make_config({
 # How the reader's training was chosen (ci, base seed 0, one torch thread), recorded as measured: for each setting
 # tried, the base model's preconditions (fact accuracy, copying a relevant line, ignoring an irrelevant one on
 # held-out combinations, held-out two-hop chains: the minimum over the training templates where there are two) and
-# ROME's first-window success per seed (the stream's first window, 40 edits at the traced site), and the training
-# time; "alone" says whether the run had the machine's cores to itself (otherwise it ran beside another, slower).
+# ROME's first-window success per seed (a one-window stream of the ci window's size at the traced site: the same
+# facts as the chapter stream's first window, but their new objects can differ, since the stream's draws depend on
+# its length), and the training time; "alone" says whether the run had the machine's cores to itself (otherwise it
+# ran beside another and took longer).
 # Judged on these alone, never on a claim's verdict; the first row is the previous reader (no irrelevant lines).
 READER_CALIBRATION = (
     # steps, context share, irrelevant share, weight decay, lr, fact, copy, ignore, two-hop, ROME per seed, s, alone
