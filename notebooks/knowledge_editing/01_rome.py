@@ -53,12 +53,14 @@ cfg
 # ## The fact model
 #
 # Every entity has every relation; a question is asked with two training templates, and probed with a held-out
-# rephrase and a held-out "persona" template the model never saw. The model also learned to copy the object of
-# a context line "ctx s r o" placed before the question (so retrieval has a reader), and to answer the two-hop
-# questions "s r₁ r₂ ?" of half the subjects in two tokens, the bridge o = (s, r₁) and then (o, r₂) (a chain of
-# thought: a model this small does not compose two facts in one forward pass). The other half's chains test whether
-# it composes two facts it learned separately. The "ignore a near miss" rows ask the same question after a line
-# about the subject's next relation: a reader that copies every line fails them (retrieval's locality, notebook 02).
+# rephrase and a held-out "persona" template the model never saw. The model also learned to read a context line
+# "ctx s′ r′ x" placed before the question (so retrieval has a reader): to copy x when the line states the asked
+# fact, and to answer its own fact when the line is irrelevant (another subject, or the same subject's other
+# relation), and to answer the two-hop questions "s r₁ r₂ ?" of half the subjects in two tokens, the bridge
+# o = (s, r₁) and then (o, r₂) (a chain of thought: a model this small does not compose two facts in one forward
+# pass). The other half's chains test whether it composes two facts it learned separately. The "ignore irrelevant
+# context" rows ask each question after an irrelevant line whose combination with the question was held out of
+# training (a fixed fifth of the combinations, by a stable hash): a reader that copies every line fails them.
 
 # %%
 z, world = ke.base_model(cfg, seed)

@@ -28,21 +28,26 @@
 # objective (KL term, weight decay, norm clamp, early stop), **continual fine-tuning** of every weight on the
 # window's edits, **LoRA + merge** (a PEFT LoRA adapter trained on the window, folded in, then merged into the
 # running model with weight $\alpha$, tuned on a separate edit stream before the run), and **retrieval**: a memory of edit lines, the question retrieves one by MiniLM sentence-embedding
-# similarity (top-1, as the paper always prepends its top hits) and the model reads it from its context. A
-# keyword retriever (a line is used only if its subject and relation both occur in the question) is shown
-# beside them as a reference for what a perfect retriever gives; the claims compare the five methods above.
+# similarity (top-1, as the paper always prepends its top hits, whether or not the hit is about the asked fact) and
+# the model reads it from its context: it was trained to copy a line that states the asked fact and to answer from
+# its own memory after a line about another fact, so a wrong hit can be ignored. A keyword retriever (a line is
+# used only if its subject and relation both occur in the question) is shown beside them as a reference for what a
+# perfect retriever gives; the claims compare the five methods above.
 #
 # **How the claims are decided.** Every effect is one value per seed, with a 95% t interval. As in the paper, one
 # model is edited: a seed is one edit stream on it (with its own sample of generic text for the key statistics and
 # its own LoRA initialisations), so the intervals describe the spread over edit streams, not over base models; each claim names the preconditions that make it decidable: the base model knows
-# the facts, ROME's edits take, the reader copies its context, both fine-tuning methods learn their edits (so that
+# the facts, ROME's edits take, the reader copies a relevant context line and ignores an irrelevant one (on
+# combinations of question and line held out of its training), both fine-tuning methods learn their edits (so that
 # "retention" compares methods that had something to retain: it is measured on the edits each method had learned),
 # and, for multi-hop, that the base model composes two facts before any edit.
 #
 # **Calibrated knobs** (on immediate edit success and the base model's accuracy, in an earlier version of the
 # chapter, before any claim was checked): MEMIT's weight on preserved keys (a weight per key on the facts' own keys
 # then; now a weight λ on the mean second moment of generic text's keys, the same total weight), and the base
-# model's training steps. LoRA's rank and steps are the paper's kind of settings. Their values, and the
+# model's training (steps, and, for the reader, the share of context lines in a batch, the share of those that are
+# irrelevant, and the weight decay: calibrated on the base model's preconditions and ROME's first-window success
+# alone, see the chapter page). LoRA's rank and steps are the paper's kind of settings. Their values, and the
 # parameters at `scale="full"`, are stated below the parameters cell, generated from the configuration.
 
 # %% tags=["parameters"]
@@ -63,10 +68,50 @@ plot.use_style()
 cfg = ke.config(scale, seeds=seeds, model=model)
 full = ke.config("full")
 display(Markdown(f"Calibrated knobs: MEMIT's λ = {cfg.memit_lambda:g}, the base model's {cfg.base_steps} training "
-                 f"steps; LoRA rank {cfg.lora_rank}, {cfg.lora_steps} steps. At `scale=\"full\"`: "
+                 f"steps, {cfg.context_rate:.0%} of each batch after a context line, {cfg.irrelevant_share:.0%} of "
+                 f"those irrelevant, weight decay {cfg.base_weight_decay:g}; LoRA rank {cfg.lora_rank}, "
+                 f"{cfg.lora_steps} steps. At `scale=\"full\"`: "
                  f"{full.n_entities} entities × {full.n_relations} relations, `{full.model}` edited, "
                  f"{full.n_windows} windows of {full.edits_per_window} edits, {len(full.seeds)} seeds."))
 cfg
+
+# %% [markdown]
+# ## The reader, changed after the previous design's verdicts
+#
+# The previous design's reader copied any context line it was given, so retrieval's success on an edit depended on
+# the retriever alone and an irrelevant hit was always copied. This reader was made after that design's verdicts had
+# been seen (`editors_degrade` inconclusive, ROME's first-window success below its precondition's threshold;
+# `retrieval_best` refuted, retrieval's final success slightly below the best other method's on every seed; `merge`
+# refuted; `multihop` reproduced). It was chosen from the issue's design ("a reader that can ignore irrelevant
+# context") and the preconditions alone, not from those verdicts:
+#
+# * the base model is now trained, besides relevant lines to copy, on irrelevant lines (another subject with any
+#   relation, or the same subject with another relation, each with a random object) after which it must answer its
+#   own fact; a fixed fifth of the (question, line) combinations is never trained on;
+# * `retrieval_best` gets a new precondition, declared before any verdict of this design was seen:
+#   `reader_ignores_irrelevant_context`, the base model answers its own fact after an irrelevant line on those
+#   held-out combinations >= 90% of the time (training templates), beside `reader_copies_context`;
+# * the dense retriever is unchanged: it returns its top line whether or not that line is about the asked fact, and
+#   the reader must judge it; the keyword retriever still returns only a line with the question's subject and
+#   relation;
+# * the reader's training (steps, the context share of a batch, the irrelevant share of the context lines, and
+#   AdamW's weight decay) was calibrated on the base model's preconditions and ROME's first-window success alone
+#   (the table below, as recorded in `ke.READER_CALIBRATION`); the model size, the world and every claim's criterion
+#   are unchanged.
+
+# %%
+rows = [dict(zip(ke.READER_CALIBRATION_FIELDS, r)) for r in ke.READER_CALIBRATION]
+ours = (cfg.base_steps, cfg.context_rate, cfg.irrelevant_share, cfg.base_weight_decay)
+table = ["| " + " | ".join(ke.READER_CALIBRATION_FIELDS) + " | |", "|" + "---|" * (len(ke.READER_CALIBRATION_FIELDS) + 1)]
+for r in rows:
+    chosen = (r["steps"], r["context share"], r["irrelevant share"], r["weight decay"]) == ours and r["lr"] == 1e-2
+    table.append("| " + " | ".join(", ".join(f"{x:.2f}" for x in v) if isinstance(v, tuple) else
+                                   ("yes" if v else "no") if isinstance(v, bool) else f"{v:g}" for v in r.values())
+                 + (" | **this configuration** |" if chosen else " | |"))
+display(Markdown("Calibration of the reader at ci (base seed 0; fact, copy, ignore and two-hop as in the "
+                 "preconditions; ROME's first-window success per seed on a one-window stream of the same facts, whose "
+                 "new objects can differ from this stream's; training seconds on one thread, \"alone\" = the run "
+                 "had the machine to itself):\n\n" + "\n".join(table)))
 
 # %% [markdown]
 # **The stream is computed before this notebook.** Every method's run on every seed's stream
@@ -157,7 +202,8 @@ lines = [f"- {ke.LABELS[m]}: final success {fmt(m, 'success')}, locality {fmt(m,
          f"{fmt(m, 'retention')}, retention of learned edits {fmt(m, 'retention_learned')}, multi-hop "
          f"{fmt(m, 'multihop')}." for m in by_method]
 lines.append(f"- Base model before editing: held-out two-hop accuracy {measured['base_heldout_two_hop']:.2f}, "
-             f"copying a context line {measured['base_copy_accuracy']:.2f}, ignoring a near-miss line "
-             f"{min(setup['base'][f'ignore a near miss: {t}'] for t in ke.TRAIN_TEMPLATES):.2f}.")
+             f"copying a relevant context line {measured['base_copy_accuracy']:.2f}, answering its own fact after "
+             f"an irrelevant line (held-out combinations) {measured['base_ignore_accuracy']:.2f}, ROME's "
+             f"first-window success {', '.join(f'{x:.2f}' for x in measured['rome_first_success'])} (per seed).")
 lines += [f"- `{v.claim.id}`: **{v.label}** ({v.record['reason']})." for v in verdicts]
 display(Markdown("\n".join(lines)))
