@@ -111,6 +111,8 @@ def test_the_sanitize_file_hides_what_varies_and_no_seeded_number():
     assert sanitize("12 cells in 3.4 s") == sanitize("12 cells in 10.0 s")
     assert sanitize("ipykernel_8818/35891.py:7: RuntimeWarning") == sanitize("ipykernel_72/35891.py:7: RuntimeWarning")
     assert sanitize('<table id="T_050c8">') == sanitize('<table id="T_e4236">')
+    assert (sanitize("3 edit streams x 6 methods, computed now")
+            == sanitize("3 edit streams x 6 methods, loaded from the cache (computed in the warm-up)"))
     for seeded in ("| gain | 1.126 | [0.8452, 1.408] | 3 | paired t, 95% | inconclusive |", "3 seeds, 40 steps",
                    "α = 0.5, loss 2.31 nats", "throughput 97% of the MoE's"):
         assert sanitize(seeded) == seeded
