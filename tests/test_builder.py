@@ -3,6 +3,7 @@ skips by what each notebook imports, a book of its own per scale, the manifest, 
 19-row scorecard."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -77,16 +78,22 @@ def test_failing_notebook_does_not_stop_the_others_and_keeps_its_traceback(proje
 
 def test_a_notebook_that_times_the_machine_runs_alone_after_the_others(project):
     (project / "notebooks" / "kernels").mkdir()
-    (project / "notebooks" / "kernels" / "01_timed.py").write_text(GOOD)
+    threads = '# %%\nimport os\nprint("threads", os.environ["OMP_NUM_THREADS"])\n'
+    (project / "notebooks" / "kernels" / "01_timed.py").write_text(GOOD + threads)
     tasks = build.discover()
     timed = next(t for t in tasks if t.slug == "kernels")
     todo = [(timed, "h0")] + [(t, "h") for t in tasks if t is not timed]  # the timed one listed first
-    assert [[t.key for t, _ in batch] for batch in build.run_order(todo)] == [
-        ["kabb/01_good", "kabb/02_bad"], ["kernels/01_timed"]]
+    rounds = build.run_order(todo)
+    assert [[t.key for t, _ in batch] for batch in rounds] == [["kabb/01_good", "kabb/02_bad"], ["kernels/01_timed"]]
     assert build.run_order([(timed, "h0")]) == [[(timed, "h0")]]
+    # the timed notebook gets every core; notebooks sharing the machine one each
+    cores = os.cpu_count()
+    assert [build.round_threads(batch, jobs=2) for batch in rounds] == [1, cores]
+    assert build.round_threads(rounds[0][:1], jobs=2) == 1 and build.round_threads(rounds[0], jobs=1) == cores
     manifest = build.execute(tasks, "ci", jobs=2, keep_going=True)
     entries = manifest["notebooks"]
     assert entries["kernels/01_timed"]["status"] == "ok"
+    assert f"threads {cores}" in json.dumps(json.loads(build.output("ci").page(timed).read_text())["cells"])
     assert entries["kernels/01_timed"]["finished_at"] >= max(entries[k]["finished_at"] for k in ("kabb/01_good",
                                                                                                 "kabb/02_bad"))
     # without --keep-going a failure among the others stops the build before the timed notebook starts

@@ -485,15 +485,23 @@ def run_order(todo: list[tuple[Task, str]]) -> list[list[tuple[Task, str]]]:
     return ([together] if together else []) + [[x] for x in todo if x[0].slug in ALONE]
 
 
+def round_threads(batch: list[tuple[Task, str]], jobs: int) -> int:
+    """The threads each notebook of a round of `run_order` gets: one when `jobs` notebooks share the cores, every
+    core when the round is an `ALONE` chapter's notebook (it times the machine, as `icml25 bench` does, on all of
+    it) or when the build runs one notebook at a time."""
+    alone = len(batch) == 1 and batch[0][0].slug in ALONE
+    return max(1, os.cpu_count() or 1) if alone or jobs == 1 else 1
+
+
 def _run_local(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: bool) -> None:
     warm_zoo([t for t, _ in todo], out.scale, jobs, out)
-    threads = 1 if jobs > 1 else max(1, os.cpu_count() or 1)
     pool = _pool(jobs)
     try:
         i, failed = 0, False
         for batch in run_order(todo):
             if failed and not keep_going:
                 break
+            threads = round_threads(batch, jobs)
             futures = {pool.submit(run_notebook, t, t.source.read_text(), out.scale, threads): (t, h)
                        for t, h in batch}
             pending = set(futures)
