@@ -165,9 +165,20 @@ def test_retrieval_with_empty_memory_equals_the_base_model():
     prompts = [ke.question(s, r, t) for s, r in world.facts for t in ke.ALL_TEMPLATES]
     assert ke.predict(model, tok, [empty.augment(p) for p in prompts]) == ke.predict(model, tok, prompts)
     run = ke.run_lifelong("retrieval_lexical", z, world, windows, cfg, 0)
-    assert set(run) == set(ke.METRICS) | {"flops", "retention_learned"}
+    assert set(run) == set(ke.METRICS) | {"flops", "retention_learned", "locality_before"}
+    assert run["locality_before"] == ke.locality(model, tok, world, windows)  # the unedited model's
     assert np.isnan(run["retention"][0])  # no earlier window yet
     assert all(0.0 <= run[m][0] <= 1.0 for m in ke.METRICS if m != "retention")
+
+
+def test_rome_measures_locality_inside_the_first_window_only():
+    world, tok, model = _world_and_model()
+    windows = ke.edit_stream(world, 2, 6, 0)
+    cfg = ke.config("smoke", n_windows=2, edits_per_window=6, v_steps=2)
+    run = ke.run_lifelong("rome", SimpleNamespace(model=model, tokenizer=tok), world, windows, cfg, 0, (0, "subject"))
+    assert len(run["locality_early"]) == len([k for k in ke.EARLY_EDITS if k < 6])  # after edits 1, 2 and 5
+    assert run["locality_before"] == ke.locality(model, tok, world, windows)  # the model itself is not edited
+    assert all(0.0 <= x <= 1.0 for x in run["locality_early"])
 
 
 def test_merge_endpoints_and_scaling():
@@ -296,6 +307,7 @@ def test_claim_measurements():
     results["setup"] = {"base": base}
     m = ke.claim_measurements(results)
     assert np.allclose(m["locality_drop"], 0.3) and np.allclose(m["rome_first_success"], 0.5)
+    assert np.allclose(m["rome_first_locality"], 1.0)
     assert np.allclose(m["retrieval_success_margin"], 0.5) and np.allclose(m["retrieval_retention_margin"], 0.4)
     assert np.allclose(m["retention_learned_gap"], 0.4)
     assert np.allclose(m["multihop_margin"], 0.65)  # finetune's 0.9 − 0.5/2 is the worst

@@ -70,6 +70,14 @@ def test_the_figure_has_every_metric_against_the_edits_so_far():
     assert np.array_equal(axes.flat[5].get_lines()[0].get_xdata(), [80, 120])  # retention: from the second window
     assert axes.flat[7].get_legend() is not None and not axes.flat[7].axison
     plt.close(fig)
+    rome = dict(run, locality_before=1.0, locality_early=[0.9, 0.8, 0.7, 0.6, 0.55])
+    fig, axes = plt.subplots(2, 4)
+    ke.plot_lifelong({"rome": [rome, rome], "retrieval": [dict(run, locality_before=1.0)] * 2}, axes, 40)
+    rome_line, retrieval_line = axes.flat[3].get_lines()  # locality: from the unedited model, ROME's inside window 1
+    assert np.array_equal(rome_line.get_xdata(), [0, 1, 2, 5, 10, 20, 40, 80, 120])
+    assert np.allclose(rome_line.get_ydata(), [1.0, 0.9, 0.8, 0.7, 0.6, 0.55, 0.5, 0.25, 0.0])
+    assert np.array_equal(retrieval_line.get_xdata(), [0, 40, 80, 120])
+    plt.close(fig)
 
 
 def test_the_real_stream_round_trips_through_the_cache_with_every_metric_per_window(tmp_path, monkeypatch):

@@ -105,6 +105,7 @@ READER_CALIBRATION_FIELDS = ("steps", "context share", "irrelevant share", "weig
 METHODS = ("rome", "memit", "finetune", "lora_merge", "retrieval")  # the methods the claims compare
 BASELINES = ("retrieval_lexical",)  # shown beside them: exact-match retrieval, an upper bound for the retriever
 METRICS = ("success", "rephrase", "persona", "locality", "multihop", "retention")
+EARLY_EDITS = (1, 2, 5, 10, 20)  # ROME's locality is also measured after this many edits of the first window
 
 
 # --------------------------------------------------------------------------------------------------- claims
@@ -125,9 +126,15 @@ EDITORS_DEGRADE = Claim(
     effects=[Effect("rome_locality_drop", "locality_drop", null=0.1, min_effect=0.2)],
     preconditions=[_LEARNED_FACTS,
                    at_least("rome_edits_take", "rome_first_success", 0.9,
-                            "ROME's edits of the first window succeed (>= 90%) on every seed")],
-    examples=({"locality_drop": [0.4, 0.5, 0.45], "base_fact_accuracy": 1.0, "rome_first_success": 1.0},
-              {"locality_drop": [0.02, 0.05, 0.0], "base_fact_accuracy": 1.0, "rome_first_success": 1.0}),
+                            "ROME's edits of the first window succeed (>= 90%) on every seed"),
+                   # declared after the long stream's verdict was seen (inconclusive): see notebook 02
+                   at_least("locality_has_room", "rome_first_locality", 0.3,
+                            "ROME's locality after the first window is >= 0.3 on every seed, so that the fall from "
+                            "there that the criterion asks for (and the 20-point fall that would refute) can happen")],
+    examples=({"locality_drop": [0.4, 0.5, 0.45], "base_fact_accuracy": 1.0, "rome_first_success": 1.0,
+               "rome_first_locality": [0.9, 0.95, 0.9]},
+              {"locality_drop": [0.02, 0.05, 0.0], "base_fact_accuracy": 1.0, "rome_first_success": 1.0,
+               "rome_first_locality": [0.9, 0.95, 0.9]}),
 )
 RETRIEVAL_BEST = Claim(
     chapter="knowledge_editing", id="retrieval_best",
@@ -769,6 +776,11 @@ def probes(world: FactWorld, windows: Sequence[Window], w: int) -> dict[str, lis
     }
 
 
+def locality(model, tok, world: FactWorld, windows: Sequence[Window]) -> float:
+    """The model's accuracy on every window's hard neighbours (the "locality" metric of :func:`probes`)."""
+    return score(lambda ps: predict(model, tok, ps), probes(world, windows, 0)["locality"])
+
+
 def evaluate(answer, items: dict[str, Sequence[tuple[str, str]]]) -> dict[str, np.ndarray]:
     """Whether each (prompt, expected) pair of every metric is answered right, from one batch of questions (and a
     second for the answer token of the "multihop" metric's two-hop questions, :func:`answer_two_hop`)."""
@@ -833,7 +845,8 @@ def run_lifelong(method: str, z, world: FactWorld, windows: Sequence[Window], cf
     token), LoRA + merge merges with `alpha` (default `cfg.merge_alpha`). After each window, every metric of
     :func:`probes`, and "retention_learned": of the earlier windows' edits the method had learned right after
     their window (every training template answered), the fraction still answered. Returns {metric: [value per
-    window]} and the mean inference FLOPs per question."""
+    window]} and the mean inference FLOPs per question; "locality_before": the unedited model's locality, and for
+    ROME "locality_early": its locality after each of :data:`EARLY_EDITS` edits inside the first window."""
     if method not in METHODS + BASELINES:
         raise ValueError(f"unknown method {method!r}; methods: {', '.join(METHODS + BASELINES)}")
     model, tok, world = copy.deepcopy(z.model), z.tokenizer, copy.deepcopy(world)
@@ -843,11 +856,17 @@ def run_lifelong(method: str, z, world: FactWorld, windows: Sequence[Window], cf
     Cs = {l: key_covariance(generic_keys(model, tok, world, l, cfg.c_texts, derive_seed(seed, "C")))
           for l in edited_layers}  # of the unedited model
     out = {m: [] for m in METRICS} | {"retention_learned": []}
+    if windows:
+        out["locality_before"] = locality(model, tok, world, windows)
+    if method == "rome" and windows:
+        out["locality_early"] = []
     learned: list[Edit] = []
     for w, win in enumerate(windows):
         if method == "rome":
-            for e in win.edits:
+            for i, e in enumerate(win.edits, 1):
                 rome_edit(model, tok, world, e, Cs[layer], layer, cfg.v_steps, cfg.v_lr, token, objective_of(cfg))
+                if w == 0 and i in EARLY_EDITS and i < len(win.edits):
+                    out["locality_early"].append(locality(model, tok, world, windows))
         elif method == "memit":
             memit_edit(model, tok, world, win.edits, Cs, memit_layers(layer), cfg.v_steps, cfg.v_lr,
                        cfg.memit_lambda, token, objective_of(cfg))
@@ -950,6 +969,7 @@ def claim_measurements(results: dict) -> dict:
     return {
         "locality_drop": [run["locality"][0] - run["locality"][-1] for run in results["rome"]],
         "rome_first_success": [run["success"][0] for run in results["rome"]],
+        "rome_first_locality": [run["locality"][0] for run in results["rome"]],
         "retrieval_success_margin": (fin["retrieval"]["success"]
                                      - np.max([fin[m]["success"] for m in others], 0)).tolist(),
         "retrieval_retention_margin": (fin["retrieval"]["retention"]
@@ -971,10 +991,21 @@ LABELS = {"rome": "ROME", "memit": "MEMIT", "finetune": "continual FT", "lora_me
           "retrieval": "retrieval (MiniLM)", "retrieval_lexical": "retrieval (keyword)"}
 
 
+def _with_first_window(runs: list[dict], x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The locality curve `x`, `y` (edits so far, one row per seed) with the unedited model's point and the
+    measurements inside the first window in front, where the runs have them."""
+    early = [[run.get("locality_before")] + run.get("locality_early", []) for run in runs]
+    if None in (e[0] for e in early):
+        return x, y
+    n_early = [0] + [k for k in EARLY_EDITS if k < x[0]][:len(early[0]) - 1]
+    return np.concatenate([n_early, x]), np.hstack([np.array(early, dtype=float), y])
+
+
 def plot_lifelong(results: dict, axes, edits_per_window: int | None = None) -> None:
     """Every metric of the runs (:data:`METRICS` and "retention_learned") against the number of edits so far
     (`edits_per_window` per window; without it, against the window), one line per method (mean over seeds, band
-    ± sd), one panel per metric; the legend goes in the first panel left over."""
+    ± sd), one panel per metric; the legend goes in the first panel left over. Where the runs have them, the
+    locality panel starts from the unedited model's (0 edits) and shows ROME's inside the first window."""
     from .core.plot import PALETTE
 
     metrics = METRICS + ("retention_learned",)
@@ -986,6 +1017,8 @@ def plot_lifelong(results: dict, axes, edits_per_window: int | None = None) -> N
             y = np.array([run[metric] for run in runs], dtype=float)
             defined = ~np.isnan(y).any(0)  # retention has no value after the first window
             x, y = per * np.arange(1, y.shape[1] + 1)[defined], y[:, defined]
+            if metric == "locality" and edits_per_window:
+                x, y = _with_first_window(runs, x, y)
             mu, sd = y.mean(0), y.std(0)
             ls = "--" if m in BASELINES else "-"
             ax.plot(x, mu, ls, marker="o", ms=3, color=PALETTE[i], label=LABELS[m])
