@@ -83,7 +83,7 @@ BASE_PRESETS = {
 _CONVERGED = at_least("every_intervention_converges", "min_clean_accuracy", 0.9,
                       "clean rule-B accuracy >= 0.9 for every method at every layer and seed")
 _BITES = at_least("perturbation_bites", "loreft_drop_first_layer", 0.03,
-                  "the perturbations cost LoReFT >= 3 points at the first layer on every seed")
+                  "the perturbations cost LoReFT >= 0.03 accuracy (3 points) at the first layer on every seed")
 
 ROBUST = Claim(
     chapter="dist_interventions", id="robust",

@@ -961,7 +961,8 @@ def _finite(xs) -> list[float]:
 # --------------------------------------------------------------------------------------------------------------
 
 _ALL_LEARNED = at_most("all_learned", "n_not_learned", 0,
-                       f"every run learned the task (accuracy >= {LEARNED_ACCURACY} at the training length)")
+                       f"every run learned the task: the number of runs below {LEARNED_ACCURACY} accuracy at the "
+                       "training length is 0")
 _READABLE = at_least("signatures_read", "n_signatures_read", 2,
                      "every learned run has at least 2 of its 3 signatures readable (errors: enough errors where "
                      "the model tracks; probes: a layer that has not resolved the state), so the rule can label it")
