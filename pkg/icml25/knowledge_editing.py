@@ -1025,7 +1025,7 @@ def plot_lifelong(results: dict, axes, edits_per_window: int | None = None) -> N
             ax.fill_between(x, mu - sd, mu + sd, color=PALETTE[i], alpha=0.15)
         n = len(runs[0][metric])
         ax.set(title=metric.replace("_", " "), xlabel="edits so far" if edits_per_window else "window",
-               ylim=(-0.03, 1.03), xticks=per * np.arange(1, n + 1, max(1, n // 8)))
+               ylim=(-0.03, 1.03), xticks=per * np.arange(0 if edits_per_window else 1, n + 1, max(1, n // 8)))
     spare = list(axes.flat)[len(metrics):]
     for ax in spare:
         ax.set_axis_off()
