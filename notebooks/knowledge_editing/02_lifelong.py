@@ -167,7 +167,7 @@ ax.invert_yaxis()
 # ## Where ROME's locality falls
 #
 # `editors_degrade` measures ROME's fall in locality from the first window to the last. After this design's
-# verdict had been seen (inconclusive: ROME's first-window success below its threshold on one seed), the locality
+# verdict had been seen (inconclusive: ROME's first-window success below its threshold on every seed), the locality
 # curve showed why the criterion could not be met either way: locality was already near its floor after the first
 # window. So, with the criterion unchanged, the claim got a third precondition, `locality_has_room` (ROME's locality
 # after the first window >= 0.3 on every seed, room for the fall the criterion asks for), and the runs now also

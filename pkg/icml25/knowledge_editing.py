@@ -858,8 +858,8 @@ def run_lifelong(method: str, z, world: FactWorld, windows: Sequence[Window], cf
     out = {m: [] for m in METRICS} | {"retention_learned": []}
     if windows:
         out["locality_before"] = locality(model, tok, world, windows)
-    if method == "rome" and windows:
-        out["locality_early"] = []
+        if method == "rome":
+            out["locality_early"] = []
     learned: list[Edit] = []
     for w, win in enumerate(windows):
         if method == "rome":
