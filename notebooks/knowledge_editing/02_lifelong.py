@@ -177,7 +177,7 @@ ax.invert_yaxis()
 # %%
 before = np.mean([run["locality_before"] for run in results["rome"]])
 early = np.mean([run["locality_early"] for run in results["rome"]], 0)
-n_early = [k for k in ke.EARLY_EDITS if k < cfg.edits_per_window][:len(early)]
+n_early = ke.early_edits(cfg.edits_per_window)
 display(Markdown(
     f"ROME's locality on hard neighbours (mean over {len(cfg.seeds)} seeds): {before:.2f} before any edit, "
     + ", ".join(f"{x:.2f} after {k} edit{'s' if k > 1 else ''}" for k, x in zip(n_early, early))

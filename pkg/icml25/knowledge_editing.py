@@ -108,6 +108,12 @@ METRICS = ("success", "rephrase", "persona", "locality", "multihop", "retention"
 EARLY_EDITS = (1, 2, 5, 10, 20)  # ROME's locality is also measured after this many edits of the first window
 
 
+def early_edits(per_window: int) -> list[int]:
+    """The counts of :data:`EARLY_EDITS` that fall inside a first window of `per_window` edits (before its end,
+    where the window's own metrics are measured)."""
+    return [k for k in EARLY_EDITS if k < per_window]
+
+
 # --------------------------------------------------------------------------------------------------- claims
 # Declared from the issue before any experiment; checked by notebooks/knowledge_editing/02_lifelong.
 
@@ -865,7 +871,7 @@ def run_lifelong(method: str, z, world: FactWorld, windows: Sequence[Window], cf
         if method == "rome":
             for i, e in enumerate(win.edits, 1):
                 rome_edit(model, tok, world, e, Cs[layer], layer, cfg.v_steps, cfg.v_lr, token, objective_of(cfg))
-                if w == 0 and i in EARLY_EDITS and i < len(win.edits):
+                if w == 0 and i in early_edits(len(win.edits)):
                     out["locality_early"].append(locality(model, tok, world, windows))
         elif method == "memit":
             memit_edit(model, tok, world, win.edits, Cs, memit_layers(layer), cfg.v_steps, cfg.v_lr,
@@ -997,7 +1003,7 @@ def _with_first_window(runs: list[dict], x: np.ndarray, y: np.ndarray) -> tuple[
     early = [[run.get("locality_before")] + run.get("locality_early", []) for run in runs]
     if None in (e[0] for e in early):
         return x, y
-    n_early = [0] + [k for k in EARLY_EDITS if k < x[0]][:len(early[0]) - 1]
+    n_early = [0] + early_edits(x[0])[:len(early[0]) - 1]  # methods other than ROME have the unedited point only
     return np.concatenate([n_early, x]), np.hstack([np.array(early, dtype=float), y])
 
 
