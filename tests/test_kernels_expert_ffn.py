@@ -191,3 +191,12 @@ def test_interleaved_times_fast_contenders_in_units_and_reports_the_time_per_cal
                               min_unit=0.02)
     assert calls == {"fast": 1 + 5 * 20, "slow": 6}
     assert times["fast"] == pytest.approx([0.001] * 4) and times["slow"] == pytest.approx([0.05] * 4)
+
+
+def test_a_second_derivative_is_refused_by_name():
+    """The kernel's backward writes with mm(out=), which autograd cannot differentiate: a gradient penalty through
+    it is refused with torch's message for a once-differentiable function, before any value is computed."""
+    x, routing, experts, _ = moe_inputs(6, 4, 3, 3, 2, seed=2)
+    (grad_x,) = torch.autograd.grad(expert_ffn(x, routing, experts).square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice a function that was marked with @once_differentiable"):
+        grad_x.sum().backward()

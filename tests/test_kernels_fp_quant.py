@@ -265,3 +265,19 @@ def test_straight_through_gradient_passes_dy_unchanged():
     y = fp_quantize_ste(x, 2, 1, block_size=8, convention="paper")
     y.backward(dy)
     assert y.equal(fp_quantize(x, 2, 1, block_size=8, convention="paper")) and x.grad.equal(dy)
+
+
+def test_an_out_that_partially_overlaps_x_is_refused_on_both_paths():
+    """Shifted by 8 elements in one buffer, the kernel would read blocks it had already written: a silent wrong
+    answer before this check. PyTorch's own out= ops refuse partial overlap too; out=x stays allowed."""
+    buffer = torch.randn(16 * 64 + 8, generator=torch.Generator().manual_seed(7))
+    x, out = buffer[:-8].view(16, 64), buffer[8:].view(16, 64)
+    before = buffer.clone()
+    for quantize in (lambda: fp_quantize(x, 4, 3, 16, out=out), lambda: fp_quantize(x.t(), 4, 3, 16, out=out.t())):
+        with pytest.raises(ValueError, match="out shares memory with x but is not x"):
+            quantize()
+    assert buffer.equal(before)  # refused before anything was written
+    expected = fp_quantize(x, 4, 3, 16)
+    assert_same_bits(fp_quantize(x, 4, 3, 16, out=x), expected)  # in place: the same elements in the same places
+    apart = torch.randn(2, 16, 64)
+    assert_same_bits(fp_quantize(apart[0], 4, 3, 16, out=apart[1]), fp_quantize(apart[0].clone(), 4, 3, 16))

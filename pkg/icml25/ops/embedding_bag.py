@@ -8,7 +8,8 @@ $$ y_b = \sum_{k} w_{bk}\, V_{i_{bk}}, \qquad
 
 The backward's first sum is a scatter with collisions (an index may repeat inside a bag and across bags). The
 compiled kernel radix-sorts the B·K slots by row so that each touched row of the gradient is summed by one thread,
-without atomics; that also makes it deterministic. Only the touched rows (at most B·K of the N) have a nonzero
+without atomics; that also makes it deterministic. A second derivative (`backward(create_graph=True)`) takes
+the same two sums in differentiable PyTorch ops instead, so no second-order term is lost. Only the touched rows (at most B·K of the N) have a nonzero
 gradient, so with ``sparse=True`` the gradient of $V$ is a sparse COO tensor of those rows, as with
 ``F.embedding_bag(..., sparse=True)``, and no dense $N \times D$ tensor is written. A gradient of 32 MiB or more
 (where the C allocator would map fresh pages anyway) lies on fresh anonymous pages (2 MiB pages where the kernel grants
@@ -31,6 +32,18 @@ def embedding_bag_reference(values: torch.Tensor, indices: torch.Tensor, weights
     return (weights.unsqueeze(-1) * F.embedding(indices, values, sparse=sparse)).sum(-2)
 
 
+def embedding_bag_backward_reference(grad_out: torch.Tensor, values: torch.Tensor, indices: torch.Tensor,
+                                     weights: torch.Tensor) -> tuple[torch.Tensor, None, torch.Tensor]:
+    """The backward's two sums of the module docstring in differentiable PyTorch ops (index_add, a gather), so
+    that a second derivative through them keeps every term: dL/dV = index_add of w_bk dL/dy_b at row i_bk,
+    dL/dw_bk = <dL/dy_b, V_i_bk>. Returns (dL/dV, None for the indices, dL/dw)."""
+    B, K = indices.shape
+    scattered = (weights.unsqueeze(-1) * grad_out.unsqueeze(1)).reshape(B * K, -1)
+    grad_values = torch.zeros_like(values).index_add(0, indices.reshape(-1), scattered)
+    grad_weights = (grad_out.unsqueeze(1) * values[indices]).sum(-1)
+    return grad_values, None, grad_weights
+
+
 class _EmbeddingBag(torch.autograd.Function):
     @staticmethod
     def forward(ctx, values, indices, weights, sparse):
@@ -41,6 +54,11 @@ class _EmbeddingBag(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         values, indices, weights = ctx.saved_tensors
+        if torch.is_grad_enabled():  # backward(create_graph=True): a gradient that is itself differentiable
+            if ctx.sparse:
+                raise RuntimeError("embedding_bag(sparse=True) has no second derivative (a sparse gradient cannot "
+                                   "carry one); use sparse=False to differentiate the gradient")
+            return (*embedding_bag_backward_reference(grad_out, values, indices, weights), None)
         grad_values, grad_weights, rows = kernels_for(values).embedding_bag_backward(
             grad_out.contiguous(), values, indices, weights, ctx.sparse)
         if ctx.sparse:

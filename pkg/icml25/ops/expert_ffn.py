@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 from .build import KERNEL_DTYPES, kernels_for
 
@@ -59,6 +60,7 @@ class _ExpertFFN(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable  # a second derivative is refused with torch's own message, not mm()'s out= error
     def backward(ctx, grad_y):
         index, weight, gate, w_gate, w_up, w_out, *saved = ctx.saved_tensors
         gx, gw, gg, gwg, gwu, gwo = kernels_for(grad_y).expert_ffn_backward(grad_y.contiguous(), saved, index, weight, gate,

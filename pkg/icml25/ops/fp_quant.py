@@ -153,6 +153,9 @@ def fp_quantize(x: torch.Tensor, exp_bits: int, man_bits: int, block_size: int |
     if out is not None and (out.shape != x.shape or out.dtype != x.dtype or out.device != x.device):
         raise ValueError(f"out must match x: got {list(out.shape)} {out.dtype} on {out.device}, expected "
                          f"{list(x.shape)} {x.dtype} on {x.device}")
+    if out is not None and _partially_overlap(x, out):
+        raise ValueError("out shares memory with x but is not x itself (the kernel would read values it has "
+                         "already overwritten); pass out=x to quantise in place, or an out of its own")
     kernels = kernels_for(x)
     if kernels is None:
         return fp_quantize_reference(x, fmt, block_size, axis, out)
@@ -165,6 +168,22 @@ def fp_quantize(x: torch.Tensor, exp_bits: int, man_bits: int, block_size: int |
         return out
     y = restore(target)
     return y if out is None else out.copy_(y)
+
+
+def _memory_span(t: torch.Tensor) -> tuple[int, int]:
+    """The bytes [first, end) between a non-empty tensor's first and last element (torch strides are >= 0)."""
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+
+def _partially_overlap(x: torch.Tensor, out: torch.Tensor) -> bool:
+    """`out`'s span of memory meets `x`'s without `out` being `x` (the same elements in the same places). As
+    PyTorch's own `out=` ops, this refuses what it cannot prove safe: two interleaved views of one buffer count too."""
+    if x.numel() == 0 or x.device.type == "meta":
+        return False
+    same = out.data_ptr() == x.data_ptr() and out.stride() == x.stride()
+    (a, b), (c, d) = _memory_span(x), _memory_span(out)
+    return not same and a < d and c < b
 
 
 class _StraightThrough(torch.autograd.Function):
