@@ -1,4 +1,5 @@
-"""`icml25`: build the book, list its chapters, benchmark the kernels, check the rendered HTML."""
+"""`icml25`: build the book, list its chapters, benchmark the kernels, check the rendered HTML, keep the claims'
+preregistration ledger."""
 
 from __future__ import annotations
 
@@ -19,6 +20,40 @@ def _slug(value: str) -> str:
     if value not in catalog.BY_SLUG:
         raise argparse.ArgumentTypeError(f"unknown chapter {value!r}; valid chapters: {', '.join(catalog.BY_SLUG)}")
     return value
+
+
+def _ledger_parser(sub) -> None:
+    """`icml25 ledger {status,init,deviate,history}`: the claims' declared designs and their deviations."""
+    lp = sub.add_parser("ledger", help="the preregistration ledger of the claims (book/<slug>/claims.lock)")
+    ls = lp.add_subparsers(dest="action", required=True)
+    s = ls.add_parser("status", help="list claims whose declaration differs from the ledger without a deviation")
+    s.add_argument("slugs", type=_slug, nargs="*", metavar="SLUG", help="only these chapters (default: all)")
+    i = ls.add_parser("init", help="register the chapters that have no ledger yet")
+    i.add_argument("slugs", type=_slug, nargs="*", metavar="SLUG", help="only these chapters (default: all)")
+    i.add_argument("--at", metavar="COMMIT", help="register the declarations of this commit's code (default: now)")
+    d = ls.add_parser("deviate", help="record why a claim's declaration changed (or was added or removed)")
+    d.add_argument("names", nargs="+", metavar="SLUG.CLAIM",
+                   help="the claims; a bare SLUG means every claim of the chapter that differs from its ledger")
+    d.add_argument("--why", required=True, help="one sentence: why the design changed")
+    h = ls.add_parser("history", help="a claim's registration, verdicts and deviations")
+    h.add_argument("name", metavar="SLUG[.CLAIM]")
+
+
+def _ledger(args) -> int:
+    from . import ledger
+    from .build import BOOK, PROJECT_ROOT
+
+    try:
+        if args.action == "status":
+            return ledger.cmd_status(BOOK, args.slugs)
+        if args.action == "init":
+            return ledger.cmd_init(BOOK, args.slugs, args.at, PROJECT_ROOT)
+        if args.action == "deviate":
+            return ledger.cmd_deviate(BOOK, args.names, args.why)
+        return ledger.cmd_history(BOOK, args.name)
+    except ValueError as e:  # a LedgerError, or an unknown chapter
+        print(f"icml25 ledger {args.action}: {e}", file=sys.stderr)
+        return 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     bn.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     c = sub.add_parser("check-html", help="open the built pages in headless Chromium and check them")
     c.add_argument("--chromium", default="chromium")
+    _ledger_parser(sub)
     args = parser.parse_args(argv)
 
     if args.command == "build" and args.dry_run:
@@ -70,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         from ..ops import bench
 
         return bench.main(args.scale, args.json)
+    if args.command == "ledger":
+        return _ledger(args)
     if args.command == "check-html":
         from .htmlcheck import main as check
 

@@ -1,0 +1,450 @@
+"""The preregistration ledger: every claim's declared design, its verdicts, and each deviation from the design.
+
+Each chapter keeps a committed ledger, `book/<slug>/claims.lock` (JSON, sorted keys), with one entry per claim:
+
+- ``declaration``: what the claim declared before its experiment ran (criterion, effects with their null,
+  smallest effect, margin and interval method, preconditions with the thresholds in their rule text, the null
+  control, and the chapter config's verdict and calibration seeds at every scale), and ``hash``, its sha256;
+- ``registered``: the hash, commit and date the ledger first recorded;
+- ``history``: the verdicts builds reached, each with the declaration hash it was decided under;
+- ``deviations``: every change of the declaration since it was registered: when, what (generated, ``field: old ->
+  new``), why (one sentence), whether a verdict had been recorded under the old declaration, and both hashes.
+
+A claim whose declaration differs from its ledger without a deviation is an error (`tests/test_ledger.py`); the
+fix is ``icml25 ledger deviate SLUG.CLAIM --why "..."``. Fields left at their dataclass default are not part of
+a declaration, so a new optional field of the contract changes no existing fingerprint.
+
+The package is imported by absolute name inside the functions, so that this file can also read the declarations
+of an older checkout (`declarations_at`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import hashlib
+import importlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+LEDGER_NAME = "claims.lock"
+SCALES = ("smoke", "ci", "full")
+#: fields of a Claim that are test data for its check, not its design
+NOT_DECLARED = ("examples", "no_effect")
+#: fields of an effect recorded even at their default: a change of the default changes the design
+EFFECT_FIELDS = ("name", "samples", "direction", "null", "min_effect", "method", "confidence", "margin", "alpha")
+CLAIM_FIELDS = ("chapter", "id", "paper_statement", "paper_value", "criterion", "needs_null", "null_description")
+FUNCTION = "<function>"
+HISTORY_LIMIT = 40  # entries kept per claim; a build appends only when a verdict or a declaration changes
+ADDED, REMOVED, CHANGED = "added", "removed", "changed"
+
+
+class LedgerError(ValueError):
+    """A ledger asked to do something that does not fit it; the message names the claim and what is wrong."""
+
+
+# ---- declarations -------------------------------------------------------------------------------------------
+
+def _plain(where: str, value: Any) -> Any:
+    """`value` as JSON: numbers, strings, booleans, None, and lists or dicts of them."""
+    if value is None or isinstance(value, (bool, str, int, float)):
+        return value
+    if hasattr(value, "tolist"):  # numpy scalars and arrays
+        return _plain(where, value.tolist())
+    if isinstance(value, Mapping):
+        return {str(k): _plain(f"{where}.{k}", v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(where, v) for v in value]
+    raise LedgerError(f"{where}: a {type(value).__name__} ({value!r}) cannot be part of a declaration")
+
+
+def _number(value: Any) -> Any:
+    """Integers as floats, so that writing `1` for `1.0` is no change of design."""
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+def _fields(obj: Any, always: Iterable[str], skip: Iterable[str] = ()) -> dict[str, Any]:
+    """The dataclass fields of `obj` that declare something: those in `always`, and any other that is not at its
+    default and not a function."""
+    out = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.name in skip or (f.name not in always and (value == _default(f) or callable(value))):
+            continue
+        out[f.name] = FUNCTION if callable(value) else value
+    return out
+
+
+def effect_declaration(where: str, effect: Any) -> dict[str, Any]:
+    """An effect's class name and fields (a function of the measurements is recorded as "<function>")."""
+    fields = _fields(effect, EFFECT_FIELDS)
+    return {"kind": type(effect).__name__,
+            **{k: _number(_plain(f"{where}.{k}", v)) for k, v in fields.items()}}
+
+
+def chapter_seeds(module: Any) -> dict[str, dict[str, Any]] | None:
+    """The verdict seeds and calibration seeds of the chapter's config at each scale (None without a config)."""
+    if not hasattr(module, "config"):
+        return None
+    out = {}
+    for scale in SCALES:
+        cfg = module.config(scale)
+        out[scale] = {k: _plain(f"config({scale!r}).{k}", cfg.get(k)) for k in ("seeds", "calibration_seeds")}
+    return out
+
+
+def declaration(claim: Any, seeds: dict | None) -> dict[str, Any]:
+    """A claim's declared design as a plain dict (see the module's docstring); `seeds` from `chapter_seeds`."""
+    where = f"claim {claim.chapter}.{claim.id}"
+    out = {k: _plain(f"{where}.{k}", v) for k, v in
+           _fields(claim, CLAIM_FIELDS, skip=(*NOT_DECLARED, "effects", "preconditions")).items()}
+    out["effects"] = [effect_declaration(f"{where}.effects[{i}]", e) for i, e in enumerate(claim.effects)]
+    out["preconditions"] = [{"id": p.id, "rule": p.rule} for p in claim.preconditions]
+    out["seeds"] = seeds
+    return out
+
+
+def fingerprint(decl: Mapping[str, Any]) -> str:
+    """The sha256 of a declaration's canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(decl, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def chapter_modules() -> dict[str, Any]:
+    """Every chapter's module, imported, so that the claims registry holds every claim."""
+    from icml25 import catalog
+
+    return {c.slug: importlib.import_module(f"icml25.{c.slug}") for c in catalog.ALL}
+
+
+def declarations(slugs: Iterable[str] | None = None) -> dict[str, dict[str, dict]]:
+    """{slug: {claim id: declaration}} of the code imported now, for `slugs` (default every chapter)."""
+    from icml25.core.claims import REGISTRY
+
+    modules = chapter_modules()
+    wanted = list(slugs or modules)
+    seeds = {slug: chapter_seeds(modules[slug]) for slug in wanted}
+    out: dict[str, dict[str, dict]] = {slug: {} for slug in wanted}
+    for (chapter, claim_id), claim in sorted(REGISTRY.items()):
+        if chapter in out:
+            out[chapter][claim_id] = declaration(claim, seeds[chapter])
+    return out
+
+
+def declarations_at(commit: str, root: Path) -> dict[str, dict[str, dict]]:
+    """The declarations of every chapter in the code of `commit` (a git worktree in a temporary folder, read by a
+    fresh interpreter that imports that commit's package and this file)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(tree), commit], check=True,
+                       capture_output=True)
+        try:
+            script = ("import importlib.util, json, sys; "
+                      f"spec = importlib.util.spec_from_file_location('ledger_reader', {str(Path(__file__))!r}); "
+                      "m = sys.modules['ledger_reader'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
+                      "json.dump(m.declarations(), sys.stdout)")
+            env = dict(os.environ, PYTHONPATH=str(tree / "pkg"))
+            done = subprocess.run([sys.executable, "-c", script], cwd=tree, env=env, capture_output=True, text=True)
+            if done.returncode:
+                raise LedgerError(f"reading the declarations at {commit} failed:\n{done.stderr[-2000:]}")
+            return json.loads(done.stdout)
+        finally:
+            subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], check=False,
+                           capture_output=True)
+
+
+# ---- the ledger files ------------------------------------------------------------------------------------------
+
+def path(book: Path, slug: str) -> Path:
+    return book / slug / LEDGER_NAME
+
+
+def load(book: Path, slug: str) -> dict[str, Any]:
+    """A chapter's ledger; a chapter without one has an empty ledger."""
+    p = path(book, slug)
+    return json.loads(p.read_text()) if p.exists() else {"chapter": slug, "claims": {}}
+
+
+def save(book: Path, slug: str, ledger: Mapping[str, Any]) -> None:
+    """Write a ledger deterministically (sorted keys, indent 1) through a temporary file."""
+    p = path(book, slug)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = p.with_name(f".{p.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(ledger, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
+    tmp.replace(p)
+
+
+def today() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
+
+
+def git_commit(root: Path) -> str | None:
+    """The short hash of the checkout's HEAD, or None outside git."""
+    done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
+
+
+def commit_date(commit: str, root: Path) -> str:
+    """The day `commit` was made (YYYY-MM-DD)."""
+    done = subprocess.run(["git", "-C", str(root), "show", "-s", "--format=%cs", commit], capture_output=True,
+                          text=True)
+    if done.returncode:
+        raise LedgerError(f"{commit!r} is not a commit of this checkout: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def init(book: Path, decls: Mapping[str, Mapping[str, dict]], commit: str | None, date: str) -> list[str]:
+    """Register the declarations of every chapter in `decls` that has no ledger yet; returns the chapters
+    registered. A chapter that has a ledger keeps it: its changes are deviations."""
+    done = []
+    for slug, claims in decls.items():
+        if path(book, slug).exists():
+            continue
+        entries = {cid: {"declaration": d, "hash": fingerprint(d), "history": [], "deviations": [],
+                         "registered": {"hash": fingerprint(d), "commit": commit, "date": date}}
+                   for cid, d in claims.items()}
+        save(book, slug, {"chapter": slug, "claims": entries})
+        done.append(slug)
+    return done
+
+
+# ---- differences ------------------------------------------------------------------------------------------------
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A declaration as {dotted path: value}; effects are keyed by name and preconditions by id."""
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, list) and value and all(isinstance(v, dict) and ("name" in v or "id" in v)
+                                                   for v in value):
+        items = [(v["name"] if "name" in v else v["id"], v) for v in value]
+    else:
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for k, v in items:
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def _show(value: Any) -> str:
+    return "(none)" if value is None else value if isinstance(value, str) else json.dumps(value)
+
+
+def diff(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list[str]:
+    """What changed from declaration `old` to `new`, one "field: old -> new" line per field."""
+    if old is None:
+        return ["claim added"]
+    if new is None:
+        return ["claim removed"]
+    a, b = _flat(old), _flat(new)
+    lines = [f"{k}: {_show(a.get(k))} -> {_show(b.get(k))}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    return lines or (["the order of the effects or preconditions"] if fingerprint(old) != fingerprint(new) else [])
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """A claim whose declaration in the code differs from its ledger."""
+    slug: str
+    claim: str
+    kind: str  # ADDED, REMOVED or CHANGED
+    what: list[str]
+
+    def __str__(self) -> str:
+        return "\n".join([f"{self.slug}.{self.claim}: {self.kind} without a deviation entry",
+                          *(f"    {line}" for line in self.what)])
+
+
+def differences(book: Path, decls: Mapping[str, Mapping[str, dict]]) -> list[Difference]:
+    """Every claim of the chapters in `decls` whose declaration differs from the chapter's ledger."""
+    out = []
+    for slug, claims in decls.items():
+        ledger = load(book, slug)["claims"]
+        for cid in sorted(set(claims) | set(ledger)):
+            old = ledger.get(cid, {}).get("declaration")
+            new = claims.get(cid)
+            if (old and fingerprint(old)) != (new and fingerprint(new)):
+                kind = ADDED if old is None else REMOVED if new is None else CHANGED
+                out.append(Difference(slug, cid, kind, diff(old, new)))
+    return out
+
+
+def chain_errors(ledger: Mapping[str, Any]) -> list[str]:
+    """Claims whose deviations do not lead from the registered declaration to the ledger's: a declaration edited
+    in the ledger by hand, not by `deviate`."""
+    errors = []
+    for cid, entry in sorted(ledger["claims"].items()):
+        h = entry["registered"]["hash"]
+        for d in entry["deviations"]:
+            if d["old_hash"] != h:
+                errors.append(f"{ledger['chapter']}.{cid}: deviation of {d['date']} starts from {d['old_hash']}, "
+                              f"not from {h}")
+            h = d["new_hash"]
+        if h != entry["hash"] or entry["hash"] != (entry["declaration"] and fingerprint(entry["declaration"])):
+            errors.append(f"{ledger['chapter']}.{cid}: the ledger's declaration is not the one its deviations lead "
+                          "to")
+    return errors
+
+
+# ---- deviations and history ---------------------------------------------------------------------------------
+
+def split_name(name: str) -> tuple[str, str]:
+    """"slug.claim" as (slug, claim); a name without a dot is an error that shows the form."""
+    slug, dot, claim = name.partition(".")
+    if not (slug and dot and claim):
+        raise LedgerError(f"claim {name!r} is not of the form SLUG.CLAIM (for example rsd.efficiency_oracle)")
+    return slug, claim
+
+
+def deviate(book: Path, slug: str, claim_id: str, new: dict | None, why: str, date: str) -> dict:
+    """Record that claim `claim_id` of `slug` now declares `new` (None: the claim was removed), and why; returns
+    the deviation entry. A claim that matches its ledger has nothing to record."""
+    if not why.strip():
+        raise LedgerError(f"{slug}.{claim_id}: a deviation needs a reason (--why \"one sentence\")")
+    ledger = load(book, slug)
+    entry = ledger["claims"].get(claim_id)
+    if entry is None and new is None:
+        raise LedgerError(f"{slug}.{claim_id} is neither in the code nor in the ledger; claims in the ledger: "
+                          f"{', '.join(sorted(ledger['claims'])) or 'none'}")
+    entry = entry or {"declaration": None, "hash": None, "history": [], "deviations": [],
+                      "registered": {"hash": None, "commit": None, "date": date}}
+    new_hash = new and fingerprint(new)
+    if new_hash == entry["hash"]:
+        raise LedgerError(f"{slug}.{claim_id} matches its ledger: there is no deviation to record")
+    old = entry["declaration"]
+    record = {"date": date, "kind": ADDED if old is None else REMOVED if new is None else CHANGED,
+              "what": diff(old, new), "why": why.strip(), "old_hash": entry["hash"], "new_hash": new_hash,
+              "verdict_seen": any(h["hash"] == entry["hash"] for h in entry["history"]) if old else False}
+    entry.update(declaration=new, hash=new_hash, deviations=[*entry["deviations"], record])
+    ledger["claims"][claim_id] = entry
+    save(book, slug, ledger)
+    return record
+
+
+def append_history(book: Path, slug: str, claim_id: str, entry: dict) -> bool:
+    """Append a verdict to a claim's history unless the last entry at the same scale has the same verdict and
+    declaration hash (so an unchanged rebuild changes no file); False when nothing was appended or the claim is
+    not in the ledger."""
+    ledger = load(book, slug)
+    claim = ledger["claims"].get(claim_id)
+    if claim is None:
+        return False
+    same_scale = [h for h in claim["history"] if h["scale"] == entry["scale"]]
+    if same_scale and (same_scale[-1]["verdict"], same_scale[-1]["hash"]) == (entry["verdict"], entry["hash"]):
+        return False
+    claim["history"] = [*claim["history"], entry][-HISTORY_LIMIT:]
+    save(book, slug, ledger)
+    return True
+
+
+def record_verdicts(book: Path, records: Iterable[Mapping[str, Any]], root: Path,
+                    current: Callable[[str], Mapping[str, dict]] | None = None) -> int:
+    """The builder's hook: each claim record of a ci or full run goes into its chapter's history with the
+    declaration hash of the code now imported (`current(slug)`: {claim id: declaration}); returns how many were
+    appended."""
+    records = [r for r in records if r["scale"] != "smoke" and path(book, r["chapter"]).exists()]
+    current = current or (lambda slug: declarations([slug])[slug])
+    decls = {slug: current(slug) for slug in sorted({r["chapter"] for r in records})}
+    commit, n = git_commit(root), 0
+    for r in records:
+        decl = decls[r["chapter"]].get(r["claim_id"])
+        if decl is not None:
+            entry = {"scale": r["scale"], "verdict": r["verdict"], "hash": fingerprint(decl), "commit": commit,
+                     "date": r["recorded_at"][:10], "source": "icml25 build"}
+            n += append_history(book, r["chapter"], r["claim_id"], entry)
+    return n
+
+
+def revised_after_verdict(entry: Mapping[str, Any]) -> list[dict]:
+    """The deviations of a ledger entry that came after a verdict had been recorded under the old design."""
+    return [d for d in entry["deviations"] if d["verdict_seen"]]
+
+
+# ---- the command line: `icml25 ledger ...` ----------------------------------------------------------------------
+
+def _check_slugs(slugs: Iterable[str]) -> list[str]:
+    from icml25 import catalog
+
+    return [catalog.get(s).slug for s in slugs]
+
+
+def cmd_status(book: Path, slugs: list[str]) -> int:
+    """Print every claim whose declaration differs from its ledger without a deviation; 1 if there is one."""
+    found = differences(book, declarations(_check_slugs(slugs) or None))
+    for d in found:
+        print(d)
+    if found:
+        print(f"\n{len(found)} claim(s) differ from the ledger. Record each change with\n"
+              '    icml25 ledger deviate SLUG.CLAIM --why "one sentence"\n'
+              "(SLUG alone records every differing claim of the chapter with the same reason).")
+        return 1
+    print("Every claim matches its ledger.")
+    return 0
+
+
+def cmd_init(book: Path, slugs: list[str], at: str | None, root: Path) -> int:
+    """Register the chapters that have no ledger yet, from the code now or at commit `at`."""
+    slugs = _check_slugs(slugs)
+    decls = declarations_at(at, root) if at else declarations(slugs or None)
+    decls = {s: c for s, c in decls.items() if not slugs or s in slugs}
+    done = init(book, decls, at or git_commit(root), commit_date(at, root) if at else today())
+    kept = sorted(set(decls) - set(done))
+    print(f"Registered {len(done)} chapter(s): {', '.join(done) or 'none'}."
+          + (f" Kept the existing ledger of {', '.join(kept)}." if kept else ""))
+    return 0
+
+
+def cmd_deviate(book: Path, names: list[str], why: str) -> int:
+    """Record a deviation for each named claim ("slug.claim"), or for every differing claim of a chapter
+    ("slug")."""
+    slugs = _check_slugs(dict.fromkeys(n.partition(".")[0] for n in names))
+    decls = declarations(slugs)
+    pending = {(d.slug, d.claim) for d in differences(book, decls)}
+    targets = []
+    for name in names:
+        if "." in name:
+            targets.append(split_name(name))
+        else:
+            found = sorted(c for s, c in pending if s == name)
+            if not found:
+                raise LedgerError(f"chapter {name!r}: every claim matches its ledger; nothing to record")
+            targets += [(name, c) for c in found]
+    for slug, cid in targets:
+        entry = deviate(book, slug, cid, decls[slug].get(cid), why, today())
+        seen = " (a verdict had been recorded under the old declaration)" if entry["verdict_seen"] else ""
+        print(f"{slug}.{cid}: recorded {entry['kind']}{seen}:" + "".join(f"\n    {w}" for w in entry["what"]))
+    return 0
+
+
+def cmd_history(book: Path, name: str) -> int:
+    """Print a claim's (or every claim of a chapter's) registration, verdicts and deviations."""
+    slug, _, only = name.partition(".")
+    _check_slugs([slug])
+    claims = load(book, slug)["claims"]
+    if only and only not in claims:
+        raise LedgerError(f"{name} is not in the ledger of {slug}; its claims: {', '.join(sorted(claims)) or 'none'}")
+    for cid, entry in sorted(claims.items()):
+        if only and cid != only:
+            continue
+        reg = entry["registered"]
+        print(f"{slug}.{cid}  (registered {reg['date']} at {reg['commit']}, {str(reg['hash'])[:12]}; "
+              f"now {str(entry['hash'])[:12]})")
+        for h in entry["history"]:
+            print(f"  {h['date']}  {h['scale']:5s} {h['verdict']:12s} under {h['hash'][:12]}  ({h['source']}"
+                  + (f", {h['commit']}" if h.get("commit") else "") + ")")
+        for d in entry["deviations"]:
+            print(f"  {d['date']}  {d['kind']}: {d['why']}" + (" [after a verdict]" if d["verdict_seen"] else ""))
+            print("".join(f"      {w}\n" for w in d["what"]), end="")
+    return 0
