@@ -1,4 +1,5 @@
-"""Test-wide settings: a zoo cache and a results folder of the test run's own, one torch thread per worker."""
+"""Test-wide settings: a zoo cache and a results folder of the test run's own, one torch thread per worker, and the
+compiled kernels built once before any test runs."""
 
 import os
 from pathlib import Path
@@ -10,6 +11,18 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("ICML25_CACHE", str(ROOT / "_build" / "test-cache"))
 os.environ.setdefault("TQDM_DISABLE", "1")
 torch.set_num_threads(1)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist starts its workers (its own hook runs last)
+def pytest_sessionstart(session):
+    """Build (or load) the compiled kernels once, in the main process, before any test or worker starts: a test,
+    and above all a notebook cell with its timeout, then only loads the finished build and never waits on a
+    2-5 minute compile on a loaded machine. Workers (which have `workerinput`) skip it."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from icml25 import ops
+
+    ops.prepare()
 
 
 @pytest.fixture(autouse=True)

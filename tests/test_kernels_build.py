@@ -2,6 +2,7 @@
 saying so once."""
 
 import importlib
+import os
 import warnings
 
 import pytest
@@ -103,3 +104,31 @@ def test_the_dispatchers_hand_off_cpu_tensors_to_the_references(fresh_device_not
                    ops.Routing(torch.zeros(2, 1, dtype=torch.long, device="meta"), torch.empty(2, 1, device="meta")),
                    ops.Experts(*(torch.empty(1, a, b, device="meta") for a, b in ((3, 4), (3, 4), (4, 3)))))
     assert calls == ["fp_quantize_reference", "embedding_bag_reference", "expert_ffn_reference"]
+
+
+def test_the_session_start_left_nothing_to_compile():
+    """tests/conftest.py builds the kernels before any test: by the time a test (or a notebook cell with its
+    timeout) runs, the pinned ninja finds the extension up to date, so loading it never compiles."""
+    import subprocess
+
+    import ninja
+
+    ops.prepare()
+    dry = subprocess.run([f"{ninja.BIN_DIR}/ninja", "-n", "-C", str(build.build_directory())], capture_output=True,
+                         text=True)
+    assert dry.returncode == 0 and "no work to do" in dry.stdout, dry.stdout + dry.stderr
+
+
+def test_a_build_runs_the_pinned_ninja_whatever_the_path(fresh_build_state, tmp_path, monkeypatch):
+    """A system ninja of another version earlier on the PATH would read the build log as too old and recompile
+    everything; while torch builds, the pinned one comes first."""
+    import shutil
+
+    import ninja
+
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}/usr/bin")
+    seen = {}
+    monkeypatch.setattr(cpp_extension, "load", lambda *a, **k: seen.setdefault("ninja", shutil.which("ninja")))
+    monkeypatch.setattr(build, "build_directory", lambda: tmp_path / "kernels")
+    build.compiled()
+    assert seen["ninja"] == f"{ninja.BIN_DIR}/ninja" and os.environ["PATH"] == f"{tmp_path}{os.pathsep}/usr/bin"

@@ -7,10 +7,15 @@ The extension is built by `torch.utils.cpp_extension.load` into `_build/kernels/
 - torch's lock is a plain file (`_build/kernels/lock`); a build killed half-way leaves it behind and every later
   `load` waits on it forever. Under our lock no other build can be running, so a `lock` file found there is
   stale and is removed before `load` is called.
+- torch runs the first `ninja` on the PATH. Two versions (a system one and the pinned pip one in the venv) read
+  each other's build log as too old or too new and start over, recompiling every source: a process whose PATH
+  finds the other one (a notebook kernel, a test subprocess) would rebuild for minutes. Every build therefore runs
+  the pinned ninja.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
@@ -59,10 +64,23 @@ def _load():
     out = build_directory()
     out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("MAX_JOBS", "2")
-    with FileLock(out.parent / "kernels.lock"):
+    with FileLock(out.parent / "kernels.lock"), _pinned_ninja():
         (out / "lock").unlink(missing_ok=True)  # stale: no build of ours can hold it while we hold our lock
         return cpp_extension.load(NAME, [str(SOURCE_DIR / s) for s in SOURCES], extra_cflags=CFLAGS,
                                   extra_ldflags=["-fopenmp"], build_directory=str(out), verbose=False)
+
+
+@contextlib.contextmanager
+def _pinned_ninja():
+    """The pinned ninja (the `ninja` package of requirements.lock) first on the PATH while torch builds."""
+    import ninja
+
+    path = os.environ.get("PATH", "")
+    os.environ["PATH"] = ninja.BIN_DIR + os.pathsep + path
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = path
 
 
 def _fall_back(reason: str):
