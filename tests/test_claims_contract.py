@@ -26,19 +26,37 @@ SAME = Claim(chapter="demo", id="same", paper_statement="A equals B", paper_valu
              preconditions=[at_most("loss_low", "loss", 1.0)],
              examples=({"diff": [0.01, -0.02, 0.0, 0.01], "loss": 0.5}, {"diff": [2.0, 2.2, 1.9], "loss": 0.5}))
 
+STRONG = [3.0, 2.5, 3.5, 2.8, 3.2, 2.9, 3.1, 3.3]  # eight units, well above the smallest effect
+NONE = [0.1, -0.1, 0.0, 0.05, -0.05, 0.02, -0.02, 0.0]  # eight units around zero
+
 
 def decide(claim, **m):
     return claim.decide(m)
 
 
 def test_three_verdicts_of_a_directional_effect():
-    assert decide(BETTER, diff=[3.0, 2.5, 3.5], b_acc=0.9)["verdict"] == REPRODUCED
+    assert decide(BETTER, diff=STRONG, b_acc=0.9)["verdict"] == REPRODUCED
     # wholly below the paper's smallest effect: refuted, whether on the wrong side or just short of it
-    assert decide(BETTER, diff=[0.1, -0.1, 0.0], b_acc=0.9)["verdict"] == REFUTED
-    assert decide(BETTER, diff=[-2.0, -2.5, -1.5], b_acc=0.9)["verdict"] == REFUTED
+    assert decide(BETTER, diff=NONE, b_acc=0.9)["verdict"] == REFUTED
+    assert decide(BETTER, diff=[-x for x in STRONG], b_acc=0.9)["verdict"] == REFUTED
     # wide interval across zero and above min_effect: decides nothing
-    got = decide(BETTER, diff=[4.0, -3.0, 1.0], b_acc=0.9)
+    got = decide(BETTER, diff=[4.0, -3.0, 1.0, 2.0, -1.0, 3.0, 0.0, 1.5], b_acc=0.9)
     assert got["verdict"] == INCONCLUSIVE and "decides nothing" in got["reason"]
+
+
+def test_size_before_sign():
+    """An interval that excludes "no effect" but lies wholly short of the paper's smallest effect is refuted on
+    size (v1 called it reproduced); one that excludes it with an estimate below the smallest effect is undecided."""
+    small = [0.3, 0.35, 0.4, 0.32, 0.38, 0.36, 0.34, 0.33]
+    got = decide(BETTER, diff=small, b_acc=0.9)
+    assert got["verdict"] == REFUTED and "the direction holds, the size is below the paper's" in got["reason"]
+    short = [0.2, 1.6, 0.4, 1.2, 0.3, 1.5, 0.5, 1.0]  # mean 0.84 > 0, interval reaches 1
+    got = decide(BETTER, diff=short, b_acc=0.9)
+    assert got["verdict"] == INCONCLUSIVE and "size undecided" in got["reason"]
+    # the same data against a claim that names no size: the direction is the claim
+    bare = Claim("demo", "bare", "A beats B", "v", "A - B > 0", [Effect("d", "diff")], [at_least("ok", "b", 0)],
+                 ({"diff": STRONG, "b": 1}, {"diff": NONE, "b": 1}))
+    assert bare.decide({"diff": small, "b": 1})["verdict"] == REPRODUCED
 
 
 def test_interval_is_scipys_paired_t_interval():
@@ -46,6 +64,54 @@ def test_interval_is_scipys_paired_t_interval():
     e = decide(BETTER, diff=x, b_acc=0.9)["effects"][0]
     lo, hi = stats.ttest_1samp(x, 0).confidence_interval(0.95)
     assert (e["estimate"], e["ci_low"], e["ci_high"], e["n"]) == pytest.approx((np.mean(x), lo, hi, 4))
+
+
+def test_no_zero_width_interval_from_a_t_formula():
+    """Every unit giving the same value has no t interval: nothing is decided, and the record says why."""
+    got = decide(BETTER, diff=[2.0] * 10, b_acc=0.9)
+    e = got["effects"][0]
+    assert got["verdict"] == INCONCLUSIVE and math.isnan(e["ci_low"]) and math.isnan(e["ci_high"])
+    assert "no spread" in got["reason"]
+    got = decide(SAME, diff=[0.0] * 10, loss=0.5)  # v1 called a constant zero difference equivalent
+    assert got["verdict"] == INCONCLUSIVE and "no spread" in got["reason"]
+
+
+def test_bootstrap_only_where_it_covers():
+    boot = Claim("demo", "boot", "s", "v", "mean > 0 (percentile bootstrap)", [Effect("d", "d", method="bootstrap")],
+                 [at_least("ok", "b", 0)], ({"d": STRONG * 3, "b": 1}, {"d": NONE * 3, "b": 1}))
+    got = boot.decide({"d": STRONG, "b": 1})  # 8 units: the percentile interval under-covers
+    assert got["verdict"] == INCONCLUSIVE and "under-covers" in got["reason"]
+    assert claims.BOOTSTRAP_MIN_UNITS <= len(STRONG * 3)
+    assert boot.decide({"d": STRONG * 3, "b": 1})["verdict"] == REPRODUCED
+
+
+def test_fewer_than_eight_units_decide_only_with_a_calibration_power_calculation():
+    five = STRONG[:5]
+    got = decide(BETTER, diff=five, b_acc=0.9)
+    assert got["verdict"] == INCONCLUSIVE and "only 5 paired units" in got["reason"]
+    assert "it would be reproduced" in got["reason"]
+    planned = Claim("demo", "planned", "A beats B", "+3", "c", [Effect("d", "diff", min_effect=1.0, design_sd=0.3)],
+                    [at_least("ok", "b", 0)], ({"diff": STRONG, "b": 1}, {"diff": NONE, "b": 1}))
+    # ((1.96 + 0.84) * 0.3 / 1)^2 = 0.7: two units would do, so five decide
+    assert planned.effects[0].planned_units == claims.units_needed(0.3, 1.0) == 2
+    assert planned.decide({"diff": five, "b": 1})["verdict"] == REPRODUCED
+    noisy = Claim("demo", "noisy", "A beats B", "+3", "c", [Effect("d", "diff", min_effect=1.0, design_sd=1.5)],
+                  [at_least("ok", "b", 0)], ({"diff": STRONG, "b": 1}, {"diff": NONE, "b": 1}))
+    assert noisy.effects[0].planned_units == math.ceil(((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * 1.5) ** 2)
+    got = noisy.decide({"diff": five, "b": 1})
+    assert got["verdict"] == INCONCLUSIVE and "calibration spread asks for 18" in got["reason"]
+    with pytest.raises(ClaimError, match="design_sd"):
+        Effect("d", "diff", design_sd=0.3)  # no smallest effect to plan for
+
+
+def test_an_inconclusive_record_states_its_power_line():
+    x = [1.5, -0.8, 2.2, 0.1, 1.9, -0.9, 1.7, 0.2]
+    got = decide(BETTER, diff=x, b_acc=0.9)
+    sd = np.std(x, ddof=1)
+    need = math.ceil(((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * sd / 1.0) ** 2)
+    assert got["verdict"] == INCONCLUSIVE and got["units_needed"] == need
+    assert f"about {need} paired units would decide" in got["reason"]
+    assert "units_needed" not in decide(BETTER, diff=x, b_acc=0.1)  # a failed precondition: no power line
 
 
 SHARE = Claim(chapter="demo", id="share", paper_statement="some runs are B-like", paper_value="a share",
@@ -73,35 +139,37 @@ def test_less_direction_and_null_value():
     c = Claim("demo", "cheaper", "s", "v", "ratio < 1", [Effect("ratio", "r", direction="less", null=1.0,
                                                                min_effect=0.8)],
               [at_least("ok", "acc", 0.5)], ({"r": [0.5, 0.6], "acc": 1}, {"r": [1.1, 1.2], "acc": 1}))
-    assert decide(c, r=[0.5, 0.52, 0.55], acc=1)["verdict"] == REPRODUCED
-    assert decide(c, r=[0.95, 0.97, 0.99], acc=1)["verdict"] == REFUTED
-    assert decide(c, r=[0.5, 1.4, 0.9], acc=1)["verdict"] == INCONCLUSIVE
+    assert decide(c, r=[0.5, 0.52, 0.55, 0.51, 0.53, 0.5, 0.54, 0.52], acc=1)["verdict"] == REPRODUCED
+    assert decide(c, r=[0.95, 0.97, 0.99, 0.96, 0.98, 0.97, 0.95, 0.99], acc=1)["verdict"] == REFUTED
+    assert decide(c, r=[0.5, 1.4, 0.9, 0.6, 1.3, 0.8, 1.1, 0.7], acc=1)["verdict"] == INCONCLUSIVE
     with pytest.raises(ClaimError, match="min_effect"):
         Effect("bad", "r", direction="less", null=1.0, min_effect=1.2)
 
 
 def test_failed_precondition_makes_any_result_inconclusive_and_is_named():
-    got = decide(BETTER, diff=[3.0, 2.5, 3.5], b_acc=0.5)
+    got = decide(BETTER, diff=STRONG, b_acc=0.5)
     assert got["verdict"] == INCONCLUSIVE
     assert "b_learns" in got["reason"] and "0.5" in got["reason"]
     assert got["preconditions"] == [{"id": "b_learns", "holds": False, "detail": "b_acc >= 0.8; measured 0.5"}]
     # a per-seed list is judged by its worst unit
-    assert decide(BETTER, diff=[3.0, 2.5, 3.5], b_acc=[0.9, 0.79])["verdict"] == INCONCLUSIVE
+    assert decide(BETTER, diff=STRONG, b_acc=[0.9, 0.79])["verdict"] == INCONCLUSIVE
 
 
 def test_equivalence_by_tost_with_declared_margin():
-    assert decide(SAME, diff=[0.01, -0.02, 0.0, 0.01], loss=0.5)["verdict"] == REPRODUCED
-    assert decide(SAME, diff=[2.0, 2.2, 1.9], loss=0.5)["verdict"] == REFUTED
-    # more seeds do not turn a true equivalence into a failure (the old "interval contains zero" rule did)
     rng = np.random.default_rng(0)
-    small, large = rng.normal(0, 0.1, 4), rng.normal(0, 0.1, 64)
+    small, large = rng.normal(0, 0.1, 8), rng.normal(0, 0.1, 64)
     assert decide(SAME, diff=small.tolist(), loss=0.5)["verdict"] == REPRODUCED
+    # more seeds do not turn a true equivalence into a failure (the old "interval contains zero" rule did)
     assert decide(SAME, diff=large.tolist(), loss=0.5)["verdict"] == REPRODUCED
+    assert decide(SAME, diff=(2.0 + small).tolist(), loss=0.5)["verdict"] == REFUTED
     # noisy and centred: neither inside nor outside the margin
-    assert decide(SAME, diff=[1.0, -1.0, 0.5, -0.4], loss=0.5)["verdict"] == INCONCLUSIVE
+    assert decide(SAME, diff=[1.0, -1.0, 0.5, -0.4, 0.9, -0.8, 0.3, -0.6], loss=0.5)["verdict"] == INCONCLUSIVE
+    # four units: TOST passes, but fewer than eight decide nothing without a calibration spread
+    got = decide(SAME, diff=[0.01, -0.02, 0.0, 0.01], loss=0.5)
+    assert got["verdict"] == INCONCLUSIVE and "only 4 paired units" in got["reason"]
     from statsmodels.stats.weightstats import ttost_paired
-    x = np.array([0.1, 0.3, -0.05, 0.2])
-    p = ttost_paired(x, np.zeros(4), -0.5, 0.5)[0]
+    x = np.array([0.1, 0.3, -0.05, 0.2, 0.15, 0.0, 0.25, 0.1])
+    p = ttost_paired(x, np.zeros(8), -0.5, 0.5)[0]
     assert (p < 0.05) == (decide(SAME, diff=x.tolist(), loss=0.5)["verdict"] == REPRODUCED)
 
 
@@ -111,7 +179,8 @@ def test_one_unit_is_inconclusive_not_an_error():
 
 
 def test_conjunction_of_effects():
-    ok, bad, wide = [1.0, 1.1, 1.05], [-1.0, -1.2, -1.1], [-1.0, 3.0, 0.5]
+    ok = [1.0, 1.1, 1.05, 0.95, 1.02, 1.08, 0.98, 1.0]
+    bad, wide = [-x for x in ok], [-1.0, 3.0, 0.5, -2.0, 2.5, 0.0, -1.5, 1.0]
     c = Claim("demo", "both", "s", "v", "both positive", [Effect("x", "x"), Effect("y", "y")],
               [at_least("ok", "acc", 0)], ({"x": ok, "y": ok, "acc": 1}, {"x": ok, "y": bad, "acc": 1}))
     assert c.decide({"x": ok, "y": ok, "acc": 1})["verdict"] == REPRODUCED
@@ -123,29 +192,54 @@ NULLED = Claim("demo", "winner_weaker", "search finds it", "v", "rate above 0.25
                [Effect("rate", "rate", null=0.25)], [at_least("ran", "runs", 10)],
                ({"rate": [0.6, 0.7, 0.65], "runs": 100}, {"rate": [0.2, 0.25, 0.3], "runs": 100}),
                needs_null=True, null_description="the same search on a noise utility")
+REAL = [0.6, 0.7, 0.65, 0.62, 0.68, 0.66, 0.64, 0.69]
 
 
-def test_criterion_that_passes_on_its_null_is_inconclusive():
-    v = check(NULLED, {"rate": [0.6, 0.7, 0.65], "runs": 100}, seeds=[0, 1, 2], scale="ci",
-              null={"rate": [0.6, 0.66, 0.7], "runs": 100})
-    assert v.label == INCONCLUSIVE and "null control" in v.record["reason"]
-    assert v.record["null"]["verdict"] == REPRODUCED
-    v = check(NULLED, {"rate": [0.6, 0.7, 0.65], "runs": 100}, seeds=[0, 1, 2], scale="ci",
-              null={"rate": [0.2, 0.22, 0.26], "runs": 100})
-    assert v.label == REPRODUCED
+def test_the_real_statistic_must_beat_the_null_distribution():
+    """The null runs the same pipeline at the same n; a one-sided permutation test decides whether the real units
+    beat the null's. A criterion that also passes on its null no longer voids the claim by itself, and one that
+    fails there does not save a real statistic no better than the null's."""
+    same = [0.61, 0.69, 0.66, 0.63, 0.67, 0.65, 0.64, 0.7]  # the null passes too, and equals the real statistic
+    v = check(NULLED, {"rate": REAL, "runs": 100}, seeds=range(8), scale="ci", null={"rate": same, "runs": 100})
+    assert v.label == INCONCLUSIVE and "does not beat its null" in v.record["reason"]
+    assert v.record["null"]["verdict"] == REPRODUCED and not v.record["null"]["comparisons"][0]["beats_null"]
+    chance = [0.5, 0.45, 0.52, 0.48, 0.5, 0.47, 0.53, 0.49]  # the null passes the criterion, the real beats it
+    v = check(NULLED, {"rate": REAL, "runs": 100}, seeds=range(8), scale="ci", null={"rate": chance, "runs": 100})
+    assert v.label == REPRODUCED and v.record["null"]["verdict"] == REPRODUCED
+    p = stats.permutation_test((REAL, chance), lambda a, b, axis: a.mean(axis) - b.mean(axis), vectorized=True,
+                               permutation_type="independent", alternative="greater", n_resamples=9999,
+                               rng=np.random.default_rng(0)).pvalue
+    assert v.record["null"]["comparisons"][0]["p_value"] == pytest.approx(p) and p < 0.05
+    # exact at small n: 5 against 5 has 252 splits, the real one the most extreme
+    assert claims._permutation_p(np.array(REAL[:5]), np.array(chance[:5]), "greater") == pytest.approx(1 / 252)
+    three = check(NULLED, {"rate": REAL[:3], "runs": 100}, seeds=range(3), scale="ci",
+                  null={"rate": chance[:3], "runs": 100})  # 3 vs 3: no permutation p can fall below 1/20
+    assert three.label == INCONCLUSIVE
+    with pytest.raises(ClaimError, match="same n"):
+        check(NULLED, {"rate": REAL, "runs": 100}, seeds=range(8), scale="ci", null={"rate": chance[:4], "runs": 1})
     with pytest.raises(ClaimError, match="null control"):
         check(NULLED, {"rate": [0.6, 0.7], "runs": 100}, seeds=[0], scale="ci")
 
 
+def test_calibration_seeds_must_be_apart_from_verdict_seeds():
+    v = check(BETTER, {"diff": STRONG, "b_acc": 0.9}, seeds=range(10, 18), calibration_seeds=[0, 1, 2], scale="ci")
+    assert v.record["calibration_seeds"] == [0, 1, 2] and v.record["seeds"] == list(range(10, 18))
+    assert v.record["contract"] == 2
+    with pytest.raises(ClaimError, match=r"overlap the calibration seeds \[0, 1, 2\].*\[2\]"):
+        check(BETTER, {"diff": STRONG, "b_acc": 0.9}, seeds=range(2, 10), calibration_seeds=[0, 1, 2], scale="ci")
+
+
 def test_record_follows_the_schema_and_replaces_the_same_claim_and_scale():
-    check(BETTER, {"diff": [3.0, 2.5, 3.5], "b_acc": 0.9}, seeds=[0, 1, 2], scale="ci")
-    check(BETTER, {"diff": [0.1, -0.1, 0.0], "b_acc": 0.9}, seeds=[0, 1, 2], scale="ci")
+    check(BETTER, {"diff": STRONG, "b_acc": 0.9}, seeds=range(8), calibration_seeds=[], scale="ci")
+    check(BETTER, {"diff": NONE, "b_acc": 0.9}, seeds=range(8), calibration_seeds=[], scale="ci")
     check(SAME, {"diff": np.array([0.01, -0.02, 0.0]), "loss": np.float32(0.5)}, seeds=[0, 1, 2], scale="smoke")
+    check(NULLED, {"rate": REAL, "runs": 100}, seeds=range(8), scale="full", null={"rate": REAL, "runs": 100})
     data = load_results("demo")
     jsonschema.validate(data, claims.RESULTS_SCHEMA)
-    assert [(r["claim_id"], r["verdict"]) for r in data["records"]] == [("better", REFUTED), ("same", REPRODUCED)]
+    assert [(r["claim_id"], r["verdict"]) for r in data["records"]] == [
+        ("better", REFUTED), ("same", INCONCLUSIVE), ("winner_weaker", INCONCLUSIVE)]
     r = data["records"][1]
-    assert r["margin"] == 0.5 and r["effect"]["method"].startswith("TOST")
+    assert r["margin"] == 0.5 and r["effect"]["method"].startswith("TOST") and r["units_needed"] >= 2
     json.dumps(r)
 
 
@@ -174,14 +268,36 @@ def test_a_claim_without_examples_preconditions_or_effects_is_refused():
 
 
 def test_examples_behave_catches_a_claim_that_cannot_fail():
-    cannot_fail = Claim("demo", "always", "s", "v", "c", [Effect("e", lambda m: [1.0, 1.0])],
-                        [at_least("p", "p", 0)], ({"p": 1}, {"p": 1}))
+    cannot_fail = Claim("demo", "always", "s", "v", "c", [Effect("e", lambda m: [1.0, 1.1])],
+                        [at_least("p", "p", 0)], ({"p": 1}, {"p": 1}, {"p": 1}))
     with pytest.raises(ClaimError, match="non-reproducing example comes out reproduced"):
         claims.examples_behave(cannot_fail)
     fails_by_precondition = Claim("demo", "weak", "s", "v", "c", [Effect("e", "e")], [at_least("p", "p", 1)],
                                   ({"e": [1, 1.1], "p": 1}, {"e": [1, 1.1], "p": 0}))
     with pytest.raises(ClaimError, match="fails preconditions"):
         claims.examples_behave(fails_by_precondition)
+
+
+def test_a_statement_that_holds_for_any_data_is_caught():
+    """An identity (here: the estimator's saving equals rho squared, measured on the same data it is computed from)
+    comes out reproduced on data with no effect, so it is a unit test, not a claim."""
+    identity = Claim("demo", "identity", "saving = rho^2", "v", "saving - rho^2 within 0.01",
+                     [Equivalence("gap", lambda m: np.subtract(m["saving"], np.square(m["rho"])), margin=0.01)],
+                     [at_least("n", "n", 10)],
+                     ({"saving": [0.25, 0.36, 0.49], "rho": [0.5, 0.6, 0.7], "n": 100},
+                      {"saving": [0.5, 0.6, 0.7], "rho": [0.5, 0.6, 0.7], "n": 100},
+                      {"saving": [0.0, 0.01, 0.04], "rho": [0.0, 0.1, 0.2], "n": 100}))
+    with pytest.raises(ClaimError, match="holds for any data"):
+        claims.examples_behave(identity)
+    with pytest.raises(ClaimError, match="third example"):
+        claims.examples_behave(Claim("demo", "fn", "s", "v", "c", [Effect("e", lambda m: m["e"])],
+                                     [at_least("p", "p", 0)], ({"e": [1, 1.1], "p": 1}, {"e": [-1, 1], "p": 1})))
+    # derived where every effect reads a key: each effect's units spread around its null, an equivalence's margin
+    derived = BETTER.no_effect_example()
+    assert np.mean(derived["diff"]) == pytest.approx(0.0) and len(derived["diff"]) == 12
+    assert np.mean(SAME.no_effect_example()["diff"]) == pytest.approx(0.5)
+    assert SHARE.no_effect_example()["is_b"] == [0.0] * 12
+    claims.examples_behave(BETTER)
 
 
 def test_forget_notebook_drops_only_that_notebooks_records(monkeypatch):
@@ -213,3 +329,33 @@ def test_a_precondition_without_data_does_not_hold_and_no_units_is_inconclusive(
     assert got["verdict"] == INCONCLUSIVE and got["preconditions"][0]["holds"] is False
     assert got["effects"][0]["n"] == 0
     assert decide(BETTER, diff=[3.0, 2.5, 3.5], b_acc=[0.9, float("nan")])["verdict"] == INCONCLUSIVE
+
+
+def _notebooks_that_check(slug: str) -> list:
+    from icml25.core.paths import PROJECT_ROOT
+
+    return [p for p in sorted((PROJECT_ROOT / "notebooks" / slug).glob("*.py")) if "check(" in p.read_text()]
+
+
+@pytest.mark.parametrize("slug", [c.slug for c in catalog.ALL])
+def test_every_verdict_is_decided_on_seeds_apart_from_calibration(slug):
+    """Contract v2: each notebook that checks a claim passes the chapter's calibration seeds to `check`, takes a
+    `seeds` parameter (so a replication can re-decide it on other seeds), and at every scale the chapter's verdict
+    seeds and calibration seeds do not overlap."""
+    import re
+
+    notebooks = _notebooks_that_check(slug)
+    for nb in notebooks:
+        text = nb.read_text()
+        calls = re.findall(r"check\((?:[^()]|\([^()]*\))*\)", text, flags=re.S)
+        missing = [c.split(",")[0] for c in calls if "calibration_seeds=" not in c]
+        assert not missing, f"{nb.name}: check calls without calibration_seeds=: {missing}"
+        if slug != "kernels":  # the appendix's units are timing rounds on one machine, not seeds
+            assert re.search(r"^seeds\s*=", text, flags=re.M), f"{nb.name} has no `seeds` parameter"
+    module = importlib.import_module(f"icml25.{slug}")
+    if notebooks and hasattr(module, "config"):
+        for scale in ("smoke", "ci", "full"):
+            cfg = module.config(scale)
+            assert "calibration_seeds" in cfg, f"{slug}.config({scale!r}) names no calibration_seeds"
+            shared = set(cfg.seeds) & set(cfg.calibration_seeds)
+            assert not shared, f"{slug} at {scale}: verdict seeds {cfg.seeds} overlap calibration seeds {shared}"

@@ -35,13 +35,15 @@ GAIN = Claim(chapter="plot_demo", id="gain", paper_statement="A beats B", paper_
 def test_show_verdicts_shows_each_box_then_its_effect_figure_and_closes_it(monkeypatch):
     shown = []
     monkeypatch.setattr("IPython.display.display", shown.append)
-    up = check(GAIN, {"diff": [1.0, 1.2, 0.9], "b_acc": 0.9}, seeds=[0, 1, 2], scale="smoke")
-    flat = check(GAIN, {"diff": [0.0, 0.1, -0.1], "b_acc": 0.9}, seeds=[0, 1, 2], scale="smoke")
+    up_diff = [1.0, 1.2, 0.9, 1.1, 0.95, 1.05, 1.15, 0.85]
+    flat_diff = [0.0, 0.1, -0.1, 0.05, -0.05, 0.02, -0.02, 0.0]
+    up = check(GAIN, {"diff": up_diff, "b_acc": 0.9}, seeds=range(8), scale="smoke")
+    flat = check(GAIN, {"diff": flat_diff, "b_acc": 0.9}, seeds=range(8), scale="smoke")
     assert plot.show_verdicts(up, flat) is None
     assert [type(x) for x in shown] == [Verdict, Figure, Verdict, Figure]
     assert shown[0] is up and shown[2] is flat
     assert not {shown[1].number, shown[3].number} & set(plt.get_fignums())  # shown once, not again at cell end
-    for fig, verdict, diff in ((shown[1], "reproduced", [1.0, 1.2, 0.9]), (shown[3], "refuted", [0.0, 0.1, -0.1])):
+    for fig, verdict, diff in ((shown[1], "reproduced", up_diff), (shown[3], "refuted", flat_diff)):
         ax = fig.axes[0]
         assert ax.get_title() == f"gain: {verdict}"
         points = ax.collections[0]  # the per-seed values, in the verdict's colour

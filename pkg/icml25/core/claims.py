@@ -16,14 +16,24 @@ out reproduced and one on which it must not::
                   {"flop_ratio": [0.95, 1.0, 1.02], "target_accuracy": 0.9}),
     )
 
-and the notebook calls ``check(EFFICIENCY, measured={...}, seeds=[0, 1, 2], scale=scale)``. The verdict is one of
+and the notebook calls ``check(EFFICIENCY, measured={...}, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds,
+scale=scale)``. The verdict is one of
 
-- ``reproduced``: every precondition holds and every effect's interval excludes "no effect" on the paper's side;
+- ``reproduced``: every precondition holds, every effect's interval excludes "no effect" on the paper's side and its
+  estimate reaches the paper's smallest effect (``min_effect``), and, beside a null control, the real statistic
+  beats the null's by a permutation test;
 - ``refuted``: every precondition holds and some effect's interval lies wholly short of the paper's smallest
-  effect (``min_effect``; on the wrong side of ``null`` when none is declared), or, for an `Equivalence`, wholly
-  outside its margin;
-- ``inconclusive``: anything else: a failed precondition, fewer than two paired units, an interval that decides
-  nothing, or a criterion that also comes out reproduced on the claim's null control.
+  effect (on the wrong side of ``null`` when none is declared) - *size before sign*: an interval that excludes "no
+  effect" but lies wholly below ``min_effect`` is refuted on size - or, for an `Equivalence`, wholly outside its
+  margin;
+- ``inconclusive``: anything else: a failed precondition, an interval that decides nothing, a real statistic that
+  does not beat its null, an interval that cannot be trusted (no spread under a t formula, a bootstrap of fewer
+  than ``BOOTSTRAP_MIN_UNITS`` units), or fewer than ``MIN_UNITS`` paired units where no power calculation from
+  calibration runs (``design_sd``) shows that fewer decide. An inconclusive record whose preconditions hold says
+  how many paired units the observed spread would need (its *power line*).
+
+Contract v2 also keeps calibration apart from verdicts: `check` refuses verdict seeds that overlap the seeds any
+tuning or regime choice used (``calibration_seeds``), and the record keeps both.
 
 The verdict is computed, never written by hand, and the record (measurements, preconditions, effects with their
 intervals, null, verdict, reason) lands in ``book/_results/<chapter>.json``.
@@ -64,6 +74,9 @@ _EFFECT_SCHEMA = {
         "ci_high": {"type": ["number", "null"]}, "n": {"type": "integer"}, "method": {"type": "string"},
         "verdict": {"enum": list(VERDICTS)}, "null": {"type": "number"}, "min_effect": {"type": "number"},
         "direction": {"enum": ["greater", "less", "equivalent"]}, "margin": {"type": "number"},
+        "note": {"type": "string"}, "sd": {"type": ["number", "null"]},
+        "units_needed": {"type": ["integer", "null"]}, "design_sd": {"type": "number"},
+        "planned_units": {"type": ["integer", "null"]},
     },
 }
 
@@ -97,11 +110,15 @@ RESULTS_SCHEMA: dict[str, Any] = {
                                        "detail": {"type": "string"}}}},
                     "effect": {"anyOf": [{"type": "null"}, _EFFECT_SCHEMA]},
                     "effects": {"type": "array", "items": _EFFECT_SCHEMA},
-                    "null": {"type": "object", "required": ["measured", "verdict"],
+                    "null": {"type": "object", "required": ["measured", "verdict", "comparisons"],
                              "properties": {"measured": {"type": "object"}, "verdict": {"enum": list(VERDICTS)},
-                                            "effects": {"type": "array"}}},
+                                            "effects": {"type": "array"}, "comparisons": {"type": "array"}}},
                     "margin": {"type": "number"},
                     "seeds": {"type": "array", "items": {"type": "integer"}},
+                    "calibration_seeds": {"anyOf": [{"type": "null"},
+                                                    {"type": "array", "items": {"type": "integer"}}]},
+                    "contract": {"type": "integer"},
+                    "units_needed": {"type": ["integer", "null"]},
                     "scale": {"enum": ["smoke", "ci", "full"]},
                     "notebook": {"type": "string"},
                     "recorded_at": {"type": "string"},
@@ -136,25 +153,34 @@ def _finite(claim_id: str, name: str, values: Any) -> np.ndarray:
     return arr
 
 
+#: contract v2: a decisive verdict rests on at least this many paired units, unless a power calculation from the
+#: effect's calibration spread (``design_sd``) shows that fewer decide
+MIN_UNITS = 8
+#: a percentile bootstrap of fewer units under-covers (about 74% for a nominal 95% at n = 3): below this it decides
+#: nothing
+BOOTSTRAP_MIN_UNITS = 20
+#: the power that a power line plans for, and the level of the null comparison
+POWER = 0.8
+NULL_ALPHA = 0.05
+
+
 def t_interval(x: np.ndarray, confidence: float) -> tuple[float, float, float]:
-    """Mean of the paired values `x` and its two-sided Student t interval (scipy); a zero spread gives a point."""
-    if len(x) < 2:
-        return (float(x[0]) if len(x) else math.nan), math.nan, math.nan
-    mean = float(np.mean(x))
-    if np.ptp(x) == 0:
-        return mean, mean, mean
+    """Mean of the paired values `x` and its two-sided Student t interval (scipy). With no spread there is no t
+    interval (it would be a single point, certain of nothing): the bounds are NaN."""
+    mean = float(np.mean(x)) if len(x) else math.nan
+    if len(x) < 2 or np.ptp(x) == 0:
+        return mean, math.nan, math.nan
     lo, hi = stats.ttest_1samp(x, 0.0).confidence_interval(confidence)
     return mean, float(lo), float(hi)
 
 
 def bootstrap_interval(x: np.ndarray, confidence: float, statistic: Callable = np.mean
                        ) -> tuple[float, float, float]:
-    """`statistic` of `x` and its percentile bootstrap interval (scipy.stats.bootstrap, fixed generator)."""
-    if len(x) < 2:
-        return (float(statistic(x)) if len(x) else math.nan), math.nan, math.nan
-    est = float(statistic(x))
-    if np.ptp(x) == 0:
-        return est, est, est
+    """`statistic` of `x` and its percentile bootstrap interval (scipy.stats.bootstrap, fixed generator); NaN bounds
+    below `BOOTSTRAP_MIN_UNITS` units, where the percentile interval under-covers, and with no spread."""
+    est = float(statistic(x)) if len(x) else math.nan
+    if len(x) < BOOTSTRAP_MIN_UNITS or np.ptp(x) == 0:
+        return est, math.nan, math.nan
     res = stats.bootstrap((x,), statistic, confidence_level=confidence, method="percentile", n_resamples=2000,
                           rng=np.random.default_rng(0))
     return est, float(res.confidence_interval.low), float(res.confidence_interval.high)
@@ -178,6 +204,36 @@ INTERVALS = {"t": (t_interval, "paired t"), "bootstrap": (bootstrap_interval, "p
              "binomial": (binomial_interval, "exact binomial (Clopper-Pearson)")}
 
 
+def _no_interval_note(x: np.ndarray, method: str) -> str:
+    """Why `x` has no interval under `method`."""
+    if len(x) < 2:
+        return f"only {len(x)} paired unit{'s' * (len(x) != 1)}"
+    if method == "bootstrap" and len(x) < BOOTSTRAP_MIN_UNITS:
+        return (f"a percentile bootstrap of {len(x)} units under-covers (it needs at least {BOOTSTRAP_MIN_UNITS}); "
+                "use a t or an exact interval")
+    return (f"all {len(x)} units give {_fmt(float(x[0]))}: with no spread a t interval would be a single point, so "
+            "nothing is decided (a discrete statistic needs an exact method, e.g. method='binomial')")
+
+
+def units_needed(sd: float, delta: float, two_sided_alpha: float = 0.05, power: float = POWER) -> int | None:
+    """Paired units a one-sample test needs to see a mean shift `delta` with spread `sd` at level `two_sided_alpha`
+    and the given power (normal approximation: n = ((z_{1-a/2} + z_{power}) sd / delta)^2); None if undefined."""
+    if not (sd > 0 and delta > 0 and math.isfinite(sd) and math.isfinite(delta)):
+        return None
+    z = stats.norm.ppf(1 - two_sided_alpha / 2) + stats.norm.ppf(power)
+    return max(2, math.ceil((z * sd / delta) ** 2))
+
+
+def _unit_floor(n: int, planned: int | None) -> str | None:
+    """Why `n` paired units cannot carry a decisive verdict (None if they can): fewer than `MIN_UNITS`, unless the
+    calibration power calculation `planned` says that n suffice."""
+    if n >= MIN_UNITS or (planned is not None and n >= planned):
+        return None
+    plan = (f"the calibration spread asks for {planned}" if planned is not None else
+            "no calibration spread (design_sd) shows that fewer decide")
+    return f"only {n} paired units: a decisive verdict needs {MIN_UNITS} ({plan})"
+
+
 # ------------------------------------------------------------------------------------------------- decisions
 
 
@@ -185,10 +241,14 @@ INTERVALS = {"t": (t_interval, "paired t"), "bootstrap": (bootstrap_interval, "p
 class Effect:
     """A directional effect: `samples` (a measured key, or a function of the measurements) gives one value per
     paired unit (a per-seed difference between methods, a per-seed ratio); the claim says their mean lies on the
-    `direction` side of `null`. Reproduced when the interval excludes `null` on that side; refuted when it lies
-    wholly short of `min_effect` (the smallest effect the paper's statement implies; `null` when not given).
-    `method`: "t" (Student t over the units), "bootstrap" (percentile), or "binomial" for a share of 0/1 outcomes
-    (exact interval: a share of runs with no spread is not known to a point)."""
+    `direction` side of `null`, by at least `min_effect` (the smallest effect the paper's statement implies).
+
+    Size before sign: *refuted* when the interval lies wholly short of `min_effect` (of `null` when none is given),
+    even if it excludes `null`; *reproduced* when it excludes `null` on the paper's side and the estimate reaches
+    `min_effect`. `method`: "t" (Student t over the units), "bootstrap" (percentile, only from
+    `BOOTSTRAP_MIN_UNITS` units), or "binomial" for a share of 0/1 outcomes (exact interval). `design_sd`: the
+    sd of the paired values measured on calibration runs; it lets fewer than `MIN_UNITS` units decide when a power
+    calculation at `min_effect` shows that they suffice."""
 
     name: str
     samples: str | Callable[[Mapping], Sequence[float]]
@@ -197,6 +257,7 @@ class Effect:
     min_effect: float | None = None
     method: str = "t"
     confidence: float = 0.95
+    design_sd: float | None = None
 
     def __post_init__(self):
         if self.direction not in ("greater", "less"):
@@ -206,34 +267,69 @@ class Effect:
         if self.min_effect is not None and self._beyond(self.null, self.min_effect):
             raise ClaimError(f"effect {self.name!r}: min_effect {self.min_effect} lies on the null's side of "
                              f"null {self.null}")
+        if self.design_sd is not None and not (self.design_sd > 0 and self.min_effect not in (None, self.null)):
+            raise ClaimError(f"effect {self.name!r}: design_sd needs a positive value and a min_effect away from "
+                             f"the null to plan for (got design_sd={self.design_sd}, min_effect={self.min_effect})")
 
     def _beyond(self, a: float, b: float) -> bool:
         """a is strictly on the paper's side of b."""
         return a > b if self.direction == "greater" else a < b
 
-    def decide(self, claim_id: str, m: Mapping[str, Any]) -> dict:
-        x = _finite(claim_id, self.name, _lookup(claim_id, f"effect {self.name!r}", self.samples, m))
+    @property
+    def planned_units(self) -> int | None:
+        """Units the calibration spread needs to see `min_effect` (None without `design_sd`)."""
+        if self.design_sd is None:
+            return None
+        return units_needed(self.design_sd, abs(self.min_effect - self.null), 1 - self.confidence)
+
+    def samples_of(self, claim_id: str, m: Mapping[str, Any]) -> np.ndarray:
+        return _finite(claim_id, self.name, _lookup(claim_id, f"effect {self.name!r}", self.samples, m))
+
+    def decide(self, claim_id: str, m: Mapping[str, Any], unit_floor: bool = True) -> dict:
+        x = self.samples_of(claim_id, m)
         interval, label = INTERVALS[self.method]
         try:
             est, lo, hi = interval(x, self.confidence)
         except ClaimError as e:
             raise ClaimError(f"claim {claim_id!r}: effect {self.name!r}: {e}") from None
-        near, far = (lo, hi) if self.direction == "greater" else (hi, lo)
-        bar = self.null if self.min_effect is None else self.min_effect
-        if len(x) < 2:
-            verdict = INCONCLUSIVE
-        elif self._beyond(near, self.null):
-            verdict = REPRODUCED
-        elif self._beyond(bar, far):
-            verdict = REFUTED
-        else:
-            verdict = INCONCLUSIVE
         out = {"name": self.name, "estimate": est, "ci_low": lo, "ci_high": hi, "n": int(len(x)),
-               "method": f"{label}, {self.confidence:.0%}", "direction": self.direction, "null": self.null,
-               "verdict": verdict}
+               "method": f"{label}, {self.confidence:.0%}", "direction": self.direction, "null": self.null}
         if self.min_effect is not None:
             out["min_effect"] = self.min_effect
+        verdict, note = self._judge(est, lo, hi)
+        if math.isnan(lo):
+            verdict, note = INCONCLUSIVE, _no_interval_note(x, self.method)
+        floor = _unit_floor(len(x), self.planned_units) if unit_floor and verdict != INCONCLUSIVE else None
+        if floor:
+            verdict, note = INCONCLUSIVE, f"{floor}; it would be {verdict}"
+        delta = abs((self.min_effect if self.min_effect is not None else est) - self.null)
+        sd = float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
+        out.update(verdict=verdict, note=note, sd=_nan_none(sd),
+                   units_needed=units_needed(sd, delta, 1 - self.confidence))
+        if self.design_sd is not None:
+            out.update(design_sd=self.design_sd, planned_units=self.planned_units)
         return out
+
+    def _judge(self, est: float, lo: float, hi: float) -> tuple[str, str]:
+        """Size before sign: the verdict of an interval [lo, hi] around `est`, and why."""
+        near, far = (lo, hi) if self.direction == "greater" else (hi, lo)
+        bar = self.null if self.min_effect is None else self.min_effect
+        side = "above" if self.direction == "greater" else "below"
+        if self._beyond(bar, far):
+            if self._beyond(near, self.null):
+                return REFUTED, (f"the direction holds, the size is below the paper's: the interval excludes "
+                                 f"{_fmt(self.null)} but lies wholly short of the smallest effect {_fmt(bar)}")
+            return REFUTED, f"the interval lies wholly short of {_fmt(bar)}"
+        if self._beyond(near, self.null):
+            if self.min_effect is not None and self._beyond(self.min_effect, est):
+                return INCONCLUSIVE, (f"the direction holds, but the estimate is short of the paper's smallest "
+                                      f"effect {_fmt(self.min_effect)} and the interval reaches it: size undecided")
+            return REPRODUCED, f"the interval lies {side} {_fmt(self.null)}"
+        return INCONCLUSIVE, "the interval decides nothing"
+
+
+def _nan_none(v: float) -> float | None:
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
 @dataclass(frozen=True)
@@ -241,33 +337,57 @@ class Equivalence:
     """A "no difference" effect: the mean of the paired values `samples` lies within ±`margin` of zero, decided by
     two one-sided t tests (TOST, statsmodels' ``ttost_paired`` on the differences) at level `alpha`. Reproduced when
     TOST rejects both one-sided nulls (equivalently, the 1 - 2·alpha interval lies inside the margin); refuted when
-    the 1 - 2·alpha interval lies wholly outside the margin."""
+    the 1 - 2·alpha interval lies wholly outside the margin. Units with no spread decide nothing (TOST has no
+    interval then); fewer than `MIN_UNITS` units decide only with a `design_sd` whose power calculation allows it."""
 
     name: str
     samples: str | Callable[[Mapping], Sequence[float]]
     margin: float
     alpha: float = 0.05
+    design_sd: float | None = None
 
     def __post_init__(self):
         if not self.margin > 0:
             raise ClaimError(f"equivalence {self.name!r}: margin must be positive, got {self.margin}")
+        if self.design_sd is not None and not self.design_sd > 0:
+            raise ClaimError(f"equivalence {self.name!r}: design_sd must be positive, got {self.design_sd}")
 
-    def decide(self, claim_id: str, m: Mapping[str, Any]) -> dict:
+    @property
+    def planned_units(self) -> int | None:
+        """Units the calibration spread needs for TOST to show a true difference of 0 inside the margin."""
+        return None if self.design_sd is None else units_needed(self.design_sd, self.margin, 2 * self.alpha,
+                                                                1 - (1 - POWER) / 2)
+
+    def samples_of(self, claim_id: str, m: Mapping[str, Any]) -> np.ndarray:
+        return _finite(claim_id, self.name, _lookup(claim_id, f"equivalence {self.name!r}", self.samples, m))
+
+    def decide(self, claim_id: str, m: Mapping[str, Any], unit_floor: bool = True) -> dict:
         from statsmodels.stats.weightstats import ttost_paired
 
-        x = _finite(claim_id, self.name, _lookup(claim_id, f"equivalence {self.name!r}", self.samples, m))
+        x = self.samples_of(claim_id, m)
         est, lo, hi = t_interval(x, 1 - 2 * self.alpha)
-        if len(x) < 2:
-            verdict = INCONCLUSIVE
-        elif np.ptp(x) == 0:
-            verdict = REPRODUCED if abs(est) < self.margin else REFUTED
+        if math.isnan(lo):
+            verdict, note = INCONCLUSIVE, _no_interval_note(x, "t")
         else:
             p = ttost_paired(x, np.zeros_like(x), -self.margin, self.margin)[0]
-            verdict = REPRODUCED if p < self.alpha else (
-                REFUTED if lo > self.margin or hi < -self.margin else INCONCLUSIVE)
-        return {"name": self.name, "estimate": est, "ci_low": lo, "ci_high": hi, "n": int(len(x)),
-                "method": f"TOST (paired t), {1 - 2 * self.alpha:.0%} interval", "direction": "equivalent",
-                "margin": self.margin, "verdict": verdict}
+            if p < self.alpha:
+                verdict, note = REPRODUCED, f"TOST p = {p:.3g}: the interval lies inside ±{_fmt(self.margin)}"
+            elif lo > self.margin or hi < -self.margin:
+                verdict, note = REFUTED, f"the interval lies wholly outside ±{_fmt(self.margin)}"
+            else:
+                verdict, note = INCONCLUSIVE, f"the interval is neither inside nor outside ±{_fmt(self.margin)}"
+        floor = _unit_floor(len(x), self.planned_units) if unit_floor and verdict != INCONCLUSIVE else None
+        if floor:
+            verdict, note = INCONCLUSIVE, f"{floor}; it would be {verdict}"
+        sd = float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
+        room = abs(self.margin - abs(est)) if math.isfinite(est) else math.nan
+        out = {"name": self.name, "estimate": est, "ci_low": lo, "ci_high": hi, "n": int(len(x)),
+               "method": f"TOST (paired t), {1 - 2 * self.alpha:.0%} interval", "direction": "equivalent",
+               "margin": self.margin, "verdict": verdict, "note": note, "sd": _nan_none(sd),
+               "units_needed": units_needed(sd, room, 2 * self.alpha)}
+        if self.design_sd is not None:
+            out.update(design_sd=self.design_sd, planned_units=self.planned_units)
+        return out
 
 
 @dataclass(frozen=True)
@@ -310,9 +430,13 @@ def at_most(id: str, key: str | Callable, bound: float, rule: str | None = None)
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim of a paper, the effects that decide it, the preconditions that make it decidable, and two example
-    measurements: ``examples = (must_reproduce, must_not_reproduce)``; the second must meet every precondition, so
-    the criterion itself is what fails on it. ``needs_null`` claims are checked only beside a null control."""
+    """One claim of a paper, the effects that decide it, the preconditions that make it decidable, and example
+    measurements: ``examples = (must_reproduce, must_not_reproduce[, no_effect])``. The second must meet every
+    precondition, so the criterion itself is what fails on it; the third is data with no effect (each effect at its
+    null, an equivalence at its margin) on which the claim must not come out reproduced either: a statement that
+    holds for any data is a unit test, not a claim. Where every effect reads a measured key, the third is derived
+    (`no_effect_example`). ``needs_null`` claims are checked only beside a null control, run by the same pipeline at
+    the same number of units; the real statistic must then beat the null's by a one-sided permutation test."""
 
     chapter: str
     id: str
@@ -321,7 +445,7 @@ class Claim:
     criterion: str
     effects: Sequence[Effect | Equivalence]
     preconditions: Sequence[Precondition]
-    examples: tuple[Mapping[str, Any], Mapping[str, Any]]
+    examples: tuple[Mapping[str, Any], ...]
     needs_null: bool = False
     null_description: str = ""
 
@@ -331,46 +455,110 @@ class Claim:
             raise ClaimError(f"{where} declares no effect")
         if not self.preconditions:
             raise ClaimError(f"{where} declares no precondition")
-        if not (isinstance(self.examples, tuple) and len(self.examples) == 2):
-            raise ClaimError(f"{where} needs examples=(measurement that reproduces, measurement that does not)")
+        if not (isinstance(self.examples, tuple) and len(self.examples) in (2, 3)):
+            raise ClaimError(f"{where} needs examples=(measurement that reproduces, measurement that does not"
+                             "[, measurement with no effect])")
         if self.needs_null and not self.null_description:
             raise ClaimError(f"{where} needs a null control and must say what it is (null_description)")
         object.__setattr__(self, "effects", tuple(self.effects))
         object.__setattr__(self, "preconditions", tuple(self.preconditions))
         REGISTRY[(self.chapter, self.id)] = self
 
-    def decide(self, measured: Mapping[str, Any], null: Mapping[str, Any] | None = None) -> dict:
-        """The verdict on `measured` (and on `null`, when given) with its reason, preconditions and effects."""
+    def decide(self, measured: Mapping[str, Any], null: Mapping[str, Any] | None = None,
+               unit_floor: bool = True) -> dict:
+        """The verdict on `measured` (beside `null`, when given) with its reason, preconditions and effects.
+        `unit_floor=False` judges the criterion alone, as the falsifiability check of the examples does."""
         pre = [p.evaluate(self.id, measured) for p in self.preconditions]
-        effects = [e.decide(self.id, measured) for e in self.effects]
-        verdicts = [e["verdict"] for e in effects]
+        effects = [e.decide(self.id, measured, unit_floor) for e in self.effects]
         failed = [p for p in pre if not p["holds"]]
         out: dict[str, Any] = {"preconditions": pre, "effects": effects}
-        null_verdict = None
+        beaten = True
         if null is not None:
-            null_effects = [e.decide(self.id, null) for e in self.effects]
-            null_verdict = REPRODUCED if all(e["verdict"] == REPRODUCED for e in null_effects) else (
-                REFUTED if any(e["verdict"] == REFUTED for e in null_effects) else INCONCLUSIVE)
-            out["null"] = {"measured": _jsonable(dict(null)), "verdict": null_verdict, "effects": null_effects}
+            out["null"] = self._against_null(measured, null, unit_floor)
+            beaten = all(c["beats_null"] for c in out["null"]["comparisons"])
+        verdicts = [e["verdict"] for e in effects]
         if failed:
             verdict = INCONCLUSIVE
             reason = "precondition failed: " + "; ".join(f"{p['id']} ({p['detail']})" for p in failed)
-        elif null_verdict == REPRODUCED:
-            verdict, reason = INCONCLUSIVE, (f"the criterion also passes on its null control "
-                                             f"({self.null_description})")
-        elif all(v == REPRODUCED for v in verdicts):
-            verdict, reason = REPRODUCED, "every interval excludes no effect on the paper's side"
         elif any(v == REFUTED for v in verdicts):
             verdict = REFUTED
-            reason = "; ".join(f"{e['name']}: {_interval(e)} excludes the paper's effect" for e in effects
+            reason = "; ".join(f"{e['name']}: {_interval(e)}: {e['note']}" for e in effects
                                if e["verdict"] == REFUTED)
+        elif all(v == REPRODUCED for v in verdicts) and not beaten:
+            verdict = INCONCLUSIVE
+            reason = "the real statistic does not beat its null control's (" + "; ".join(
+                f"{c['name']}: permutation p = {_fmt(c['p_value'])}" for c in out["null"]["comparisons"]
+                if not c["beats_null"]) + f"; null: {self.null_description})"
+        elif all(v == REPRODUCED for v in verdicts):
+            verdict = REPRODUCED
+            reason = "every effect reaches the paper's side" + (", beyond its null control" if null else "")
         else:
             verdict = INCONCLUSIVE
-            reason = "; ".join(
-                f"{e['name']}: " + (f"only {e['n']} paired unit{'s' * (e['n'] != 1)}" if e["n"] < 2 else f"{_interval(e)} decides "
-                                    "nothing") for e in effects if e["verdict"] == INCONCLUSIVE)
+            reason = "; ".join(f"{e['name']}: {_interval(e)}: {e['note']}" for e in effects
+                               if e["verdict"] == INCONCLUSIVE)
+        if verdict == INCONCLUSIVE and not failed:
+            out["units_needed"] = _power_need(effects)
+            if out["units_needed"]:
+                reason += (f". Power line: about {out['units_needed']} paired units would decide at the observed "
+                           f"spread ({POWER:.0%} power)")
         out.update(verdict=verdict, reason=reason)
         return out
+
+    def _against_null(self, measured: Mapping[str, Any], null: Mapping[str, Any], unit_floor: bool) -> dict:
+        """Each directional effect's real units against its null units (same pipeline, same n): a one-sided
+        permutation test of the difference in means (scipy.stats.permutation_test, exact when small)."""
+        comparisons = []
+        for e in self.effects:
+            if not isinstance(e, Effect):
+                continue
+            x, y = e.samples_of(self.id, measured), e.samples_of(self.id, null)
+            if len(x) != len(y):
+                raise ClaimError(f"claim {self.chapter}.{self.id}: effect {e.name!r} has {len(x)} real units but "
+                                 f"{len(y)} null units: the null must run the same pipeline at the same n")
+            p = _permutation_p(x, y, e.direction)
+            comparisons.append({"name": e.name, "real_mean": float(np.mean(x)), "null_mean": float(np.mean(y)),
+                                "n": int(len(x)), "p_value": p, "beats_null": bool(p < NULL_ALPHA)})
+        null_effects = [e.decide(self.id, null, unit_floor) for e in self.effects]
+        null_verdict = REPRODUCED if all(e["verdict"] == REPRODUCED for e in null_effects) else (
+            REFUTED if any(e["verdict"] == REFUTED for e in null_effects) else INCONCLUSIVE)
+        return {"measured": _jsonable(dict(null)), "verdict": null_verdict, "effects": null_effects,
+                "comparisons": comparisons}
+
+    def no_effect_example(self) -> Mapping[str, Any]:
+        """Data with no effect: the declared third example, or the reproducing example with each effect's units
+        replaced by twelve values spread evenly around its null (an equivalence's around its margin)."""
+        if len(self.examples) == 3:
+            return self.examples[2]
+        if not all(isinstance(e.samples, str) for e in self.effects):
+            raise ClaimError(f"claim {self.chapter}.{self.id}: an effect computed by a function needs a third "
+                             "example, data with no effect, since it cannot be derived")
+        good = dict(self.examples[0])
+        for e in self.effects:
+            centre = e.null if isinstance(e, Effect) else e.margin
+            x = np.asarray(good[e.samples], dtype=float)
+            spread = float(np.std(x)) or abs(centre) * 0.1 or 0.1
+            good[e.samples] = (centre + spread * np.linspace(-1, 1, 12)).tolist()
+            if isinstance(e, Effect) and e.method == "binomial":
+                k = round(e.null * 12)
+                good[e.samples] = [1.0] * k + [0.0] * (12 - k)
+        return good
+
+
+def _permutation_p(x: np.ndarray, y: np.ndarray, direction: str) -> float:
+    """One-sided p value that the mean of `x` lies beyond the mean of `y` in `direction` (independent samples)."""
+    if np.ptp(np.concatenate([x, y])) == 0:
+        return 1.0
+    res = stats.permutation_test((x, y), lambda a, b, axis: np.mean(a, axis=axis) - np.mean(b, axis=axis),
+                                 permutation_type="independent", alternative=direction, n_resamples=9999,
+                                 vectorized=True, rng=np.random.default_rng(0))
+    return float(res.pvalue)
+
+
+def _power_need(effects: Sequence[dict]) -> int | None:
+    """The most paired units any undecided effect would need (None when none can say)."""
+    needs = [e.get("units_needed") for e in effects if e["verdict"] == INCONCLUSIVE]
+    needs = [n for n in needs if n]
+    return max(needs) if needs else None
 
 
 def _interval(e: Mapping[str, Any]) -> str:
@@ -403,9 +591,16 @@ class Verdict:
         lines += ["", "*Preconditions:* " + "; ".join(
             f"{'✓' if p['holds'] else '✗'} `{p['id']}`: {p['detail']}" for p in r["preconditions"])]
         if "null" in r:
-            lines += ["", f"*Null control* ({self.claim.null_description}): the criterion says "
-                          f"**{r['null']['verdict']}** there."]
-        lines += ["", f"*Measured:* {r['our_value']} (seeds {r['seeds']}, scale `{r['scale']}`)"]
+            beats = "; ".join(f"`{c['name']}` real {_fmt(c['real_mean'])} vs null {_fmt(c['null_mean'])}, one-sided "
+                              f"permutation p = {_fmt(c['p_value'])}" for c in r["null"]["comparisons"])
+            lines += ["", f"*Null control* ({self.claim.null_description}), same pipeline at the same n: {beats}; "
+                          f"the criterion alone says **{r['null']['verdict']}** there."]
+        if r.get("units_needed"):
+            lines += ["", f"*Power line:* about {r['units_needed']} paired units would decide at the observed spread."]
+        calibration = r.get("calibration_seeds")
+        apart = f"; calibration seeds {calibration}" if calibration else (
+            "; nothing was tuned on seeds" if calibration == [] else "")
+        lines += ["", f"*Measured:* {r['our_value']} (verdict seeds {r['seeds']}{apart}, scale `{r['scale']}`)"]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -449,11 +644,22 @@ def load_results(chapter: str) -> dict:
 
 
 def check(claim: Claim, measured: Mapping[str, Any], seeds: Sequence[int], scale: str,
-          our_value: str | None = None, null: Mapping[str, Any] | None = None) -> Verdict:
+          calibration_seeds: Sequence[int] | None = None, our_value: str | None = None,
+          null: Mapping[str, Any] | None = None) -> Verdict:
     """Decide `claim` on `measured` (and its `null` control), record it in `book/_results/<chapter>.json`, return
-    it. `our_value` is the short form shown on the scorecard (default: every measured value). A record for the same
-    claim and scale replaces the older one; a check that raises records nothing and keeps every other record."""
+    it. `seeds` are the verdict seeds; `calibration_seeds` the seeds any tuning or regime choice of the chapter used
+    (the chapter config's ``calibration_seeds``; empty when nothing was tuned): the two must not overlap. `our_value`
+    is the short form shown on the scorecard (default: every measured value). A record for the same claim and scale
+    replaces the older one; a check that raises records nothing and keeps every other record."""
     check_scale(scale)
+    seeds = [int(s) for s in seeds]
+    if calibration_seeds is not None:
+        calibration_seeds = [int(s) for s in calibration_seeds]
+        shared = sorted(set(seeds) & set(calibration_seeds))
+        if shared:
+            raise ClaimError(f"claim {claim.chapter}.{claim.id}: verdict seeds {seeds} overlap the calibration seeds "
+                             f"{calibration_seeds} (both hold {shared}); decide on seeds that no tuning or regime "
+                             "choice has seen")
     if claim.needs_null and null is None:
         raise ClaimError(f"claim {claim.chapter}.{claim.id} must be checked beside its null control "
                          f"({claim.null_description}): pass null=")
@@ -472,7 +678,9 @@ def check(claim: Claim, measured: Mapping[str, Any], seeds: Sequence[int], scale
             f"{k}={_fmt(v)}" for k, v in measured.items()),
         **decision,
         "effect": decision["effects"][0],
-        "seeds": [int(s) for s in seeds],
+        "seeds": seeds,
+        "calibration_seeds": calibration_seeds,
+        "contract": 2,
         "scale": scale,
         "notebook": os.environ.get("ICML25_NOTEBOOK", "interactive"),
         "recorded_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -516,17 +724,23 @@ def mean_sd(values, sep: str = " ± ") -> str:
 
 
 def examples_behave(claim: Claim) -> None:
-    """The falsifiability check: the claim comes out reproduced on its first example and not on its second, and
-    the second meets every precondition (so the criterion itself fails there). Raises ClaimError otherwise."""
-    good, bad = claim.examples
+    """The falsifiability check of a claim's criterion (judged without the unit floor, which is the contract's, not
+    the claim's): the claim comes out reproduced on its first example and not on its second, which meets every
+    precondition (so the criterion itself fails there), nor on data with no effect (`Claim.no_effect_example`).
+    Raises ClaimError otherwise."""
+    good, bad = claim.examples[:2]
     where = f"claim {claim.chapter}.{claim.id}"
-    got = claim.decide(good)
+    got = claim.decide(good, unit_floor=False)
     if got["verdict"] != REPRODUCED:
         raise ClaimError(f"{where}: its reproducing example comes out {got['verdict']} ({got['reason']})")
-    got = claim.decide(bad)
+    got = claim.decide(bad, unit_floor=False)
     if got["verdict"] == REPRODUCED:
         raise ClaimError(f"{where}: its non-reproducing example comes out reproduced")
     failed = [p["id"] for p in got["preconditions"] if not p["holds"]]
     if failed:
         raise ClaimError(f"{where}: its non-reproducing example fails preconditions {failed}, so it does not show "
                          "that the criterion can fail")
+    got = claim.decide(claim.no_effect_example(), unit_floor=False)
+    if got["verdict"] == REPRODUCED:
+        raise ClaimError(f"{where}: it comes out reproduced on data with no effect, so it holds for any data: "
+                         "make it a unit test")
