@@ -458,17 +458,28 @@ def warm_zoo(tasks: list[Task], scale: str, jobs: int, out: Output | None = None
     start = time.perf_counter()
     pool = _pool(jobs)
     try:
-        list(pool.map(_train_shared, *zip(*[(name, scale, seed) for name, seed in models])))
+        each = list(pool.map(_timed_train, *zip(*[(name, scale, seed) for name, seed in models])))
     except BaseException:
         _kill_pool(pool)
         raise
     pool.shutdown()
-    _record_warmup(out or output(scale), models, scale, time.perf_counter() - start)
+    _record_warmup(out or output(scale), models, scale, time.perf_counter() - start, each)
 
 
-def _record_warmup(out: Output, models: list[tuple[str, int]], scale: str, seconds: float) -> None:
-    entry = {"duration_s": round(seconds, 1), "scale": scale,
-             "models": [n if s is None else f"{n} seed {s}" for n, s in models]}
+def _timed_train(name: str, scale: str, seed: int | None) -> float:
+    """`_train_shared`, returning its wall time in seconds."""
+    start = time.perf_counter()
+    _train_shared(name, scale, seed)
+    return time.perf_counter() - start
+
+
+def _record_warmup(out: Output, models: list[tuple[str, int]], scale: str, seconds: float,
+                   each: list[float]) -> None:
+    """The manifest's `zoo_warmup`: its wall time, and each entry's own (`duration_s_per_model`; entries run side by
+    side in `jobs` workers, so these add up to more than the wall time)."""
+    labels = [n if s is None else f"{n} seed {s}" for n, s in models]
+    entry = {"duration_s": round(seconds, 1), "scale": scale, "models": labels,
+             "duration_s_per_model": {label: round(t, 1) for label, t in zip(labels, each, strict=True)}}
     _record(out, "zoo_warmup", entry, section=None)
     print(f"Shared zoo models ready in {entry['duration_s']:.0f} s: {', '.join(entry['models'])}", flush=True)
 
@@ -546,7 +557,7 @@ def _run_ray(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: b
             print("  the Ray cluster has no GPU: full-scale notebooks run on CPUs", flush=True)
             resources.pop("num_gpus")
         models = shared_models([t for t, _ in todo], out.scale)
-        train = ray.remote(num_cpus=1)(_train_shared)
+        train = ray.remote(num_cpus=1)(_timed_train)
         start = time.perf_counter()
         zoo_refs = [train.remote(name, out.scale, seed) for name, seed in models]
         users = set(SHARED_ZOO_USERS) | set(SHARED_ZOO_SEED0_USERS) | set(CHAPTER_ZOO) | set(CHAPTER_RESULTS)
@@ -554,8 +565,8 @@ def _run_ray(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: b
         refs = {run.remote(t, t.source.read_text(), out.scale, *(zoo_refs if t.slug in users else [])): (t, h)
                 for t, h in todo}
         if zoo_refs:
-            ray.get(zoo_refs)
-            _record_warmup(out, models, out.scale, time.perf_counter() - start)
+            each = ray.get(zoo_refs)
+            _record_warmup(out, models, out.scale, time.perf_counter() - start, each)
         pending, i = list(refs), 0
         while pending:
             done, pending = ray.wait(pending, num_returns=1, timeout=1.0)  # a timeout lets signals in
