@@ -595,8 +595,6 @@ class Verdict:
                               f"permutation p = {_fmt(c['p_value'])}" for c in r["null"]["comparisons"])
             lines += ["", f"*Null control* ({self.claim.null_description}), same pipeline at the same n: {beats}; "
                           f"the criterion alone says **{r['null']['verdict']}** there."]
-        if r.get("units_needed"):
-            lines += ["", f"*Power line:* about {r['units_needed']} paired units would decide at the observed spread."]
         calibration = r.get("calibration_seeds")
         apart = f"; calibration seeds {calibration}" if calibration else (
             "; nothing was tuned on seeds" if calibration == [] else "")
