@@ -49,6 +49,7 @@ from filelock import FileLock
 from .. import catalog
 from ..core.config import check_scale
 from ..core.paths import PROJECT_ROOT, build_dir, results_dir
+from . import ledger
 
 NOTEBOOKS = PROJECT_ROOT / "notebooks"
 BOOK = PROJECT_ROOT / "book"
@@ -82,7 +83,7 @@ CHAPTER_RESULTS = {"memory_layers": ("memory-lr-search", "learning_rate_search")
 ALONE = ("kernels",)
 FULL_SCALE_SECTION = "_full_scale.md"  # generated per chapter page by `render`, included by its index.md
 GENERATED = ("_results", "_toc.yml", "scorecard.md", "scorecard_effects.png", "[0-9]*.ipynb", "_build",
-             FULL_SCALE_SECTION)
+             FULL_SCALE_SECTION, ledger.PAGE)
 
 
 @dataclass(frozen=True)
@@ -276,6 +277,7 @@ def commit(out: Output, task: Task, result: dict, h: str) -> dict:
         manifest = load_manifest(out)
         manifest["notebooks"][task.key] = entry
         _write_json(out.manifest, manifest)
+    ledger.record_verdicts(BOOK, result["records"], PROJECT_ROOT)  # the claims' history in the committed ledger
     return manifest
 
 
@@ -637,11 +639,12 @@ def write_full_scale_sections(out: Output) -> None:
 
 
 def render(out: Output | None = None, strict: bool = True) -> int:
-    """Write the table of contents, the scorecard and the chapters' full-scale sections, then run Jupyter Book;
-    returns its exit code."""
+    """Write the chapters' deviations pages (from the committed ledgers), the table of contents, the scorecard and
+    the chapters' full-scale sections, then run Jupyter Book; returns its exit code."""
     from . import scorecard, toc
 
     out = out or output(BOOK_SCALE)
+    ledger.write_pages(BOOK, out.book)
     toc.write(out)
     scorecard.write(out)
     write_full_scale_sections(out)

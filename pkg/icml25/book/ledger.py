@@ -124,21 +124,21 @@ def fingerprint(decl: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def chapter_modules() -> dict[str, Any]:
-    """Every chapter's module, imported, so that the claims registry holds every claim."""
+def chapter_modules(slugs: Iterable[str] | None = None) -> dict[str, Any]:
+    """The chapters' modules (default: every chapter's), imported, so that the claims registry holds their
+    claims."""
     from icml25 import catalog
 
-    return {c.slug: importlib.import_module(f"icml25.{c.slug}") for c in catalog.ALL}
+    return {s: importlib.import_module(f"icml25.{s}") for s in slugs or [c.slug for c in catalog.ALL]}
 
 
 def declarations(slugs: Iterable[str] | None = None) -> dict[str, dict[str, dict]]:
     """{slug: {claim id: declaration}} of the code imported now, for `slugs` (default every chapter)."""
     from icml25.core.claims import REGISTRY
 
-    modules = chapter_modules()
-    wanted = list(slugs or modules)
-    seeds = {slug: chapter_seeds(modules[slug]) for slug in wanted}
-    out: dict[str, dict[str, dict]] = {slug: {} for slug in wanted}
+    modules = chapter_modules(slugs)
+    seeds = {slug: chapter_seeds(module) for slug, module in modules.items()}
+    out: dict[str, dict[str, dict]] = {slug: {} for slug in modules}
     for (chapter, claim_id), claim in sorted(REGISTRY.items()):
         if chapter in out:
             out[chapter][claim_id] = declaration(claim, seeds[chapter])
@@ -355,6 +355,8 @@ def record_verdicts(book: Path, records: Iterable[Mapping[str, Any]], root: Path
     declaration hash of the code now imported (`current(slug)`: {claim id: declaration}); returns how many were
     appended."""
     records = [r for r in records if r["scale"] != "smoke" and path(book, r["chapter"]).exists()]
+    if not records:
+        return 0
     current = current or (lambda slug: declarations([slug])[slug])
     decls = {slug: current(slug) for slug in sorted({r["chapter"] for r in records})}
     commit, n = git_commit(root), 0
@@ -362,7 +364,7 @@ def record_verdicts(book: Path, records: Iterable[Mapping[str, Any]], root: Path
         decl = decls[r["chapter"]].get(r["claim_id"])
         if decl is not None:
             entry = {"scale": r["scale"], "verdict": r["verdict"], "hash": fingerprint(decl), "commit": commit,
-                     "date": r["recorded_at"][:10], "source": "icml25 build"}
+                     "date": r.get("recorded_at", today())[:10], "source": "icml25 build"}
             n += append_history(book, r["chapter"], r["claim_id"], entry)
     return n
 
@@ -448,3 +450,84 @@ def cmd_history(book: Path, name: str) -> int:
             print(f"  {d['date']}  {d['kind']}: {d['why']}" + (" [after a verdict]" if d["verdict_seen"] else ""))
             print("".join(f"      {w}\n" for w in d["what"]), end="")
     return 0
+
+
+# ---- the generated page: "Deviations from the declared design" -----------------------------------------------
+
+PAGE = "deviations.md"
+PAGE_TITLE = "Deviations from the declared design"
+
+
+def label(slug: str, claim_id: str) -> str:
+    """The page's anchor for a claim (a MyST target), linked from the scorecard's badge."""
+    return f"ledger-{slug}-{claim_id}".lower()
+
+
+def _verdicts_under(entry: Mapping[str, Any], h: str | None) -> str:
+    """The verdicts recorded under declaration hash `h`, e.g. "refuted at ci (c0d15e0)"."""
+    seen = [f"{x['verdict']} at {x['scale']}" + (f" ({x['commit']})" if x.get("commit") else "")
+            for x in entry["history"] if x["hash"] == h]
+    return ", ".join(dict.fromkeys(seen))
+
+
+def _deviation_lines(entry: Mapping[str, Any], d: Mapping[str, Any]) -> list[str]:
+    when = (f"after a verdict had been recorded under the old design ({_verdicts_under(entry, d['old_hash'])})"
+            if d["verdict_seen"] else "before any verdict under the old design was recorded")
+    return [f"- **{d['date']}**, {d['kind']}, {when}. *Why:* {d['why']}", "", "  ```text",
+            *(f"  {w}" for w in d["what"]), "  ```", ""]
+
+
+def _claim_section(slug: str, cid: str, entry: Mapping[str, Any]) -> list[str]:
+    n = len(revised_after_verdict(entry))
+    heading = f"`{cid}`" + (f": revised after a verdict ({n})" if n else "")
+    reg = entry["registered"]
+    lines = [f"({label(slug, cid)})=", f"## {heading}", "",
+             f"Registered at commit `{reg['commit']}` ({reg['date']}). Changes since, oldest first:", ""]
+    for d in entry["deviations"]:
+        lines += _deviation_lines(entry, d)
+    return lines
+
+
+def page(ledger: Mapping[str, Any]) -> str:
+    """The chapter's generated "Deviations from the declared design" page, from its ledger."""
+    slug, claims = ledger["chapter"], ledger["claims"]
+    changed = {cid: e for cid, e in sorted(claims.items()) if e["deviations"]}
+    after = [cid for cid, e in changed.items() if revised_after_verdict(e)]
+    kept = sorted(set(claims) - set(changed))
+    lines = [f"# {PAGE_TITLE}", "",
+             f"Generated from the chapter's committed ledger (`book/{slug}/{LEDGER_NAME}`); see "
+             "[How this book decides](../decides.md) for what the ledger records. Each entry says what changed "
+             "in a claim's declared design (old -> new), why, and whether a verdict had been seen under the old "
+             "design.", ""]
+    if kept:
+        lines += [f"Decided as registered: {', '.join(f'`{c}`' for c in kept)}.", ""]
+    if not changed:
+        lines += ["No claim of this chapter has changed its declared design.", ""]
+    else:
+        lines += [f"Changed since registration: {len(changed)} claim(s), {len(after)} of them after a verdict.", ""]
+    for cid, entry in changed.items():
+        lines += _claim_section(slug, cid, entry)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_pages(source: Path, book: Path) -> list[str]:
+    """Write the deviations page of every chapter of `book` that has a page (index.md) and a ledger in `source`
+    (the committed book/); returns their slugs."""
+    done = []
+    for p in sorted(source.glob(f"*/{LEDGER_NAME}")):
+        slug = p.parent.name
+        if (book / slug / "index.md").exists():
+            (book / slug / PAGE).write_text(page(load(source, slug)))
+            done.append(slug)
+    return done
+
+
+def badge(source: Path, slug: str, claim_id: str, linked: bool = True) -> str:
+    """"revised after a verdict (n)" for a claim whose declaration changed after a verdict, linked to its entry on
+    the chapter's deviations page; "" for any other claim."""
+    entry = load(source, slug)["claims"].get(claim_id)
+    n = len(revised_after_verdict(entry)) if entry else 0
+    if not n:
+        return ""
+    text = f"revised after a verdict ({n})"
+    return f"{{ref}}`{text} <{label(slug, claim_id)}>`" if linked else text

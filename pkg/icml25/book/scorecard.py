@@ -9,7 +9,7 @@ import json
 
 from .. import catalog
 from ..core.claims import INCONCLUSIVE, REFUTED, REPRODUCED, VERDICTS
-from . import build
+from . import build, ledger
 
 VERDICT_TEXT = {REPRODUCED: "**reproduced**", REFUTED: "refuted", INCONCLUSIVE: "*inconclusive*"}
 FIGURE = "scorecard_effects.png"
@@ -61,8 +61,10 @@ def rows(out: build.Output | None = None, manifest: dict | None = None) -> list[
         if not records:
             table.append(dict(base, claim="", paper="", ours="", verdict="failed" if failed else "not yet checked",
                             reason="", effect="", effects=[], seeds=""))
+        linked = (out.book / ch.slug / ledger.PAGE).exists()
         for r in records:
             table.append(dict(base, claim=f"`{r['claim_id']}`: {r['paper_statement']}", claim_id=r["claim_id"],
+                            badge=ledger.badge(build.BOOK, ch.slug, r["claim_id"], linked),
                             paper=r["paper_value"], ours=r["our_value"], verdict=r["verdict"],
                             reason=r["reason"] if r["verdict"] != REPRODUCED else "",
                             effect=_effect_text(r.get("effect")), effects=r.get("effects", []),
@@ -141,7 +143,8 @@ HOW = ("How a verdict is made: each claim declares, before its experiment runs, 
        "**Reproduced**: every precondition holds and every interval excludes no effect on the paper's side. "
        "**Refuted**: the preconditions hold and an interval lies wholly short of the paper's smallest effect (or "
        "outside an equivalence margin). **Inconclusive**: anything else, with the reason given. See "
-       "[How this book decides](decides.md).")
+       "[How this book decides](decides.md). A claim whose declared design changed after a verdict had been seen "
+       "is marked *revised after a verdict (n)*, linked to its chapter's deviations page.")
 
 
 def render(out: build.Output | None = None, with_figure: bool = True) -> str:
@@ -168,6 +171,8 @@ def render(out: build.Output | None = None, with_figure: bool = True) -> str:
         paper = r["chapter"] if r["slug"] != previous else ""
         previous = r["slug"]
         verdict = VERDICT_TEXT.get(r["verdict"], f"*{r['verdict']}*")
+        if r.get("badge"):
+            verdict += f" ({r['badge']})"
         lines.append("| " + " | ".join(_cell(x) for x in (paper, verdict, r["claim"], r["paper"], r["effect"],
                                                            r["reason"], r["ours"], r["seeds"])) + " |")
     return "\n".join(lines) + "\n"

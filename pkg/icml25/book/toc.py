@@ -6,14 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import catalog
-from . import build
+from . import build, ledger
 
 
 def chapter_entry(book: Path, slug: str) -> list[str] | None:
+    """A chapter's index, its executed notebooks, and last its generated deviations page when there is one."""
     if not (book / slug / "index.md").exists():
         return None
     lines = [f"      - file: {slug}/index"]
     pages = sorted(p.stem for p in (book / slug).glob("[0-9]*.ipynb"))
+    if (book / slug / ledger.PAGE).exists():
+        pages.append(Path(ledger.PAGE).stem)
     if pages:
         lines.append("        sections:")
         lines += [f"          - file: {slug}/{p}" for p in pages]
