@@ -163,7 +163,8 @@ print(f"Spearman(posterior sd, |error|) = {np.mean(rhos):.3f} ± {np.std(rhos):.
 # %%
 measured = {"real_data": int(data == "real"), "shares": shares, "pmf_rmse": r["PMF"],
             "mom_rmse": r["mean of means"], "global_rmse": r["global mean"]}
-v = check(pp.ACCURACY, seeds=cfg.seeds, scale=scale, measured=measured,
+v = check(pp.ACCURACY, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
+          measured=measured,
           our_value=f"{data} data, {shares[i20]:.0%} held out: PMF {r['PMF'][i20].mean():.3f} ± "
                     f"{r['PMF'][i20].std():.3f} vs mean of means {r['mean of means'][i20].mean():.3f}; at "
                     f"{shares[i95]:.0%}: PMF {r['PMF'][i95].mean():.3f} vs {r['mean of means'][i95].mean():.3f}")
@@ -171,7 +172,7 @@ plot.show_verdicts(v)
 
 # %%
 n_cells = min(len(sd_c) for sd_c, _ in sweep["calibration"])
-v = check(pp.UNCERTAINTY, seeds=cfg.seeds, scale=scale,
+v = check(pp.UNCERTAINTY, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
           measured={"real_data": int(data == "real"), "n_cells": n_cells, "spearman": rhos},
           null={"real_data": int(data == "real"), "n_cells": n_cells,
                 "spearman": pp.sd_error_spearman(sweep["calibration"], shuffle_seed=seed)},

@@ -28,6 +28,7 @@
 scale = "ci"
 seed = 0
 seeds = None  # split and sampler seeds; None: the scale's value
+cold_start_seeds = None  # cold-start split seeds (30 at ci); None: the scale's value
 data = "real"  # "real" or "synthetic"
 data_path = None  # None: ../shared/data/crosspred-lvlm (or $ICML25_CROSSPRED_DATA)
 rank = None  # latent dimension D (paper: 10)
@@ -46,7 +47,7 @@ from icml25 import perf_prediction as pp
 from icml25.core import check, plot
 
 plot.use_style()
-cfg = pp.config(scale, seeds=seeds, rank=rank, alpha=alpha, n_burn=n_burn, n_samples=n_samples,
+cfg = pp.config(scale, seeds=seeds, cold_start_seeds=cold_start_seeds, rank=rank, alpha=alpha, n_burn=n_burn, n_samples=n_samples,
                 active_start_share=active_start_share, active_rounds=active_rounds, sparse_share=sparse_share,
                 cold_start_share=cold_start_share)
 matrix, profiles, described = pp.load_data(data, data_path, seed)
@@ -137,7 +138,7 @@ display(Markdown(
 
 # %%
 real = int(data == "real")
-v = check(pp.ACTIVE, seeds=cfg.seeds, scale=scale,
+v = check(pp.ACTIVE, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
           measured={"real_data": real, "start_gap": [cv["start gap"] for cv in curves],
                     "rounds": cfg.active_rounds, "random_minus_active": rnd - act},
           our_value=f"{data} data: RMSE over rounds 1..{cfg.active_rounds} active {act.mean():.4f} ± {act.std():.4f}"
@@ -147,7 +148,7 @@ plot.show_verdicts(v)
 # %%
 per_model = float(np.mean([pp.split_cells(matrix.observed, cfg.sparse_share, s)[0].sum(1).mean()
                            for s in cfg.seeds]))
-v = check(pp.SPARSE, seeds=cfg.seeds, scale=scale,
+v = check(pp.SPARSE, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
           measured={"real_data": real, "cells_per_model": per_model,
                     "pmf_minus_bpmf": np.subtract(sparse["PMF"], sparse["Bayesian PMF"])},
           our_value=f"{data} data, {cfg.sparse_share:.0%} held out: PMF {m['PMF']:.3f}, Bayesian PMF "
@@ -156,7 +157,8 @@ v = check(pp.SPARSE, seeds=cfg.seeds, scale=scale,
 plot.show_verdicts(v)
 
 # %%
-v = check(pp.COLD_START, seeds=cfg.seeds, scale=scale,
+v = check(pp.COLD_START, seeds=cfg.cold_start_seeds, calibration_seeds=cfg.calibration_seeds,
+          scale=scale,
           measured={"real_data": real, "n_model_features": profiles[0].shape[1],
                     "pmf_minus_profile": np.subtract(cold["PMF"], cold["profile PMF"]),
                     "column_mean_minus_profile": np.subtract(cold["column mean"], cold["profile PMF"])},

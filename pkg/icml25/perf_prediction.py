@@ -41,21 +41,28 @@ TEST_SHARES = (0.2, 0.4, 0.6, 0.8, 0.9, 0.95)
 #: out, so the last round leaves at most the few cells lost to rounding down
 ACTIVE_SCHEDULE = (0.05, 0.05, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1)
 
+#: the seeds the chapter's design (sampler length, shares, protocol) was developed and first decided on; contract v2
+#: decides on fresh seeds from 100, and the paired spreads measured on these seeds are the effects' `design_sd`
+CALIBRATION_SEEDS = [0, 1, 2, 3, 4]
+
 config = make_config({
-    "smoke": {"seeds": [0, 1, 2], "rank": 10, "alpha": 2.0, "n_burn": 15, "n_samples": 20,
+    "smoke": {"seeds": [100, 101, 102], "calibration_seeds": CALIBRATION_SEEDS, "cold_start_seeds": [100, 101, 102],
+              "rank": 10, "alpha": 2.0, "n_burn": 15, "n_samples": 20,
               "test_shares": [0.2, 0.8, 0.95], "calibration_share": 0.8,
               "active_start_share": 0.2, "active_rounds": 2,
               "sparse_share": 0.95, "cold_start_share": 0.2},
-    "ci": {"seeds": [0, 1, 2, 3, 4], "rank": 10, "alpha": 2.0, "n_burn": 30, "n_samples": 50,
+    "ci": {"seeds": list(range(100, 108)), "calibration_seeds": CALIBRATION_SEEDS,
+           "cold_start_seeds": list(range(100, 130)), "rank": 10, "alpha": 2.0, "n_burn": 30, "n_samples": 50,
            "test_shares": list(TEST_SHARES), "calibration_share": 0.8,
            "active_start_share": 0.2, "active_rounds": len(ACTIVE_SCHEDULE) - 1,
            "sparse_share": 0.95, "cold_start_share": 0.2},
-    "full": {"seeds": list(range(10)), "rank": 10, "alpha": 2.0, "n_burn": 500, "n_samples": 100,
+    "full": {"seeds": list(range(100, 110)), "calibration_seeds": CALIBRATION_SEEDS,
+             "cold_start_seeds": list(range(100, 130)), "rank": 10, "alpha": 2.0, "n_burn": 500, "n_samples": 100,
              "test_shares": list(TEST_SHARES), "calibration_share": 0.8,
              "active_start_share": 0.2, "active_rounds": len(ACTIVE_SCHEDULE) - 1,
              "sparse_share": 0.95, "cold_start_share": 0.2},
 },
-    seeds=SEED, rank=COUNT, alpha=POSITIVE, n_burn=NONNEGATIVE, n_samples=COUNT, test_shares=Range(gt=0, lt=1),
+    seeds=SEED, calibration_seeds=SEED, cold_start_seeds=SEED, rank=COUNT, alpha=POSITIVE, n_burn=NONNEGATIVE, n_samples=COUNT, test_shares=Range(gt=0, lt=1),
     calibration_share=Range(gt=0, lt=1), active_start_share=Range(gt=0, lt=1), active_rounds=Range(ge=1,
     le=len(ACTIVE_SCHEDULE)), sparse_share=Range(gt=0, lt=1), cold_start_share=Range(gt=0, lt=1))
 
@@ -95,6 +102,9 @@ ACCURACY = Claim(
                "global_rmse": [[0.2, 0.2, 0.2], [0.2, 0.2, 0.2]]},
               {"real_data": 1, "shares": [0.2, 0.8], "pmf_rmse": [[0.07, 0.072, 0.074], [0.17, 0.18, 0.175]],
                "mom_rmse": [[0.16, 0.161, 0.162], [0.166, 0.165, 0.167]],
+               "global_rmse": [[0.2, 0.2, 0.2], [0.2, 0.2, 0.2]]},
+              {"real_data": 1, "shares": [0.2, 0.8], "pmf_rmse": [[0.085, 0.09, 0.095], [0.16, 0.167, 0.17]],
+               "mom_rmse": [[0.084, 0.091, 0.095], [0.161, 0.166, 0.17]],
                "global_rmse": [[0.2, 0.2, 0.2], [0.2, 0.2, 0.2]]}),
 )
 
@@ -143,20 +153,25 @@ SPARSE = Claim(
               {"real_data": 1, "cells_per_model": 7.5, "pmf_minus_bpmf": [-0.01, 0.0, -0.005]}),
 )
 
+#: the paper's smaller cold-start gap (Overall row): column mean 0.236 − CPMF with hidden-state profile 0.219
+PAPER_COLD_START_GAP = 0.017
+
 COLD_START = Claim(
     chapter="perf_prediction", id="cold_start",
     paper_statement="For models never evaluated, profile side information (CPMF) predicts better than PMF and "
                     "the column mean",
     paper_value="cold start RMSE: column mean 0.236, PMF 0.242, CPMF (hidden-state profile) 0.219",
     criterion="With 20% of the models held out entirely, the per-seed RMSE gaps PMF − profile PMF and column mean "
-              "− profile PMF are both above 0 (95% t intervals)",
-    effects=[Effect("pmf_minus_profile_rmse", "pmf_minus_profile"),
-             Effect("column_mean_minus_profile_rmse", "column_mean_minus_profile")],
+              "− profile PMF are both above 0 and reach the paper's smaller gap, column mean − CPMF = 0.236 − "
+              "0.219 = 0.017 (95% t intervals over 30 split seeds; refuted when an interval lies wholly below "
+              "0.017)",
+    effects=[Effect("pmf_minus_profile_rmse", "pmf_minus_profile", min_effect=PAPER_COLD_START_GAP),
+             Effect("column_mean_minus_profile_rmse", "column_mean_minus_profile", min_effect=PAPER_COLD_START_GAP)],
     preconditions=[REAL_DATA, at_least("profiles", "n_model_features", 1, "model profile features >= 1")],
     examples=({"real_data": 1, "n_model_features": 20, "pmf_minus_profile": [0.02, 0.03, 0.025],
-               "column_mean_minus_profile": [0.01, 0.02, 0.015]},
+               "column_mean_minus_profile": [0.02, 0.025, 0.03]},
               {"real_data": 1, "n_model_features": 20, "pmf_minus_profile": [0.02, 0.03, 0.025],
-               "column_mean_minus_profile": [-0.01, -0.02, -0.015]}),
+               "column_mean_minus_profile": [0.002, -0.004, 0.0, 0.003]}),
 )
 
 
@@ -574,13 +589,14 @@ def sparse_comparison(matrix: ScoreMatrix, profiles, cfg) -> dict[str, list[floa
 
 
 def cold_start(matrix: ScoreMatrix, profiles, cfg) -> dict[str, list[float]]:
-    """Whole models held out: RMSE on their cells of the column mean, PMF and profile PMF, per seed.
+    """Whole models held out: RMSE on their cells of the column mean, PMF and profile PMF, per seed of
+    `cfg.cold_start_seeds` (30 at ci: a cold-start split is cheap, and the gaps are small against their spread).
 
     PMF knows nothing of a held-out model, so its prediction is the prior (the column mean after
     de-normalisation); only side information can do better.
     """
     out = {"column mean": [], "PMF": [], "profile PMF": []}
-    for s in cfg.seeds:
+    for s in cfg.cold_start_seeds:
         train, test = split_models(matrix.observed, cfg.cold_start_share, s)
         out["column mean"].append(rmse(baselines(matrix.scores, train)["column mean"], matrix.scores, test))
         for name, variant in (("PMF", "pmf"), ("profile PMF", "profile")):
