@@ -20,6 +20,7 @@ of an older checkout (`declarations_at`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import hashlib
@@ -188,6 +189,19 @@ def save(book: Path, slug: str, ledger: Mapping[str, Any]) -> None:
     tmp.replace(p)
 
 
+@contextlib.contextmanager
+def editing(book: Path, slug: str):
+    """A chapter's ledger to change in place, under a file lock (a build may append while someone deviates),
+    written back when the block ends without an error."""
+    from filelock import FileLock
+
+    path(book, slug).parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path(book, slug)) + ".lock"):
+        ledger = load(book, slug)
+        yield ledger
+        save(book, slug, ledger)
+
+
 def today() -> str:
     return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
 
@@ -224,23 +238,30 @@ def init(book: Path, decls: Mapping[str, Mapping[str, dict]], commit: str | None
 
 # ---- differences ------------------------------------------------------------------------------------------------
 
-def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
-    """A declaration as {dotted path: value}; effects are keyed by name and preconditions by id."""
-    if isinstance(value, dict):
-        items = list(value.items())
-    elif isinstance(value, list) and value and all(isinstance(v, dict) and ("name" in v or "id" in v)
-                                                   for v in value):
-        items = [(v["name"] if "name" in v else v["id"], v) for v in value]
-    else:
-        return {prefix: value}
-    out: dict[str, Any] = {}
-    for k, v in items:
-        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
-    return out
+def _keyed(value: Any) -> Any:
+    """A list of effects or preconditions as a dict keyed by name or id (so a diff names them); else `value`."""
+    if isinstance(value, list) and value and all(isinstance(v, dict) and ("name" in v or "id" in v) for v in value):
+        return {v["name"] if "name" in v else v["id"]: v for v in value}
+    return value
 
 
 def _show(value: Any) -> str:
-    return "(none)" if value is None else value if isinstance(value, str) else json.dumps(value)
+    if value is None:
+        return "(none)"
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _changes(old: Any, new: Any, where: str) -> list[str]:
+    """"where: old -> new" for each field that differs; an effect or precondition added or removed whole is one
+    line."""
+    old, new = _keyed(old), _keyed(new)
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return [] if old == new else [f"{where}: {_show(old)} -> {_show(new)}"]
+    lines = []
+    for k in sorted(set(old) | set(new)):
+        path = f"{where}.{k}" if where else str(k)
+        lines += _changes(old.get(k), new.get(k), path)
+    return lines
 
 
 def diff(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list[str]:
@@ -249,8 +270,7 @@ def diff(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> list[s
         return ["claim added"]
     if new is None:
         return ["claim removed"]
-    a, b = _flat(old), _flat(new)
-    lines = [f"{k}: {_show(a.get(k))} -> {_show(b.get(k))}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    lines = _changes(dict(old), dict(new), "")
     return lines or (["the order of the effects or preconditions"] if fingerprint(old) != fingerprint(new) else [])
 
 
@@ -313,7 +333,13 @@ def deviate(book: Path, slug: str, claim_id: str, new: dict | None, why: str, da
     the deviation entry. A claim that matches its ledger has nothing to record."""
     if not why.strip():
         raise LedgerError(f"{slug}.{claim_id}: a deviation needs a reason (--why \"one sentence\")")
-    ledger = load(book, slug)
+    with editing(book, slug) as ledger:
+        return _deviate(ledger, claim_id, new, why, date)
+
+
+def _deviate(ledger: dict, claim_id: str, new: dict | None, why: str, date: str) -> dict:
+    """`deviate` on a loaded ledger (changed in place)."""
+    slug = ledger["chapter"]
     entry = ledger["claims"].get(claim_id)
     if entry is None and new is None:
         raise LedgerError(f"{slug}.{claim_id} is neither in the code nor in the ledger; claims in the ledger: "
@@ -329,7 +355,6 @@ def deviate(book: Path, slug: str, claim_id: str, new: dict | None, why: str, da
               "verdict_seen": any(h["hash"] == entry["hash"] for h in entry["history"]) if old else False}
     entry.update(declaration=new, hash=new_hash, deviations=[*entry["deviations"], record])
     ledger["claims"][claim_id] = entry
-    save(book, slug, ledger)
     return record
 
 
@@ -337,16 +362,15 @@ def append_history(book: Path, slug: str, claim_id: str, entry: dict) -> bool:
     """Append a verdict to a claim's history unless the last entry at the same scale has the same verdict and
     declaration hash (so an unchanged rebuild changes no file); False when nothing was appended or the claim is
     not in the ledger."""
-    ledger = load(book, slug)
-    claim = ledger["claims"].get(claim_id)
-    if claim is None:
-        return False
-    same_scale = [h for h in claim["history"] if h["scale"] == entry["scale"]]
-    if same_scale and (same_scale[-1]["verdict"], same_scale[-1]["hash"]) == (entry["verdict"], entry["hash"]):
-        return False
-    claim["history"] = [*claim["history"], entry][-HISTORY_LIMIT:]
-    save(book, slug, ledger)
-    return True
+    with editing(book, slug) as ledger:
+        claim = ledger["claims"].get(claim_id)
+        if claim is None:
+            return False
+        same_scale = [h for h in claim["history"] if h["scale"] == entry["scale"]]
+        if same_scale and (same_scale[-1]["verdict"], same_scale[-1]["hash"]) == (entry["verdict"], entry["hash"]):
+            return False
+        claim["history"] = [*claim["history"], entry][-HISTORY_LIMIT:]
+        return True
 
 
 def record_verdicts(book: Path, records: Iterable[Mapping[str, Any]], root: Path,
