@@ -70,12 +70,18 @@ def _number(value: Any) -> Any:
     return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
 
-def _default(f: dataclasses.Field) -> Any:
+def _at_default(f: dataclasses.Field, value: Any) -> bool:
+    """Whether a field holds its dataclass default (a field without one never does)."""
     if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        return f.default_factory()
-    return dataclasses.MISSING
+        default = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        default = f.default_factory()
+    else:
+        return False
+    try:
+        return bool(value == default)
+    except ValueError:  # an array compares element by element
+        return False
 
 
 def _fields(obj: Any, always: Iterable[str], skip: Iterable[str] = ()) -> dict[str, Any]:
@@ -84,7 +90,7 @@ def _fields(obj: Any, always: Iterable[str], skip: Iterable[str] = ()) -> dict[s
     out = {}
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        if f.name in skip or (f.name not in always and (value == _default(f) or callable(value))):
+        if f.name in skip or (f.name not in always and (_at_default(f, value) or callable(value))):
             continue
         out[f.name] = FUNCTION if callable(value) else value
     return out
@@ -156,8 +162,8 @@ def declarations_at(commit: str, root: Path) -> dict[str, dict[str, dict]]:
         try:
             script = ("import importlib.util, json, sys; "
                       f"spec = importlib.util.spec_from_file_location('ledger_reader', {str(Path(__file__))!r}); "
-                      "m = sys.modules['ledger_reader'] = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
-                      "json.dump(m.declarations(), sys.stdout)")
+                      "m = sys.modules['ledger_reader'] = importlib.util.module_from_spec(spec); "
+                      "spec.loader.exec_module(m); json.dump(m.declarations(), sys.stdout)")
             env = dict(os.environ, PYTHONPATH=str(tree / "pkg"))
             done = subprocess.run([sys.executable, "-c", script], cwd=tree, env=env, capture_output=True, text=True)
             if done.returncode:
@@ -259,8 +265,7 @@ def _changes(old: Any, new: Any, where: str) -> list[str]:
         return [] if old == new else [f"{where}: {_show(old)} -> {_show(new)}"]
     lines = []
     for k in sorted(set(old) | set(new)):
-        path = f"{where}.{k}" if where else str(k)
-        lines += _changes(old.get(k), new.get(k), path)
+        lines += _changes(old.get(k), new.get(k), f"{where}.{k}" if where else str(k))
     return lines
 
 
