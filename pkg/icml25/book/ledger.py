@@ -412,14 +412,21 @@ def _check_slugs(slugs: Iterable[str]) -> list[str]:
 
 
 def cmd_status(book: Path, slugs: list[str]) -> int:
-    """Print every claim whose declaration differs from its ledger without a deviation; 1 if there is one."""
-    found = differences(book, declarations(_check_slugs(slugs) or None))
-    for d in found:
-        print(d)
+    """Print every claim whose declaration differs from its ledger without a deviation, and every ledger entry
+    edited by hand; 1 if there is one."""
+    decls = declarations(_check_slugs(slugs) or None)
+    found = differences(book, decls)
+    broken = [e for slug in decls for e in chain_errors(load(book, slug))]
+    for line in [*map(str, found), *broken]:
+        print(line)
+    if broken:
+        print(f"\n{len(broken)} ledger entry(ies) were edited by hand: restore them from git and record the "
+              "change with `icml25 ledger deviate`.")
     if found:
         print(f"\n{len(found)} claim(s) differ from the ledger. Record each change with\n"
               '    icml25 ledger deviate SLUG.CLAIM --why "one sentence"\n'
               "(SLUG alone records every differing claim of the chapter with the same reason).")
+    if found or broken:
         return 1
     print("Every claim matches its ledger.")
     return 0
