@@ -239,7 +239,6 @@ def test_lr_measurements_judge_relative_to_init_as_optimum():
     assert m["loss_ratio_in_window"] == pytest.approx(0.3 * 1.02)
     assert m["loss_ratio_at_judged"] == pytest.approx(0.3 * 1.02)
     np.testing.assert_allclose(m["ab_minus_abplus"], 0.0, atol=1e-12)
-    np.testing.assert_allclose(m["ab_minus_a_best"], 0.0, atol=1e-12)
     edge = li.lr_measurements(grid_of([1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3], [0.0] * 8), lrs, np.ones(3))
     assert edge["optimum_inside_grid"] == 0
     with pytest.raises(ValueError, match="spaced by"):
@@ -249,15 +248,38 @@ def test_lr_measurements_judge_relative_to_init_as_optimum():
 
 
 def test_claims_decide_on_the_measurements():
+    """Eight seeds (contract v2's floor for a decisive verdict) with no gain anywhere: small_lr is refuted, and the
+    two equivalences hold."""
     lrs = li.half_decades(-8, 0)
     a_curve = [1.0, 0.9, 0.5, 0.3, 0.2, 0.1, 0.05, 0.5]
     rng = np.random.default_rng(0)
-    g = grid_of(a_curve, [0.0] * 8, seeds=4)
-    g["AB"] = g["AB"] * np.exp(rng.normal(0, 0.01, g["AB"].shape))
-    m = li.lr_measurements(g, lrs, np.ones(4))
+    g = grid_of(a_curve, [0.0] * 8, seeds=8)
+    for k in ("AB", "AB+"):
+        g[k] = g[k] * np.exp(rng.normal(0, 0.01, g[k].shape))
+    m = li.lr_measurements(g, lrs, np.ones(8))
+    m |= li.seed_best(g, lrs, lambda mode, lr, s: 10.0, range(8))  # the finer rates are worse: grid bests stand
     assert li.SMALL_LR.decide(m)["verdict"] == "refuted"  # no gain at either judged rate
     assert li.NOISE_HARMLESS.decide(m)["verdict"] == "reproduced"
     assert li.SAME_AT_BEST.decide(m)["verdict"] == "reproduced"
+
+
+def test_seed_best_refines_each_seeds_own_optimum_by_a_quarter_decade():
+    lrs = li.half_decades(-4, 0)  # 1e-2 .. 10^-0.5
+    a = np.array([[0.5, 0.2, 0.4, 0.9], [0.5, 0.4, 0.1, 0.9]])  # seed 0's best at index 1, seed 1's at index 2
+    grid = {"A": a, "AB": a * 2, "AB+": a}
+    asked = []
+
+    def runner(mode, lr, seed):
+        asked.append((mode, round(math.log10(lr), 6), seed))
+        return 0.05 if (mode, seed) == ("A", 8) and lr > lrs[2] else 1.0  # a finer rate beats seed 8's grid best
+
+    got = li.seed_best(grid, lrs, runner, [7, 8])
+    assert ("A", -1.25, 7) in asked and ("A", -1.75, 7) in asked and ("A", -0.75, 8) in asked and len(asked) == 12
+    np.testing.assert_allclose(got["ab_minus_a_seed_best"], [math.log(2), math.log(0.2 / 0.05)])
+    np.testing.assert_allclose(got["abplus_minus_a_seed_best"], [0.0, math.log(0.1 / 0.05)])
+    assert got["seed_optima_inside_grid"] == 1
+    edge = li.seed_best({m: np.array([[0.1, 0.2, 0.3, 0.4]]) for m in li.MODES}, lrs, lambda *_: 1.0, [0])
+    assert edge["seed_optima_inside_grid"] == 0
 
 
 def test_mean_sd():

@@ -60,31 +60,40 @@ def half_decades(lo: int, hi: int) -> list[float]:
     return [10 ** (k / 2) for k in range(lo, hi)]
 
 
+# Seeds 0-11 were seen before this design: the regime (toy, grid, steps) was chosen on 0-3 and the referee's probes
+# of the previous design ran 0-11, whose per-seed optima led to judging "same at best" at each seed's own best.
+# The verdict seeds are fresh (from 100).
+CALIBRATION_SEEDS = list(range(12))
+
 config = make_config({
-    "smoke": {"seeds": [0, 1], "lrs": half_decades(-6, 0), "init_scales": [1.0, 100.0], "scale_lr": 1e-3,
+    "smoke": {"seeds": [100, 101], "calibration_seeds": CALIBRATION_SEEDS, "lrs": half_decades(-6, 0),
+              "init_scales": [1.0, 100.0], "scale_lr": 1e-3,
               "width": 64, "d_in": 16, "d_out": 8, "rank": 4, "alpha": 4, "pretrain_steps": 30,
               "finetune_steps": 20, "batch_size": 128, "shift": 1.0,
               "lm_lrs": [3e-3], "lm_steps": 2, "lm_batch_size": 8, "lm_rank": 4, "lm_eval": 16,
-              "curve_lr": 1e-3, "widths": [32], "width_lrs": half_decades(-6, -2), "width_seeds": [0],
-              "lm_seeds": [0], "model": "arith-draft"},
-    "ci": {"seeds": [0, 1, 2, 3], "lrs": half_decades(-8, 0), "init_scales": [0.01, 1.0, 100.0, 10000.0],
+              "curve_lr": 1e-3, "widths": [32], "width_lrs": half_decades(-6, -2), "width_seeds": [100],
+              "lm_seeds": [100], "scale_seeds": 2, "model": "arith-draft"},
+    "ci": {"seeds": list(range(100, 112)), "calibration_seeds": CALIBRATION_SEEDS, "lrs": half_decades(-6, 0),
+           "init_scales": [0.01, 1.0, 100.0, 10000.0],
            "scale_lr": 1e-3, "width": 256, "d_in": 16, "d_out": 8, "rank": 4, "alpha": 4, "pretrain_steps": 400,
            "finetune_steps": 150, "batch_size": 128, "shift": 1.0,
            "lm_lrs": [3e-4, 3e-3, 3e-2], "lm_steps": 20, "lm_batch_size": 32, "lm_rank": 4,
            "lm_eval": 256, "curve_lr": 1e-3, "widths": [64, 1024], "width_lrs": half_decades(-6, 0),
-           "width_seeds": [0, 1], "lm_seeds": [0, 1], "model": "arith-draft"},
-    "full": {"seeds": [0, 1, 2, 3, 4], "lrs": half_decades(-10, 0),
+           "width_seeds": [100, 101], "lm_seeds": [100, 101], "scale_seeds": 4, "model": "arith-draft"},
+    "full": {"seeds": list(range(100, 116)), "calibration_seeds": CALIBRATION_SEEDS,
+             "lrs": half_decades(-10, 0),
              "init_scales": [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0], "scale_lr": 1e-3, "width": 1024,
              "d_in": 32, "d_out": 8, "rank": 4, "alpha": 4, "pretrain_steps": 2000, "finetune_steps": 1000,
              "batch_size": 256, "shift": 1.0, "lm_lrs": [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2], "lm_steps": 300,
              "lm_batch_size": 64, "lm_rank": 8, "lm_eval": 1000, "curve_lr": 1e-3, "widths": [128, 512, 4096],
-             "width_lrs": half_decades(-8, 0), "width_seeds": [0, 1, 2],
-             "lm_seeds": [0, 1, 2], "model": "meta-llama/Llama-3.2-1B"},
+             "width_lrs": half_decades(-8, 0), "width_seeds": [100, 101, 102],
+             "lm_seeds": [100, 101, 102], "scale_seeds": 5, "model": "meta-llama/Llama-3.2-1B"},
 },
-    seeds=SEED, lrs=POSITIVE, init_scales=POSITIVE, scale_lr=POSITIVE, width=COUNT, d_in=COUNT, d_out=COUNT,
+    seeds=SEED, calibration_seeds=SEED, lrs=POSITIVE, init_scales=POSITIVE, scale_lr=POSITIVE, width=COUNT,
+    d_in=COUNT, d_out=COUNT,
     rank=COUNT, alpha=POSITIVE, pretrain_steps=COUNT, finetune_steps=COUNT, batch_size=COUNT, shift=NONNEGATIVE,
     lm_lrs=POSITIVE, lm_steps=COUNT, lm_batch_size=COUNT, lm_rank=COUNT, lm_eval=COUNT, curve_lr=POSITIVE,
-    widths=COUNT, width_lrs=POSITIVE, width_seeds=SEED, lm_seeds=SEED)
+    widths=COUNT, width_lrs=POSITIVE, width_seeds=SEED, lm_seeds=SEED, scale_seeds=COUNT)
 
 # --------------------------------------------------------------------------------------------------- claims
 # Declared before the experiments of this version ran. Every effect is a per-seed paired difference of log final
@@ -122,16 +131,18 @@ SAME_AT_BEST = Claim(
     chapter="lora_init", id="same_at_best",
     paper_statement="At the optimal learning rate the initialisations perform about the same",
     paper_value="differences vanish near the best learning rate",
-    criterion="MLP toy, each init at its own best learning rate (lowest mean final loss on the grid): per-seed "
+    criterion="MLP toy, each seed and init at its own best learning rate (the lowest final loss over the grid and "
+              "the quarter-decade rates on either side of that seed's best grid rate): per-seed "
               "log(loss Init[AB]) − log(loss Init[A]) and log(loss Init[AB+]) − log(loss Init[A]) are each "
               f"equivalent to 0 within ±{MARGIN:g} (TOST, α = 0.05)",
-    effects=[Equivalence("AB_minus_A_at_best", "ab_minus_a_best", MARGIN),
-             Equivalence("ABplus_minus_A_at_best", "abplus_minus_a_best", MARGIN)],
-    preconditions=[BRACKETED],
-    examples=({"ab_minus_a_best": [0.01, -0.02, 0.0, 0.01], "abplus_minus_a_best": [0.0, 0.01, -0.01, 0.0],
-               "optimum_inside_grid": 1},
-              {"ab_minus_a_best": [0.3, 0.35, 0.32], "abplus_minus_a_best": [0.0, 0.01, -0.01, 0.0],
-               "optimum_inside_grid": 1}),
+    effects=[Equivalence("AB_minus_A_at_best", "ab_minus_a_seed_best", MARGIN),
+             Equivalence("ABplus_minus_A_at_best", "abplus_minus_a_seed_best", MARGIN)],
+    preconditions=[at_least("seed_optima_inside_grid", "seed_optima_inside_grid", 1,
+                            "every seed's best grid rate of every init lies strictly inside the grid (1 = yes)")],
+    examples=({"ab_minus_a_seed_best": [0.01, -0.02, 0.0, 0.01], "abplus_minus_a_seed_best": [0.0, 0.01, -0.01, 0.0],
+               "seed_optima_inside_grid": 1},
+              {"ab_minus_a_seed_best": [0.3, 0.35, 0.32], "abplus_minus_a_seed_best": [0.0, 0.01, -0.01, 0.0],
+               "seed_optima_inside_grid": 1}),
 )
 
 NOISE_HARMLESS = Claim(
@@ -335,7 +346,7 @@ def best_index(losses: np.ndarray) -> int:
 
 
 def lr_measurements(grid: dict[str, np.ndarray], lrs: Sequence[float], start: np.ndarray) -> dict:
-    """What the three claims are decided on, from the final losses `grid` ([seeds, lrs] per init, paired by
+    """What `small_lr` and `noise_harmless` are decided on, from the final losses `grid` ([seeds, lrs] per init, paired by
     seed) on a grid spaced by √10 and each seed's pretrained loss `start` ([seeds]): lr* is Init[A]'s best rate;
     the judged small rates lie two and three grid steps (one and one and a half decades) below it."""
     lrs = np.asarray(lrs, dtype=float)
@@ -356,11 +367,30 @@ def lr_measurements(grid: dict[str, np.ndarray], lrs: Sequence[float], start: np
         "optimum_inside_grid": int(all(0 < i < len(lrs) - 1 for i in best.values())),
         "loss_ratio_at_judged": max(float(r[:, judged].max()) for r in ratio.values()),
         "loss_ratio_in_window": max(float(r[:, window].max()) for r in ratio.values()),
-        "ab_minus_a_best": log["AB"][:, best["AB"]] - log["A"][:, best["A"]],
-        "abplus_minus_a_best": log["AB+"][:, best["AB+"]] - log["A"][:, best["A"]],
         "ab_minus_abplus": (log["AB"][:, window] - log["AB+"][:, window]).mean(1),
     }
     return out
+
+
+QUARTER_DECADE = 10 ** 0.25  # the finer steps tried on either side of each seed's best grid rate
+
+
+def seed_best(grid: dict[str, np.ndarray], lrs: Sequence[float], runner, seeds: Sequence[int]) -> dict:
+    """Each seed's own best final loss per init: the lowest over the grid (`grid`: [seeds, lrs] per init) and the
+    two rates a quarter decade either side of that seed's best grid rate, from `runner(mode, lr, seed)`. Returns
+    the per-seed log-loss differences `same_at_best` is decided on and whether every seed's best grid rate lies
+    strictly inside the grid (else the finer rates could leave it)."""
+    best, inside = {}, True
+    for mode, losses in grid.items():
+        row = []
+        for i, s in enumerate(seeds):
+            j = int(np.argmin(losses[i]))
+            inside &= 0 < j < len(lrs) - 1
+            row.append(min([losses[i, j]] + [runner(mode, lrs[j] * f, s) for f in (1 / QUARTER_DECADE,
+                                                                                     QUARTER_DECADE)]))
+        best[mode] = np.log(row)
+    return {"ab_minus_a_seed_best": best["AB"] - best["A"], "abplus_minus_a_seed_best": best["AB+"] - best["A"],
+            "seed_optima_inside_grid": int(inside), "seed_best_loss": {m: np.exp(v) for m, v in best.items()}}
 
 
 def width_sweep(cfg, widths: Sequence[int], lrs: Sequence[float]) -> dict[int, dict]:
@@ -389,7 +419,7 @@ def width_sweep(cfg, widths: Sequence[int], lrs: Sequence[float]) -> dict[int, d
 
 def scale_sweep(cfg, toys: dict, grid: dict[str, np.ndarray], lrs: Sequence[float]) -> dict[str, np.ndarray]:
     """Final loss [seeds, init_scales] of Init[AB] and Init[AB+] at rate `cfg.scale_lr`, and of Init[A] (s = 1)
-    [seeds] as the reference, on the toys {seed: Toy} of `cfg.seeds`. A run the learning-rate sweep `grid` (s = 1,
+    [seeds] as the reference, on the first `cfg.scale_seeds` of `cfg.seeds` (toys {seed: Toy}). A run the learning-rate sweep `grid` (s = 1,
     final loss [seeds, lrs] per init) already holds is read from it rather than trained again: the runs are
     deterministic given (toy, init, rate, scale, seed)."""
     on_grid = [i for i, lr in enumerate(lrs) if math.isclose(lr, cfg.scale_lr, rel_tol=1e-9)]
@@ -399,9 +429,9 @@ def scale_sweep(cfg, toys: dict, grid: dict[str, np.ndarray], lrs: Sequence[floa
             return float(grid[mode][s_index, on_grid[0]])
         return finetune_toy(toys[seed], cfg, mode, cfg.scale_lr, c, seed)["test_loss"]
 
-    out = {m: np.array([[loss(m, i, s, c) for c in cfg.init_scales] for i, s in enumerate(cfg.seeds)])
-           for m in ("AB", "AB+")}
-    out["A"] = np.array([loss("A", i, s, 1.0) for i, s in enumerate(cfg.seeds)])
+    seeds = list(enumerate(cfg.seeds))[: cfg.scale_seeds]
+    out = {m: np.array([[loss(m, i, s, c) for c in cfg.init_scales] for i, s in seeds]) for m in ("AB", "AB+")}
+    out["A"] = np.array([loss("A", i, s, 1.0) for i, s in seeds])
     return out
 
 
