@@ -292,7 +292,8 @@ def test_scorecard_shows_three_verdicts_with_reasons_and_never_mixes_scales(proj
                   ({"r": [0.5, 0.6, 0.55], "acc": 1}, {"r": [1.0, 1.1, 1.05], "acc": 1}))
     claims.REGISTRY.pop(("rsd", "demo_effect"))  # a test claim, not one of the rsd chapter's
     monkeypatch.setenv("ICML25_NOTEBOOK", "01_x")
-    check(claim, {"r": [0.95, 0.97, 0.99], "acc": 0.9}, seeds=[0, 1, 2], scale="ci")
+    # eight paired units: contract v2's floor for a decisive verdict
+    check(claim, {"r": [0.95, 0.97, 0.99, 0.96, 0.98, 0.97, 0.95, 0.99], "acc": 0.9}, seeds=range(8), scale="ci")
     check(claim, {"r": [0.5, 0.52, 0.55], "acc": 0.9}, seeds=[0], scale="smoke")
     monkeypatch.setenv("ICML25_NOTEBOOK", "interactive")
     other = Claim("rsd", "demo_other", "x", "y", "z", claim.effects, claim.preconditions, claim.examples)
@@ -301,8 +302,8 @@ def test_scorecard_shows_three_verdicts_with_reasons_and_never_mixes_scales(proj
     build._record(build.output("ci"), "rsd/01_x", {"status": "ok", "duration_s": 3.0, "scale": "ci", "error": None})
     table = [r for r in scorecard.rows() if r["slug"] == "rsd"]
     # neither the smoke record nor the record of a notebook the book does not show is on the scorecard
-    assert [(r["verdict"], r["seeds"]) for r in table] == [("refuted", "0, 1, 2 (ci)")]
-    assert "excludes the paper's effect" in table[0]["reason"] and "ratio = 0.97" in table[0]["effect"]
+    assert [(r["verdict"], r["seeds"]) for r in table] == [("refuted", "0, 1, 2, 3, 4, 5, 6, 7 (ci)")]
+    assert "the size is below the paper's" in table[0]["reason"] and "ratio = 0.97" in table[0]["effect"]
     text = scorecard.render(with_figure=False)
     assert "0 reproduced, 1 refuted, 0 inconclusive** of 1 claims" in text
     assert "| Reproduced | Refuted | Inconclusive |" in text
