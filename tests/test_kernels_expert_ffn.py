@@ -1,19 +1,14 @@
 """expert_ffn: the grouped compiled kernel equals the naive per-expert loop (outputs and every gradient, 1e-5 in
-float32) for a SwiGLU MoE and for AoE's per-expert gate input, and passes gradcheck in float64; its benchmark
-counts the layer's FLOPs by hand and reports the GEMM ceiling, and the appendix's claim on it is inconclusive where
-that ceiling excludes the target."""
-
-import json
-import statistics
+float32) for a SwiGLU MoE and for AoE's per-expert gate input, and passes gradcheck in float64; a second derivative
+is refused by name. Its benchmark and claim are tested in test_kernels_bench.py."""
 
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from icml25 import kernels
-from icml25.ops import backend, bench
-from icml25.ops.bench import expert_ffn_flops, expert_loop, row
+from icml25.ops import backend
+from icml25.ops.bench import expert_loop
 from icml25.ops.expert_ffn import Experts, Routing, expert_ffn, expert_ffn_reference
 
 
@@ -108,89 +103,6 @@ def test_experts_split_among_threads_equal_the_loop(d_low):
             torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
     finally:
         torch.set_num_threads(threads)
-
-
-def test_the_flop_count_is_the_hand_count_of_the_nine_gemms():
-    # T=2 tokens, top-1, d=3, h=5, a gate input of width 4: per slot 2*(4*5 + 3*5 + 5*3) forward (gate, up, out);
-    # backward dW_out, dH, dW_gate, dW_up, dX, dG: 2*(5*3 + 3*5 + 4*5 + 3*5 + 5*3 + 5*4)
-    per_slot = 2 * (20 + 15 + 15) + 2 * (15 + 15 + 20 + 15 + 15 + 20)
-    assert expert_ffn_flops(T=2, k=1, d=3, h=5, d_gate=4) == 2 * per_slot == 600
-    assert expert_ffn_flops(4096, 2, 256, 512, 256) == 18 * 4096 * 2 * 256 * 512  # the issue's 19.3 GFLOP at d=256
-
-
-def test_a_row_scales_its_ceiling_to_the_work_of_the_case():
-    # the ceiling does half the case's work per call in 1 s: its rate is the compiled kernel's (work/2 per second)
-    # and 1.5x stock's (work/3 per second)
-    times = {"compiled": [2.0, 4.0], "reference": [4.0, 4.0], "stock": [3.0, 3.0]}
-    r = row("k", "l", "c", "u", 1.0, times, "stock", ceiling=[1.0, 1.0], ceiling_work=0.5)
-    assert (r["of_ceiling"], r["attainable_x_stock"]) == pytest.approx((1.0, 1.5))
-    assert r["per_round_ceiling"] == pytest.approx([1.0, 0.5]) and r["per_round_attainable"] == pytest.approx([1.5, 1.5])
-    assert row("k", "l", "c", "u", 1.0, times, "stock")["attainable_x_stock"] is None
-
-
-@pytest.fixture(scope="module")
-def smoke_bench():
-    """One run of the whole benchmark at smoke scale (seconds)."""
-    cfg = bench.config("smoke")
-    return cfg, *bench.run(cfg)
-
-
-def test_the_bench_json_has_the_gemm_ceiling_and_the_attainable_speedup(smoke_bench, monkeypatch, capsys):
-    cfg, rows, ceiling = smoke_bench
-    monkeypatch.setattr(bench, "run", lambda cfg: (rows, ceiling))
-    assert bench.main("smoke", as_json_output=True) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"ceiling_gbs", "gemm_ceiling_gflops", "rows"}
-    assert out["gemm_ceiling_gflops"] == max(r["gemm_ceiling_gflops"] for r in rows if r["kernel"] == "expert_ffn")
-    dims = iter(cfg.moe_dims)
-    for got, r in zip(out["rows"], rows, strict=True):
-        assert set(got) == set(bench.JSON_KEYS)
-        if r["kernel"] == "expert_ffn":
-            d = next(dims)
-            assert r["flops"] == expert_ffn_flops(cfg.moe_tokens, cfg.moe_k, d, 2 * d, d)
-            assert got["of_ceiling"] == pytest.approx(r["compiled_gflops"] / r["gemm_ceiling_gflops"])
-            assert got["attainable_x_stock"] == pytest.approx(r["gemm_ceiling_gflops"] / r["stock_gflops"])
-        elif r["kernel"] == "embedding_bag":
-            assert got["of_ceiling"] is None and got["attainable_x_stock"] is None
-    bench.main("smoke")
-    assert "GEMM ceiling for expert_ffn" in capsys.readouterr().out
-
-
-def test_the_loop_target_is_inconclusive_where_the_gemm_ceiling_excludes_it(smoke_bench):
-    cfg, rows, _ = smoke_bench
-    m = kernels.measurements(rows, cfg.repeats)
-    assert m["moe_attainable_x_loop"] == [statistics.median(r["per_round_attainable"]) for r in rows
-                                          if r["kernel"] == "expert_ffn"]
-    short = dict(kernels.EXPERT_FFN_BEATS_THE_LOOP.examples[1])  # 1.05x the loop on every round
-    short["moe_attainable_x_loop"] = [2.0, 1.45]  # at one width even torch.mm is under 1.5x the loop
-    got = kernels.EXPERT_FFN_BEATS_THE_LOOP.decide(short)
-    assert got["verdict"] == "inconclusive" and "target_attainable" in got["reason"]
-    short["moe_attainable_x_loop"] = [2.0, 1.55]  # within reach of the GEMMs: then the shortfall refutes
-    assert kernels.EXPERT_FFN_BEATS_THE_LOOP.decide(short)["verdict"] == "refuted"
-
-
-def test_calls_per_unit_reaches_the_shortest_unit_and_slow_contenders_run_once():
-    assert bench.calls_per_unit(0.004, 0.02) == 5
-    assert bench.calls_per_unit(0.003, 0.02) == 7
-    assert bench.calls_per_unit(0.02, 0.02) == bench.calls_per_unit(0.6, 0.02) == 1
-
-
-def test_interleaved_times_fast_contenders_in_units_and_reports_the_time_per_call(monkeypatch):
-    """On a fake clock that each call advances by its contender's duration: a 1 ms contender runs 20 calls per
-    unit of 20 ms after the first round, a 50 ms one one call, and every reported time is the time per call."""
-    clock, calls = [0.0], {"fast": 0, "slow": 0}
-
-    def contender(name, seconds):
-        def call():
-            calls[name] += 1
-            clock[0] += seconds
-        return call
-
-    monkeypatch.setattr(bench.time, "perf_counter", lambda: clock[0])
-    times = bench.interleaved({"fast": contender("fast", 0.001), "slow": contender("slow", 0.05)}, repeats=4,
-                              min_unit=0.02)
-    assert calls == {"fast": 1 + 5 * 20, "slow": 6}
-    assert times["fast"] == pytest.approx([0.001] * 4) and times["slow"] == pytest.approx([0.05] * 4)
 
 
 def test_a_second_derivative_is_refused_by_name():

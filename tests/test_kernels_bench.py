@@ -1,0 +1,154 @@
+"""The benchmark (`icml25.ops.bench`) and the appendix's claims (`icml25.kernels`): the expert layer's FLOPs and GEMM
+shapes counted by hand, a row's ceiling arithmetic, the timing loop on a fake clock, and the sign test over rounds
+deciding exact small cases. No test here times anything: the smoke run's numbers are only checked for consistency."""
+
+import json
+import statistics
+
+import pytest
+
+from icml25 import kernels
+from icml25.ops import bench
+from icml25.ops.bench import expert_ffn_flops, gemm_shapes, row
+
+
+def test_the_flop_count_is_the_hand_count_of_the_nine_gemms():
+    # T=2 tokens, top-1, d=3, h=5, a gate input of width 4: per slot 2*(4*5 + 3*5 + 5*3) forward (gate, up, out);
+    # backward dW_out, dH, dW_gate, dW_up, dX, dG: 2*(5*3 + 3*5 + 4*5 + 3*5 + 5*3 + 5*4)
+    per_slot = 2 * (20 + 15 + 15) + 2 * (15 + 15 + 20 + 15 + 15 + 20)
+    assert expert_ffn_flops(T=2, k=1, d=3, h=5, d_gate=4) == 2 * per_slot == 600
+    assert expert_ffn_flops(4096, 2, 256, 512, 256) == 18 * 4096 * 2 * 256 * 512  # the issue's 19.3 GFLOP at d=256
+
+
+def test_the_gemm_shapes_are_the_layers_own_nine_and_square_ones():
+    """At T=1024, top-2 of 8 experts, an expert sees m=256 rows. Its nine GEMMs, as [M, K] x [K, N]: forward gate,
+    up (m, d, h) and out (m, h, d); backward dH = dO W_out^T (m, d, h), dW_out = H^T dO (h, m, d), dX and dG from
+    dU, dA (m, h, d) twice, dW_gate and dW_up (d, m, h) twice. Over the experts they are the layer's FLOPs."""
+    d, h, m = 64, 128, 256
+    nine = [(m, d, h)] * 3 + [(m, h, d)] * 3 + [(h, m, d)] + [(d, m, h)] * 2
+    assert 8 * sum(2 * M * K * N for M, K, N in nine) == expert_ffn_flops(1024, 2, d, h, d)
+    assert gemm_shapes(1024, 2, 8, d, h, (1024, 2048)) == [(m, d, h), (m, h, d), (d, m, h), (h, m, d),
+                                                           (2048, d, h), (1024, 1024, 1024), (2048, 2048, 2048)]
+    assert len(gemm_shapes(16, 1, 1, 16, 16, (16,))) == 1  # every shape the same: timed once
+
+
+def test_a_row_takes_its_ceiling_per_round():
+    # the ceiling does the case's work in 1 s: half the compiled kernel's best time, a third of stock's
+    times = {"compiled": [2.0, 4.0], "reference": [4.0, 4.0], "stock": [3.0, 3.0]}
+    r = row("k", "l", "c", "u", 1.0, times, "stock", ceiling=[1.0, 1.0])
+    assert (r["of_ceiling"], r["attainable_x_stock"]) == pytest.approx((0.5, 3.0))
+    assert r["per_round_ceiling"] == pytest.approx([0.5, 0.25]) and r["per_round_attainable"] == pytest.approx([3, 3])
+    assert r["per_round"] == [2.0, 1.0] and r["per_round_stock"] == [1.5, 0.75]
+    assert row("k", "l", "c", "u", 1.0, times, "stock")["attainable_x_stock"] is None
+
+
+def test_calls_per_unit_reaches_the_shortest_unit_and_slow_contenders_run_once():
+    assert bench.calls_per_unit(0.004, 0.02) == 5
+    assert bench.calls_per_unit(0.003, 0.02) == 7
+    assert bench.calls_per_unit(0.02, 0.02) == bench.calls_per_unit(0.6, 0.02) == 1
+
+
+def test_interleaved_times_fast_contenders_in_units_and_reports_the_time_per_call(monkeypatch):
+    """On a fake clock that each call advances by its contender's duration: a 1 ms contender runs 20 calls per
+    unit of 20 ms after the first round, a 50 ms one one call, and every reported time is the time per call."""
+    clock, calls = [0.0], {"fast": 0, "slow": 0}
+
+    def contender(name, seconds):
+        def call():
+            calls[name] += 1
+            clock[0] += seconds
+        return call
+
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: clock[0])
+    times = bench.interleaved({"fast": contender("fast", 0.001), "slow": contender("slow", 0.05)}, repeats=4,
+                              min_unit=0.02)
+    assert calls == {"fast": 1 + 5 * 20, "slow": 6}
+    assert times["fast"] == pytest.approx([0.001] * 4) and times["slow"] == pytest.approx([0.05] * 4)
+
+
+def test_the_binding_case_is_the_one_with_fewest_rounds_at_its_bar():
+    rows = [{"kernel": "k", "label": "a", "v": [2.0, 2.0, 0.5]}, {"kernel": "k", "label": "b", "v": [0.5, 1.1, 0.9]}]
+    assert kernels.binding_case(rows, "v", 1.0) == ("k b", [0.0, 1.0, 0.0])
+    assert kernels.binding_case(rows, "v", 0.4) == ("k a", [1.0, 1.0, 1.0])  # a tie: the first case
+
+
+def test_the_expert_target_is_the_loop_target_or_nine_tenths_of_the_ceiling():
+    # round 1: the ceiling is 2x the loop, so the target is 1.5x: 1.4x misses it. Round 2: the ceiling is only 1.5x
+    # the loop, so the target is 0.9 * 1.5 = 1.35x: 1.4x meets it
+    r = {"per_round_stock": [1.4, 1.4], "per_round_attainable": [2.0, 1.5], "attainable_x_stock": 1.45}
+    assert kernels.moe_x_target(r) == pytest.approx([1.4 / 1.5, 1.4 / 1.35])
+    assert kernels.restated_target(r) == pytest.approx(0.9 * 1.45) and not kernels.target_reachable(r)
+    assert kernels.target_reachable(dict(r, attainable_x_stock=1.5))
+
+
+def test_the_quartile_spread_ignores_one_preempted_round():
+    rounds = [1.0] * 11 + [5.0]
+    assert kernels.quartile_spread(rounds) == 0.0 and max(rounds) / min(rounds) == 5.0
+    assert kernels.quartile_spread([1.0, 1.0, 2.0, 2.0, 2.0]) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("at_bar, verdict", [(12, "reproduced"), (10, "reproduced"), (9, "inconclusive"),
+                                             (6, "inconclusive"), (3, "inconclusive"), (2, "refuted")])
+def test_the_sign_test_over_twelve_rounds(at_bar, verdict):
+    """Exact Clopper-Pearson: 10 of 12 rounds at the bar give a share interval above 1/2, 9 of 12 do not; 2 of 12
+    give one below it. One or two slow rounds move nothing."""
+    measured = dict(kernels._OK, beats_reference=[1.0] * at_bar + [0.0] * (12 - at_bar))
+    assert kernels.FASTER_THAN_REFERENCE.decide(measured)["verdict"] == verdict
+
+
+def test_a_noisy_machine_or_too_few_rounds_decides_nothing():
+    good = kernels.FASTER_THAN_REFERENCE.examples[0]
+    for change in ({"copy_quartile_spread": 0.3}, {"rounds": 9}):
+        got = kernels.FASTER_THAN_REFERENCE.decide(dict(good, **change))
+        assert got["verdict"] == "inconclusive" and "precondition failed" in got["reason"]
+
+
+@pytest.fixture(scope="module")
+def smoke_bench():
+    """One run of the whole benchmark at smoke scale (seconds)."""
+    cfg = bench.config("smoke")
+    return cfg, *bench.run(cfg)
+
+
+def test_the_measurements_are_the_binding_cases_of_the_run(smoke_bench):
+    cfg, rows, _ = smoke_bench
+    m = kernels.measurements(rows, cfg.repeats)
+    against_reference = [r for r in rows if r["kernel"] != "fp_quantize"]
+    assert m["beats_reference"] == min(([float(v >= kernels.MARGIN) for v in r["per_round"]]
+                                        for r in against_reference), key=sum)
+    assert set(m["median_x_reference"]) == {f"{r['kernel']} {r['label']}" for r in against_reference}
+    moe = [r for r in rows if r["kernel"] == "expert_ffn"]
+    assert m["moe_attainable_x_loop"] == [statistics.median(r["per_round_attainable"]) for r in moe]
+    for name in ("beats_reference", "unscaled_at_ceiling", "blocked_at_ceiling", "bag_forward_beats_stock",
+                 "bag_step_beats_best_stock", "moe_meets_target"):
+        assert len(m[name]) == cfg.repeats and set(m[name]) <= {0.0, 1.0} and isinstance(m[f"{name}_case"], str)
+
+
+def test_the_bench_json_has_the_gemm_ceiling_and_the_restated_target(smoke_bench, monkeypatch, capsys):
+    cfg, rows, ceiling = smoke_bench
+    monkeypatch.setattr(bench, "run", lambda cfg: (rows, ceiling))
+    assert bench.main("smoke", as_json_output=True) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"ceiling_gbs", "gemm_ceiling_gflops", "gemm_rates", "expert_ffn_targets", "rows"}
+    moe = [r for r in rows if r["kernel"] == "expert_ffn"]
+    assert out["gemm_ceiling_gflops"] == max(r["gemm_ceiling_gflops"] for r in moe)
+    for r, target in zip(moe, out["expert_ffn_targets"], strict=True):
+        shapes = gemm_shapes(cfg.moe_tokens, cfg.moe_k, cfg.moe_experts, int(r["label"][2:]),
+                             2 * int(r["label"][2:]), cfg.gemm_squares)
+        assert len(out["gemm_rates"][r["label"]]) == len(shapes)
+        assert r["gemm_ceiling_gflops"] >= max(out["gemm_rates"][r["label"]].values()) * (1 - 1e-9)
+        assert target["target_x_loop"] == min(kernels.MOE_X_LOOP, kernels.MOE_OF_CEILING * r["attainable_x_stock"])
+        assert target["met"] == (r["x_stock"] >= target["target_x_loop"])
+    dims = iter(cfg.moe_dims)
+    for got, r in zip(out["rows"], rows, strict=True):
+        assert set(got) == set(bench.JSON_KEYS)
+        if r["kernel"] == "expert_ffn":
+            d = next(dims)
+            assert r["flops"] == expert_ffn_flops(cfg.moe_tokens, cfg.moe_k, d, 2 * d, d)
+            assert got["of_ceiling"] == pytest.approx(r["compiled_gflops"] / r["gemm_ceiling_gflops"])
+            assert got["attainable_x_stock"] == pytest.approx(r["gemm_ceiling_gflops"] / r["stock_gflops"])
+        elif r["kernel"] == "embedding_bag":
+            assert got["of_ceiling"] is None and got["attainable_x_stock"] is None
+    bench.main("smoke")
+    printed = capsys.readouterr().out
+    assert "GEMM ceiling for expert_ffn" in printed and "expert_ffn d=32 target" in printed
