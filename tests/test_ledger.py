@@ -182,6 +182,7 @@ def test_the_deviations_page_and_the_badge(book, monkeypatch):
     assert "effects.flop_ratio.min_effect: 0.9 -> 0.8" in text and "*Why:* the paper's smallest effect" in text
     assert f"({ledger.label('rsd', CLAIM)})=\n## `{CLAIM}`: revised after a verdict (1)" in text
     assert "under the old design (reproduced at ci (c0d15e0))" in text
+    assert "Verdicts recorded: reproduced at ci (2026-12-03, as registered)." in text
     assert "## `efficiency_noisy`\n" in text and "before any verdict under the old design" in text
     assert "- file: rsd/02_reasoning\n          - file: rsd/deviations" in toc.render()
 

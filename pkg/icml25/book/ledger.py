@@ -506,21 +506,30 @@ def _verdicts_under(entry: Mapping[str, Any], h: str | None) -> str:
     return ", ".join(dict.fromkeys(seen))
 
 
-def _deviation_lines(entry: Mapping[str, Any], d: Mapping[str, Any]) -> list[str]:
+def _deviation_lines(entry: Mapping[str, Any], d: Mapping[str, Any], n: int) -> list[str]:
     when = (f"after a verdict had been recorded under the old design ({_verdicts_under(entry, d['old_hash'])})"
             if d["verdict_seen"] else "before any verdict under the old design was recorded")
-    return [f"- **{d['date']}**, {d['kind']}, {when}. *Why:* {d['why']}", "", "  ```text",
-            *(f"  {w}" for w in d["what"]), "  ```", ""]
+    return [f"{n}. **{d['date']}**, {d['kind']}, {when}. *Why:* {d['why']}", "", "   ```text",
+            *(f"   {w}" for w in d["what"]), "   ```", ""]
+
+
+def _design(entry: Mapping[str, Any], h: str) -> str:
+    """Which of a claim's designs `h` is: "as registered" or "after change n" (the latest change to lead to it)."""
+    changes = [i + 1 for i, d in enumerate(entry["deviations"]) if d["new_hash"] == h]
+    return f"after change {changes[-1]}" if changes else "as registered"
 
 
 def _claim_section(slug: str, cid: str, entry: Mapping[str, Any]) -> list[str]:
     n = len(revised_after_verdict(entry))
     heading = f"`{cid}`" + (f": revised after a verdict ({n})" if n else "")
     reg = entry["registered"]
+    verdicts = "; ".join(f"{h['verdict']} at {h['scale']} ({h['date']}, {_design(entry, h['hash'])})"
+                         for h in entry["history"])
     lines = [f"({label(slug, cid)})=", f"## {heading}", "",
-             f"Registered at commit `{reg['commit']}` ({reg['date']}). Changes since, oldest first:", ""]
-    for d in entry["deviations"]:
-        lines += _deviation_lines(entry, d)
+             f"Registered at commit `{reg['commit']}` ({reg['date']}). Verdicts recorded: {verdicts or 'none'}.", "",
+             "Changes since registration, oldest first:", ""]
+    for i, d in enumerate(entry["deviations"], 1):
+        lines += _deviation_lines(entry, d, i)
     return lines
 
 
@@ -536,7 +545,7 @@ def page(ledger: Mapping[str, Any]) -> str:
              "in a claim's declared design (old -> new), why, and whether a verdict had been seen under the old "
              "design.", ""]
     if kept:
-        lines += [f"Decided as registered: {', '.join(f'`{c}`' for c in kept)}.", ""]
+        lines += [f"Unchanged since registration: {', '.join(f'`{c}`' for c in kept)}.", ""]
     if not changed:
         lines += ["No claim of this chapter has changed its declared design.", ""]
     else:
