@@ -136,6 +136,29 @@ def test_success_probability_by_hand_and_drift():
         kabb.make_environment([0], 10, drift_pairs=6)
 
 
+def test_off_topic_members_dilute_a_team_and_the_graph_follows_the_drift():
+    cap = np.array([[[0.9, 0.0], [0.1, 0.2], [0.0, 0.4]]])  # only expert 0 knows concept 0
+    req = np.array([[True, False]])
+    d = np.array([1.0])
+    pair, all_three = np.array([[True, True, False]]), np.array([[True, True, True]])
+    cov, comp = 0.9, 1 - 0.1 * 0.9
+    for lam in (0.0, 2.0):  # one of the pair's two members is off-topic, two of the three
+        np.testing.assert_allclose(kabb.success_probability(cap, pair, req, d, lam),
+                                   1 / (1 + np.exp(-(4 * cov + 2 * comp - lam / 2 - 0.5))))
+    comp3 = 1 - 0.1 * 0.9 * 1.0
+    np.testing.assert_allclose(kabb.success_probability(cap, all_three, req, d, 2.0),
+                               1 / (1 + np.exp(-(4 * cov + 2 * comp3 - 2.0 * 2 / 3 - 0.5))))
+    # without dilution more members never hurt; with it the expert who knows the task alone beats everyone
+    alone = np.array([[True, False, False]])
+    assert kabb.success_probability(cap, all_three, req, d) >= kabb.success_probability(cap, alone, req, d)
+    assert kabb.success_probability(cap, alone, req, d, 2.0) > kabb.success_probability(cap, all_three, req, d, 2.0)
+    env = kabb.make_environment([0, 1], 10, drift_pairs=2)
+    np.testing.assert_array_equal(env.knowledge_graph(4, updated=True), env.graph)
+    np.testing.assert_array_equal(env.knowledge_graph(5, updated=False), env.graph)
+    np.testing.assert_array_equal(env.knowledge_graph(5, updated=True), env.capability_at(5) >= kabb.OFF_TOPIC)
+    assert not np.array_equal(env.knowledge_graph(5, updated=True), env.graph)
+
+
 def test_oracle_bounds_and_team_synergy():
     cfg = kabb.config("smoke", seeds=[0, 1], n_rounds=60)
     env = kabb.make_environment(cfg.seeds, cfg.n_rounds)

@@ -31,14 +31,16 @@
 # real sentence embeddings (all-MiniLM-L6-v2, loaded offline) of a task text and an expert profile, both
 # generated from the concepts; each distinct text is embedded once.
 #
-# **Parameters.** `n_seeds` (≥ 50 for the claims), `n_rounds`, team size `k`, decay `gamma` and its `floor`, the
+# **Parameters.** `seeds` (the verdict seeds; ≥ 50 for the claims; the chapter's calibration seeds are kept apart),
+# `n_rounds`, team size `k`, decay `gamma` and its `floor`, the
 # number of swapped pairs `drift_pairs`, the `recovery_window` after the drift, the synergy exponent
-# `synergy_eta` and the decay sweep `gammas`. At `scale="full"`: 200 seeds × 5000 rounds.
+# `synergy_eta`, the decay sweep `gammas`, the off-topic weight `dilution` and `graph_at_drift` ("updated" or
+# "stale"). At `scale="full"`: 200 seeds × 5000 rounds.
 
 # %% tags=["parameters"]
 scale = "ci"
-seed = 0  # the environments are seeds seed, seed+1, ... (as many as the scale's number of seeds)
-n_seeds = None  # None: the scale's number of seeds
+seed = 0  # not used: the environments are `seeds`
+seeds = None  # verdict seeds, one environment each; None: the scale's (apart from its calibration seeds)
 n_rounds = None
 k = None
 gamma = None
@@ -47,6 +49,8 @@ drift_pairs = None
 recovery_window = None
 synergy_eta = None
 gammas = None  # the decay sweep; None: the scale's (γ of 1 is no decay)
+dilution = None  # λ, the weight of off-topic team members in the reward
+graph_at_drift = None  # "updated" (the graph follows the drift) or "stale"
 
 # %%
 import matplotlib.pyplot as plt
@@ -58,10 +62,9 @@ from icml25 import kabb
 from icml25.core import check, plot
 
 plot.use_style()
-base = kabb.config(scale)
-cfg = kabb.config(scale, seeds=list(range(seed, seed + (n_seeds or len(base.seeds)))), n_rounds=n_rounds, k=k,
-                  gamma=gamma, floor=floor, drift_pairs=drift_pairs, recovery_window=recovery_window,
-                  synergy_eta=synergy_eta, gammas=gammas)
+cfg = kabb.config(scale, seeds=seeds, n_rounds=n_rounds, k=k, gamma=gamma, floor=floor, drift_pairs=drift_pairs,
+                  recovery_window=recovery_window, synergy_eta=synergy_eta, gammas=gammas, dilution=dilution,
+                  graph_at_drift=graph_at_drift)
 env, runs = kabb.run_all(cfg)
 print(f"{len(cfg.seeds)} seeds × {cfg.n_rounds} rounds, {len(runs)} selectors")
 
@@ -183,24 +186,26 @@ display(Markdown(
 # ## The claim checks
 #
 # Criteria fixed in `icml25.kabb` before any run; each seed is one paired unit (the same environment and reward
-# coins for every selector). `kabb.claim_measurements` gives the per-seed values and the preconditions.
+# coins for every selector), on verdict seeds apart from the calibration seeds that chose the world's `dilution`
+# and `drift_pairs` (`kabb.calibrate_world`, preconditions only). `kabb.claim_measurements` gives the per-seed
+# values and the preconditions.
 
 # %%
 measured = kabb.claim_measurements(runs, cfg)
 rr = measured["regret_ratio"]
-v = check(kabb.REGRET, seeds=cfg.seeds, scale=scale, measured=measured,
+v = check(kabb.REGRET, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale, measured=measured,
           our_value=f"KABB / TS regret {rr.mean():.3f} ± {rr.std():.3f} over {cfg.n_rounds} rounds")
 plot.show_verdicts(v)
 
 # %%
 ratio = measured["reward_ratio"]
-v = check(kabb.COST, seeds=cfg.seeds, scale=scale, measured=measured,
+v = check(kabb.COST, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale, measured=measured,
           our_value=f"KABB reward {ratio.mean():.1%} of call-all at {measured['calls_share']:.0%} of its calls")
 plot.show_verdicts(v)
 
 # %%
 rec = measured["recovery_gain"]
-v = check(kabb.DRIFT, seeds=cfg.seeds, scale=scale, measured=measured,
+v = check(kabb.DRIFT, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale, measured=measured,
           our_value=f"decay − no decay, {cfg.recovery_window} rounds after the drift: {rec.mean():+.3f} ± "
                     f"{rec.std():.3f}")
 plot.show_verdicts(v)
