@@ -196,16 +196,20 @@ def _cell(n_models, noise, seed, auc):
 
 
 def test_claim_measurements_pair_every_cell_by_seed():
+    """Eight seeds (contract v2's unit floor); the high-noise gain grows by 0.1 a seed, so the low − high
+    difference falls with the seed and has spread."""
     auc = lambda cr_, r, o, t: {"cascade routing": cr_, "routing": r, "optimal cascade": o, "threshold cascade": t}
-    cells = [_cell(k, n, s, auc(60 + s / 4 + (k == 5), 58, 59, 57 - s)) for k in (3, 5)
-             for n in ("low", "medium", "high") for s in (0, 1, 2)]
+    seeds = range(8)
+    cells = [_cell(k, n, s, auc(60 + s / 4 + (k == 5) + 0.1 * s * (n == "high"), 58, 59, 57 - s)) for k in (3, 5)
+             for n in ("low", "medium", "high") for s in seeds]
     m = cr.claim_measurements(cells)
-    assert m["gain_3_low"] == [1.0, 1.25, 1.5] and m["gain_5_high"] == [2.0, 2.25, 2.5]  # minus the better (59)
-    assert m["opt_minus_thr_3_medium"] == [2.0, 3.0, 4.0]
-    assert m["low_minus_high"] == [0.0, 0.0, 0.0]
-    assert m["routing_over_interpolation"] == [8.0, 8.0, 8.0]
+    assert m["gain_3_low"] == [1 + s / 4 for s in seeds]  # minus the better baseline (59)
+    assert m["gain_5_high"] == pytest.approx([2 + s / 4 + 0.1 * s for s in seeds])
+    assert m["opt_minus_thr_3_medium"] == [2.0 + s for s in seeds]
+    assert m["low_minus_high"] == pytest.approx([-0.1 * s for s in seeds])
+    assert m["routing_over_interpolation"] == [8.0] * 8
     assert cr.BEATS_BOTH.decide(m)["verdict"] == "reproduced"
-    assert cr.ESTIMATORS_MATTER.decide(m)["verdict"] == "refuted"  # no difference between the noise levels
+    assert cr.ESTIMATORS_MATTER.decide(m)["verdict"] == "refuted"  # the gain does not shrink with noise
 
 
 # ---- the real pool ------------------------------------------------------------------------------------------
@@ -290,6 +294,12 @@ def test_real_pool_cell_compares_every_strategy():
     m = cr.real_claim_measurements([runs], [c])
     assert m["real_gain"] == [cr.cell_gain(c)]
     assert 0 <= m["pool_headroom"][0] <= 1 - m["best_member_accuracy"][0]
+    # the positive control runs the same members' true correctness through the paper's estimators
+    control = c["positive_control"]
+    assert m["positive_control_gain"] == [cr.cell_gain(control)]
+    assert set(control["auc"]) == set(cr.STRATEGIES)
+    assert np.all((control["model_quality"] >= 0) & (control["model_quality"] <= 1))
+    assert control["model_cost"].max() == pytest.approx(1.0, rel=0.05)  # the largest member costs 1, as in c
 
 
 # ---- per-step λ and thresholds ---------------------------------------------------------------------------------

@@ -51,21 +51,23 @@ STRATEGIES = ("routing", "threshold cascade", "optimal cascade", "cascade routin
 FULL_POOL = ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-3B-Instruct",
              "Qwen/Qwen2.5-7B-Instruct")
 
+# Verdict seeds are fresh for contract v2: seeds 0-4 decided the earlier rounds and chose the real pool's members'
+# training size (`real_n_fit`, after its headroom precondition failed on one of them); the referee re-ran 5-9.
 config = make_config({
-    "smoke": {"seeds": [0, 1, 2], "n_queries": 500, "pool_sizes": [3, 5], "noise_levels": ["low", "medium", "high"],
+    "smoke": {"seeds": [100, 101, 102], "calibration_seeds": [0, 1, 2], "n_queries": 500, "pool_sizes": [3, 5], "noise_levels": ["low", "medium", "high"],
               "n_lambdas": 12, "qmc_samples": 16, "max_depth": 5, "step_ratios": [0.5, 1.0, 2.0],
               "train_fraction": 0.2, "n_domains": 4, "real_members": 5, "real_n_fit": 200,
               "pool_models": [], "lm_queries": 200},
-    "ci": {"seeds": [0, 1, 2, 3, 4], "n_queries": 2500, "pool_sizes": [3, 5],
+    "ci": {"seeds": list(range(100, 108)), "calibration_seeds": [0, 1, 2, 3, 4], "n_queries": 2500, "pool_sizes": [3, 5],
            "noise_levels": ["low", "medium", "high"], "n_lambdas": 25, "qmc_samples": 32, "max_depth": 5,
            "step_ratios": [0.5, 1.0, 2.0], "train_fraction": 0.2, "n_domains": 4, "real_members": 5,
            "real_n_fit": 200, "pool_models": [], "lm_queries": 200},
-    "full": {"seeds": list(range(10)), "n_queries": 10000, "pool_sizes": [3, 5, 7],
+    "full": {"seeds": list(range(100, 132)), "calibration_seeds": [0, 1, 2, 3, 4], "n_queries": 10000, "pool_sizes": [3, 5, 7],
              "noise_levels": ["low", "medium", "high"], "n_lambdas": 60, "qmc_samples": 128, "max_depth": 5,
              "step_ratios": [0.25, 0.5, 1.0, 2.0, 4.0], "train_fraction": 0.2, "n_domains": 4, "real_members": 11,
              "real_n_fit": 200, "pool_models": list(FULL_POOL), "lm_queries": 8000},
 },
-    seeds=SEED, n_queries=COUNT, pool_sizes=Range(ge=2), noise_levels=one_of(*NOISE_LEVELS), n_lambdas=COUNT,
+    seeds=SEED, calibration_seeds=SEED, n_queries=COUNT, pool_sizes=Range(ge=2), noise_levels=one_of(*NOISE_LEVELS), n_lambdas=COUNT,
     qmc_samples=COUNT, max_depth=COUNT, step_ratios=POSITIVE, train_fraction=Range(gt=0, lt=1), n_domains=COUNT,
     real_members=Range(ge=2), real_n_fit=COUNT, lm_queries=Range(ge=10))
 
@@ -141,9 +143,10 @@ REAL_POOL_BEATS_BOTH = Claim(
     chapter=CHAPTER, id="real_pool_beats_both",
     paper_statement="Cascade routing beats both routing and the optimal cascade (the headline, here on actual models)",
     paper_value="AUC×100, RouterBench 5 models, low noise: 84.3 vs routing 81.2, optimal cascade 83.1",
-    criterion="On the real pool (zoo models retrained from every seed, learned quality estimators), the per-seed "
-              "gain of cascade routing over the better of routing and the optimal cascade has a 95% paired t "
-              f"interval above 0; refuted where it lies wholly below {PAPER_SMALLEST_GAIN}",
+    criterion="On the real pool (scikit-learn digit classifiers refitted from every seed, learned quality "
+              "estimators), the per-seed gain of cascade routing over the better of routing and the optimal cascade "
+              f"has a 95% paired t interval above 0; refuted where it lies wholly below {PAPER_SMALLEST_GAIN}. "
+              "Decidable only where the positive control shows that this pool can show the paper's gain at all",
     effects=[Effect("real_gain", "real_gain", min_effect=PAPER_SMALLEST_GAIN)],
     preconditions=[
         at_least("best_member_learns", "best_member_accuracy", 0.5,
@@ -152,11 +155,18 @@ REAL_POOL_BEATS_BOTH = Claim(
                  "some member is right where the best one is wrong: accuracy of 'any member right' − best "
                  "member's >= 0.02 (worst seed)"),
         _ROUTING_LEARNS,
+        at_least("positive_control_reaches", lambda m: float(np.mean(m["positive_control_gain"])),
+                 PAPER_SMALLEST_GAIN,
+                 "positive control: with the paper's own low-noise estimators on the same members' true "
+                 f"correctness and costs, cascade routing's gain reaches the paper's smallest, {PAPER_SMALLEST_GAIN} "
+                 "(seed mean): the pool can show the effect"),
     ],
     examples=({"real_gain": [1.0, 1.5, 0.8], "best_member_accuracy": [0.9, 0.9, 0.9],
-               "pool_headroom": [0.05, 0.05, 0.05], "routing_over_interpolation": [3.0, 3.0, 3.0]},
+               "pool_headroom": [0.05, 0.05, 0.05], "routing_over_interpolation": [3.0, 3.0, 3.0],
+               "positive_control_gain": [1.0, 1.2, 0.9]},
               {"real_gain": [0.05, -0.1, 0.0], "best_member_accuracy": [0.9, 0.9, 0.9],
-               "pool_headroom": [0.05, 0.05, 0.05], "routing_over_interpolation": [3.0, 3.0, 3.0]}),
+               "pool_headroom": [0.05, 0.05, 0.05], "routing_over_interpolation": [3.0, 3.0, 3.0],
+               "positive_control_gain": [1.0, 1.2, 0.9]}),
 )
 CLAIMS = (BEATS_BOTH, OPTIMAL_CASCADE, ESTIMATORS_MATTER, REAL_POOL_BEATS_BOTH)
 
@@ -830,16 +840,28 @@ def run_lm_pool(names, n_queries: int, seed: int, scale: str = "ci") -> RealRuns
 
 def real_pool_cell(seed: int, cfg) -> tuple[RealRuns, dict]:
     """One seed of the real pool: fit the members (or, with `cfg.pool_models`, load those LMs), run them, fit the
-    estimators, sweep every strategy."""
+    estimators, sweep every strategy; and the positive control (`positive_control`) on the same members."""
     runs = run_lm_pool(cfg.pool_models, cfg.lm_queries, seed, cfg.scale) if cfg.pool_models else \
         run_real_pool(seed, cfg.real_members, cfg.real_n_fit)
-    return runs, evaluate(*real_estimates(runs, seed, cfg.train_fraction, with_train=True), seed, cfg)
+    cell = evaluate(*real_estimates(runs, seed, cfg.train_fraction, with_train=True), seed, cfg)
+    return runs, cell | {"positive_control": positive_control(runs, seed, cfg)}
+
+
+def positive_control(runs: RealRuns, seed: int, cfg, noise: str = "low") -> dict:
+    """The real pool with the paper's synthetic estimators (`make_estimates` at `noise`) in place of the learned
+    ones: the members' true correctness and costs, so what it shows is whether this pool leaves cascade routing
+    room to gain at all."""
+    cost = runs.flops / runs.flops.mean(0).max()
+    pool = Pool(runs.correct, cost, np.zeros(len(runs.correct), int))
+    return evaluate(*make_estimates(pool, noise, seed, cfg.train_fraction, with_train=True), seed, cfg)
 
 
 def real_claim_measurements(runs: list[RealRuns], cells: list[dict]) -> dict[str, list[float]]:
     """Per seed: the gain of cascade routing over the better baseline, the best member's accuracy, the headroom
-    (any member right − best member right), and routing's AUC over blind interpolation."""
+    (any member right − best member right), routing's AUC over blind interpolation, and the positive control's
+    gain."""
     return {"real_gain": [cell_gain(c) for c in cells],
             "best_member_accuracy": [float(r.correct.mean(0).max()) for r in runs],
             "pool_headroom": [float(r.correct.max(1).mean() - r.correct.mean(0).max()) for r in runs],
-            "routing_over_interpolation": [c["auc"]["routing"] - c["interpolation_auc"] for c in cells]}
+            "routing_over_interpolation": [c["auc"]["routing"] - c["interpolation_auc"] for c in cells],
+            "positive_control_gain": [cell_gain(c["positive_control"]) for c in cells]}
