@@ -159,6 +159,10 @@ def test_the_builder_appends_a_verdict_only_when_it_or_the_declaration_changes(b
     decls["rsd"][CLAIM]["criterion"] = "a new criterion"
     changed = run(_record("refuted"))
     assert len(changed) == len(first) + 1 and changed[-1]["hash"] == ledger.fingerprint(decls["rsd"][CLAIM])
+    # the new design was decided before its change was recorded: the deviation says so
+    entry = ledger.deviate(book, "rsd", CLAIM, decls["rsd"][CLAIM], "a clearer criterion", "2026-12-03")
+    assert (entry["verdict_seen"], entry["new_verdict_seen"]) == (True, True)
+    assert "and after a build had already decided the new design (refuted at ci" in ledger.page(ledger.load(book, "rsd"))
 
 
 def test_the_deviations_page_and_the_badge(book, monkeypatch):

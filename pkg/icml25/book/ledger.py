@@ -8,7 +8,9 @@ Each chapter keeps a committed ledger, `book/<slug>/claims.lock` (JSON, sorted k
 - ``registered``: the hash, commit and date the ledger first recorded;
 - ``history``: the verdicts builds reached, each with the declaration hash it was decided under;
 - ``deviations``: every change of the declaration since it was registered: when, what (generated, ``field: old ->
-  new``), why (one sentence), whether a verdict had been recorded under the old declaration, and both hashes.
+  new``), why (one sentence), whether a verdict had been recorded under the old declaration (``verdict_seen``) and
+  whether one had already been recorded under the new one before the change was (``new_verdict_seen``), and both
+  hashes.
 
 A claim whose declaration differs from its ledger without a deviation is an error (`tests/test_ledger.py`); the
 fix is ``icml25 ledger deviate SLUG.CLAIM --why "..."``. Fields left at their dataclass default are not part of
@@ -357,7 +359,8 @@ def _deviate(ledger: dict, claim_id: str, new: dict | None, why: str, date: str)
     old = entry["declaration"]
     record = {"date": date, "kind": ADDED if old is None else REMOVED if new is None else CHANGED,
               "what": diff(old, new), "why": why.strip(), "old_hash": entry["hash"], "new_hash": new_hash,
-              "verdict_seen": any(h["hash"] == entry["hash"] for h in entry["history"]) if old else False}
+              "verdict_seen": any(h["hash"] == entry["hash"] for h in entry["history"]) if old else False,
+              "new_verdict_seen": any(h["hash"] == new_hash for h in entry["history"]) if new else False}
     entry.update(declaration=new, hash=new_hash, deviations=[*entry["deviations"], record])
     ledger["claims"][claim_id] = entry
     return record
@@ -461,7 +464,9 @@ def cmd_deviate(book: Path, names: list[str], why: str) -> int:
             targets += [(name, c) for c in found]
     for slug, cid in targets:
         entry = deviate(book, slug, cid, decls[slug].get(cid), why, today())
-        seen = " (a verdict had been recorded under the old declaration)" if entry["verdict_seen"] else ""
+        seen = "".join(f" ({text})" for key, text in (
+            ("verdict_seen", "a verdict had been recorded under the old declaration"),
+            ("new_verdict_seen", "a build had already decided the new one")) if entry[key])
         print(f"{slug}.{cid}: recorded {entry['kind']}{seen}:" + "".join(f"\n    {w}" for w in entry["what"]))
     return 0
 
@@ -509,6 +514,9 @@ def _verdicts_under(entry: Mapping[str, Any], h: str | None) -> str:
 def _deviation_lines(entry: Mapping[str, Any], d: Mapping[str, Any], n: int) -> list[str]:
     when = (f"after a verdict had been recorded under the old design ({_verdicts_under(entry, d['old_hash'])})"
             if d["verdict_seen"] else "before any verdict under the old design was recorded")
+    if d.get("new_verdict_seen"):
+        when += (", and after a build had already decided the new design "
+                 f"({_verdicts_under(entry, d['new_hash'])})")
     return [f"{n}. **{d['date']}**, {d['kind']}, {when}. *Why:* {d['why']}", "", "   ```text",
             *(f"   {w}" for w in d["what"]), "   ```", ""]
 
