@@ -42,9 +42,38 @@ def test_edits_stay_inside_the_subspace(method):
 
 def test_sigma_stays_inside_its_clamp_for_extreme_inputs():
     phi = di.DReFT(D, RANK, seed=3)
+    torch.nn.init.normal_(phi.logvar.weight, generator=torch.Generator().manual_seed(3))  # σ(h) depends on h
     for big in (1e6, -1e6):
         _, sigma = phi.mu_sigma(torch.full((4, D), big))
         assert (sigma >= di.SIGMA_CLAMP[0] - 1e-9).all() and (sigma <= di.SIGMA_CLAMP[1] + 1e-7).all()
+
+
+def test_sigma_starts_inside_its_clamp_and_learns():
+    """σ(h) starts at σ₀ = exp(b_σ/2) for every h, strictly inside the clamps, so its parameters get gradients and
+    one optimiser step moves it (with the official default init log σ² lies above the clamp and nothing moves)."""
+    phi = di.DReFT(D, RANK, seed=7)
+    h = torch.randn(16, D, generator=torch.Generator().manual_seed(7)) * 3
+    _, sigma = phi.mu_sigma(h)
+    assert torch.allclose(sigma, torch.full_like(sigma, di.SIGMA_INIT))
+    assert di.LOGVAR_CLAMP[0] < di.LOGVAR_INIT < di.LOGVAR_CLAMP[1]
+    sigma.sum().backward()
+    assert phi.logvar.weight.grad.abs().sum() > 0 and phi.logvar.bias.grad.abs().sum() > 0
+    pinned = di.DReFT(D, RANK, seed=7, logvar_init=0.0)  # above the upper clamp -3.2: no gradient
+    pinned.mu_sigma(h)[1].sum().backward()
+    assert pinned.logvar.bias.grad.abs().sum() == 0
+
+
+def test_noise_is_in_units_of_the_representation_scale():
+    h = torch.randn(1, D, generator=torch.Generator().manual_seed(8))
+    spread = {}
+    for scale in (1.0, 10.0):
+        phi = di.NoisyLoReFT(D, RANK, seed=8)
+        phi.noise_scale = scale
+        with torch.no_grad():
+            draws = torch.cat([phi(h) for _ in range(2000)]) @ phi.R.T.detach()
+        spread[scale] = float(draws.std(0).mean())
+    assert spread[1.0] == pytest.approx(di.SIGMA_INIT, rel=0.1)
+    assert spread[10.0] == pytest.approx(10 * spread[1.0], rel=0.1)
 
 
 def test_sample_mean_matches_mean_mode_within_three_standard_errors():
@@ -126,17 +155,17 @@ def test_noisy_loreft_has_fixed_sigma_and_its_mean_is_loreft_with_the_same_weigh
     noisy, plain = di.NoisyLoReFT(D, RANK, seed=6), di.LoReFT(D, RANK, seed=6)
     h = torch.randn(7, D)
     _, sigma = noisy.mu_sigma(h)
-    assert torch.equal(sigma, torch.full((7, RANK), di.SIGMA_CLAMP[1]))
+    assert torch.equal(sigma, torch.full((7, RANK), di.SIGMA_INIT))
     noisy.mode = "mean"
     assert torch.allclose(noisy(h), plain(h), atol=1e-6)  # same seed: the same R, W, b
     noisy.mode = "sample"
     spread = torch.stack([(noisy(h) - plain(h)) @ noisy.R.T.detach() for _ in range(2000)]).std(0)
-    assert torch.allclose(spread, torch.full_like(spread, di.SIGMA_CLAMP[1]), rtol=0.1)
+    assert torch.allclose(spread, torch.full_like(spread, di.SIGMA_INIT), rtol=0.1)
 
 
 def _run(where, method, seed, clean, perturbed):
     cond = {"noise 0": clean, "noise 0.5": perturbed[0], "corrupt 0.1": perturbed[1]}
-    return di.Run(where, method, seed, [], cond, cond, float("nan"))
+    return di.Run(where, method, seed, [], cond, cond, float("nan"), 0.5 if method == "dreft" else float("nan"))
 
 
 def test_drop_slope_and_claim_measurements_by_hand():
@@ -153,11 +182,12 @@ def test_drop_slope_and_claim_measurements_by_hand():
     assert np.allclose(m["clean_gain"], [-0.02, -0.02])
     assert np.allclose(m["advantage_slope"], [-0.1, -0.1])  # advantage 0.1 at layer 0, 0 at layer 1
     assert m["min_clean_accuracy"] == 0.95 and np.allclose(m["loreft_drop_first_layer"], [0.2, 0.2])
+    assert m["dreft_sigma_change_first_layer"] == [0.5, 0.5]  # D-ReFT's at the first layer only
     assert di.ols_slope([0, 1, 2, 3], [3.0, 1.0, -1.0, -3.0]) == pytest.approx(-2.0)
 
 
 def test_placements_put_the_noise_control_at_the_first_layer_only():
-    p = di.placements(di.config("ci"))
+    p = di.placements(di.config("ci", layers=[0, 1, 2, 3]))
     assert list(p) == ["layer 0", "layer 1", "layer 2", "layer 3"]
     assert set(p["layer 0"]) == set(di.METHODS) and set(p["layer 2"]) == {"loreft", "dreft"}
     assert p["layer 2"]["dreft"] == {2: "dreft"}

@@ -32,7 +32,7 @@
 
 # %% tags=["parameters"]
 scale = "ci"
-seed = 0
+seed = 100  # the base model and intervention seed (one of the verdict seeds, so its base model is warmed up)
 model = None  # a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
 rank = None  # subspace rank r
 steps = None  # optimiser steps for the intervention
@@ -65,9 +65,11 @@ n_digits = z.info["n_digits"]
 positions = di.edge_positions(n_digits + 1, cfg.n_edge)
 train_x = di.sample_digits(cfg.n_train, n_digits, seed, "reft-train")
 test_x = di.sample_digits(cfg.n_test, n_digits, seed, "reft-test")
+noise_scale = di.representation_scale(z.model, z.tokenizer, train_x, 0, positions)  # D-ReFT's σ is in these units
 fitted = {}
 for method in ("loreft", "dreft"):
     phi = di.make_intervention(method, z.model.config.hidden_size, cfg.rank, seed).to(z.model.device)
+    phi.noise_scale = noise_scale
     steered = di.Steered(z.model, z.tokenizer, {0: phi}, positions)
     losses = di.fit(steered, train_x, di.rule_answer(train_x, "B"), cfg, seed)
     acc = di.evaluate(steered, test_x, di.rule_answer(test_x, "B"), cfg, seed, mode="mean")["noise 0"]
@@ -118,7 +120,9 @@ axes[0].set(title="Training loss of the interventions", xlabel="optimiser step",
 axes[0].legend()
 axes[1].bar(np.arange(10), view["sigma"].mean(1), color=plot.PALETTE[1], label="mean σ over the subspace")
 axes[1].axhline(di.SIGMA_CLAMP[1], color="k", ls="--", label="upper clamp 0.2")
-axes[1].set(title="D-ReFT's learned σ at position 0", xlabel="first digit", ylabel="σ (hidden-state units)")
+axes[1].axhline(di.SIGMA_INIT, color="grey", ls=":", label=f"initial σ₀ = {di.SIGMA_INIT:.3f}")
+axes[1].set(title="D-ReFT's learned σ at position 0", xlabel="first digit",
+            ylabel="σ (× the layer's RMS, the noise's unit)")
 axes[1].legend();
 
 # %% [markdown]
