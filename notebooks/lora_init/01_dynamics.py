@@ -64,7 +64,8 @@ cfg
 # the tiny Llama of the next notebook use the same LoRA implementation.
 
 # %%
-toys = [lora_init.mlp_toy(cfg, s) for s in cfg.seeds]
+figure_seeds = cfg.seeds[: cfg.figure_seeds]  # a descriptive figure: the first few of the verdict seeds
+toys = [lora_init.mlp_toy(cfg, s) for s in figure_seeds]
 grads = lora_init.step0_gradients(toys[0], cfg, seed)
 for mode, g in grads.items():
     print(f"Init[{mode}]: ‖∂L/∂A‖ = {g['A']:.3g}, ‖∂L/∂B‖ = {g['B']:.3g} at step 0")
@@ -84,11 +85,11 @@ ax.legend();
 # %% [markdown]
 # ## Loss curves below the optimal learning rate
 #
-# Adam, learning rate decayed linearly to zero, mean ± sd over seeds.
+# Adam, learning rate decayed linearly to zero, mean ± sd over the first `figure_seeds` seeds.
 
 # %%
 curves = {m: np.array([lora_init.finetune_toy(t, cfg, m, cfg.curve_lr, 1.0, s)["losses"]
-                       for t, s in zip(toys, cfg.seeds)]) for m in lora_init.MODES}
+                       for t, s in zip(toys, figure_seeds)]) for m in lora_init.MODES}
 fig, ax = plot.subplots()
 for m, c in curves.items():
     ax.plot(c.mean(0), label=f"Init[{m}]")

@@ -128,7 +128,7 @@ ax.legend();
 # %% [markdown]
 # ## Init scale at a fixed rate
 #
-# Descriptive, on the first `scale_seeds` seeds. Both factors are drawn with variance $s/(3 n_\text{in})$.
+# Descriptive, on the first `figure_seeds` seeds. Both factors are drawn with variance $s/(3 n_\text{in})$.
 # Init[AB] carries the noise $\frac{\alpha}{r}B_0A_0$,
 # whose size grows linearly with $s$; Init[AB+] removes it from $W$.
 

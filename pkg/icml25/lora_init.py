@@ -72,14 +72,14 @@ config = make_config({
               "finetune_steps": 20, "batch_size": 128, "shift": 1.0,
               "lm_lrs": [3e-3], "lm_steps": 2, "lm_batch_size": 8, "lm_rank": 4, "lm_eval": 16,
               "curve_lr": 1e-3, "widths": [32], "width_lrs": half_decades(-6, -2), "width_seeds": [100],
-              "lm_seeds": [100], "scale_seeds": 2, "model": "arith-draft"},
+              "lm_seeds": [100], "figure_seeds": 2, "model": "arith-draft"},
     "ci": {"seeds": list(range(100, 112)), "calibration_seeds": CALIBRATION_SEEDS, "lrs": half_decades(-6, 0),
            "init_scales": [0.01, 1.0, 100.0, 10000.0],
            "scale_lr": 1e-3, "width": 256, "d_in": 16, "d_out": 8, "rank": 4, "alpha": 4, "pretrain_steps": 400,
            "finetune_steps": 150, "batch_size": 128, "shift": 1.0,
            "lm_lrs": [3e-4, 3e-3, 3e-2], "lm_steps": 20, "lm_batch_size": 32, "lm_rank": 4,
            "lm_eval": 256, "curve_lr": 1e-3, "widths": [64, 1024], "width_lrs": half_decades(-6, 0),
-           "width_seeds": [100, 101], "lm_seeds": [100, 101], "scale_seeds": 4, "model": "arith-draft"},
+           "width_seeds": [100, 101], "lm_seeds": [100, 101], "figure_seeds": 4, "model": "arith-draft"},
     "full": {"seeds": list(range(100, 116)), "calibration_seeds": CALIBRATION_SEEDS,
              "lrs": half_decades(-10, 0),
              "init_scales": [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0], "scale_lr": 1e-3, "width": 1024,
@@ -87,13 +87,13 @@ config = make_config({
              "batch_size": 256, "shift": 1.0, "lm_lrs": [1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2], "lm_steps": 300,
              "lm_batch_size": 64, "lm_rank": 8, "lm_eval": 1000, "curve_lr": 1e-3, "widths": [128, 512, 4096],
              "width_lrs": half_decades(-8, 0), "width_seeds": [100, 101, 102],
-             "lm_seeds": [100, 101, 102], "scale_seeds": 5, "model": "meta-llama/Llama-3.2-1B"},
+             "lm_seeds": [100, 101, 102], "figure_seeds": 5, "model": "meta-llama/Llama-3.2-1B"},
 },
     seeds=SEED, calibration_seeds=SEED, lrs=POSITIVE, init_scales=POSITIVE, scale_lr=POSITIVE, width=COUNT,
     d_in=COUNT, d_out=COUNT,
     rank=COUNT, alpha=POSITIVE, pretrain_steps=COUNT, finetune_steps=COUNT, batch_size=COUNT, shift=NONNEGATIVE,
     lm_lrs=POSITIVE, lm_steps=COUNT, lm_batch_size=COUNT, lm_rank=COUNT, lm_eval=COUNT, curve_lr=POSITIVE,
-    widths=COUNT, width_lrs=POSITIVE, width_seeds=SEED, lm_seeds=SEED, scale_seeds=COUNT)
+    widths=COUNT, width_lrs=POSITIVE, width_seeds=SEED, lm_seeds=SEED, figure_seeds=COUNT)
 
 # --------------------------------------------------------------------------------------------------- claims
 # Declared before the experiments of this version ran. Every effect is a per-seed paired difference of log final
@@ -419,9 +419,9 @@ def width_sweep(cfg, widths: Sequence[int], lrs: Sequence[float]) -> dict[int, d
 
 def scale_sweep(cfg, toys: dict, grid: dict[str, np.ndarray], lrs: Sequence[float]) -> dict[str, np.ndarray]:
     """Final loss [seeds, init_scales] of Init[AB] and Init[AB+] at rate `cfg.scale_lr`, and of Init[A] (s = 1)
-    [seeds] as the reference, on the first `cfg.scale_seeds` of `cfg.seeds` (toys {seed: Toy}). A run the learning-rate sweep `grid` (s = 1,
-    final loss [seeds, lrs] per init) already holds is read from it rather than trained again: the runs are
-    deterministic given (toy, init, rate, scale, seed)."""
+    [seeds] as the reference, on the first `cfg.figure_seeds` of `cfg.seeds` (toys {seed: Toy}). A run the
+    learning-rate sweep `grid` (s = 1, final loss [seeds, lrs] per init) already holds is read from it rather than
+    trained again: the runs are deterministic given (toy, init, rate, scale, seed)."""
     on_grid = [i for i, lr in enumerate(lrs) if math.isclose(lr, cfg.scale_lr, rel_tol=1e-9)]
 
     def loss(mode, s_index, seed, c):
@@ -429,7 +429,7 @@ def scale_sweep(cfg, toys: dict, grid: dict[str, np.ndarray], lrs: Sequence[floa
             return float(grid[mode][s_index, on_grid[0]])
         return finetune_toy(toys[seed], cfg, mode, cfg.scale_lr, c, seed)["test_loss"]
 
-    seeds = list(enumerate(cfg.seeds))[: cfg.scale_seeds]
+    seeds = list(enumerate(cfg.seeds))[: cfg.figure_seeds]
     out = {m: np.array([[loss(m, i, s, c) for c in cfg.init_scales] for i, s in seeds]) for m in ("AB", "AB+")}
     out["A"] = np.array([loss("A", i, s, 1.0) for i, s in seeds])
     return out
