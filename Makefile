@@ -25,9 +25,10 @@ book: $(STAMP) sandbox
 	$(VENV)/bin/icml25 build --scale $(SCALE) --jobs $(JOBS) --keep-going
 
 # --dist loadgroup: a notebook's smoke run and its nbval re-run (tests/test_notebooks.py) share a worker, so the
-# re-run compares with the executed copy instead of executing the notebook a third time.
+# re-run compares with the executed copy instead of executing the notebook a third time. --durations=30 lists
+# where the time went. tests/conftest.py builds the compiled kernels once before the workers start.
 test: $(STAMP) sandbox
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=10
+	$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=30
 
 bench: $(STAMP)
 	$(VENV)/bin/icml25 bench
