@@ -1,10 +1,10 @@
-"""The workbench: its measurements give the claim one value per seed, and the target-minus-draft gap is taken
-over the draft's training mix only."""
+"""The workbench: its calibration gives one row per seed, and the target-minus-draft gap is taken over the draft's
+training mix only. The chapter declares no claim: that the target beats the draft is the pair's design."""
 
 import pytest
 
 from icml25 import workbench
-from icml25.core import reasoners
+from icml25.core import claims, reasoners
 
 
 def test_gap_is_over_the_drafts_training_mix():
@@ -15,9 +15,11 @@ def test_gap_is_over_the_drafts_training_mix():
     by = {k: sum(p.n_steps == k for p in seen) for k in {p.n_steps for p in seen}}
     expected = sum((c["target_by_ops"][k] - c["draft_by_ops"][k]) * n for k, n in by.items()) / len(seen)
     assert c["target_minus_draft_seen"] == pytest.approx(expected)
-    m = workbench.claim_measurements([c])
-    assert all(len(v) == 1 for v in m.values())
-    assert workbench.LARGER_IS_BETTER.decide(m)["verdict"] == "inconclusive"  # one seed decides nothing
+    assert sum(c["draft_by_ops"][k] * n for k, n in by.items()) / len(seen) <= 1
+
+
+def test_the_workbench_declares_no_claim():
+    assert not [key for key in claims.REGISTRY if key[0] == "workbench"]
 
 
 def test_by_ops_table_is_mean_and_sd_over_seeds():
