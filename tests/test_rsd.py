@@ -251,17 +251,34 @@ def test_claims_read_the_experiments_measurements():
     def run(seed, acc):
         rsd_row = {"accuracy": acc, "flop_ratio": 0.4, "generated_flop_ratio": 0.3, "acceptance_rate": 0.8}
         curve = {"n": [1, 2], "accuracy": [0.5, 0.6], "flop_ratio": [0.2, 0.5]}
-        return {"calibration": {"cost_ratio": 0.1, "draft_step_accuracy": 0.8}, "prm_auc": 0.9,
-                "baselines": {"target": {"accuracy": 0.9}},
-                "rsd": {p: rsd_row for p in rsd.PRMS}, "random": {p: rsd_row | {"accuracy": 0.5} for p in rsd.PRMS},
-                "parallel": {f"best-of-N, {p}": curve for p in rsd.PRMS}}
+        sweep = [{"acceptance_rate": 0.4, "accuracy": 0.9}, {"acceptance_rate": 0.8, "accuracy": 0.7}]
+        return {"calibration": {"cost_ratio": 0.1, "draft_step_accuracy": 0.8},
+                "prm_auc": {"noisy": 0.9, "learned": 0.85}, "baselines": {"target": {"accuracy": 0.9}},
+                "rsd": {p: rsd_row for p in rsd.PRMS}, "random": {p: rsd_row | {"accuracy": 0.5} for p in rsd.GRADED},
+                "parallel": {f"best-of-N, {p}": curve for p in rsd.PRMS}, "sweep": sweep,
+                "soft": {"acceptance_rate": 0.5 + seed / 10, "accuracy": 0.8}}
     m = rsd.claim_measurements([run(0, 0.92), run(1, 0.91)])
     for prm in rsd.PRMS:
         e = m["efficiency"][prm]
         assert e[f"accuracy_gap_{prm}"] == pytest.approx([0.02, 0.01])
+        assert e["prm_auc_learned"] == [0.85, 0.85] and e["prm_auc_noisy"] == [0.9, 0.9]
         assert m["beats_parallel"][prm][f"rsd_minus_bon_{prm}"] == pytest.approx([0.32, 0.31])  # N=2 reaches 0.4
         assert m["beats_parallel"][prm][f"bon_covers_{prm}"] == pytest.approx([0.1, 0.1])
-        assert m["threshold_matters"][prm][f"threshold_minus_random_{prm}"] == pytest.approx([0.42, 0.41])
-        for claim, measured in ((rsd.EFFICIENCY[prm], e), (rsd.BEATS_PARALLEL[prm], m["beats_parallel"][prm]),
-                                (rsd.THRESHOLD_MATTERS[prm], m["threshold_matters"][prm])):
+        claims = [(rsd.EFFICIENCY[prm], e), (rsd.BEATS_PARALLEL[prm], m["beats_parallel"][prm])]
+        if prm in rsd.GRADED:
+            assert m["threshold_matters"][prm][f"threshold_minus_random_{prm}"] == pytest.approx([0.42, 0.41])
+            claims.append((rsd.THRESHOLD_MATTERS[prm], m["threshold_matters"][prm]))
+        for claim, measured in claims:
             assert claim.decide(measured)["verdict"] in ("reproduced", "refuted", "inconclusive")
+    assert "oracle" not in rsd.THRESHOLD_MATTERS  # true by construction with a 0/1 oracle: not a claim
+    # hard ω at the soft rule's rate (0.5, then 0.6): 0.9 - 0.2 * (rate - 0.4) / 0.4, minus soft's 0.8
+    assert m["hard_beats_soft"]["hard_minus_soft_learned"] == pytest.approx([0.05, 0.0])
+    assert m["hard_beats_soft"]["soft_rate_bracketed"] == [1.0, 1.0]
+
+
+def test_hard_threshold_interpolates_only_inside_the_sweep():
+    sweep = [{"acceptance_rate": 0.6, "accuracy": 0.8}, {"acceptance_rate": 0.2, "accuracy": 0.9},
+             {"acceptance_rate": 0.4, "accuracy": 0.85}]
+    assert rsd.hard_at_rate(sweep, 0.5) == pytest.approx(0.825)
+    assert rsd.hard_at_rate(sweep, 0.2) == pytest.approx(0.9)
+    assert np.isnan(rsd.hard_at_rate(sweep, 0.7)) and np.isnan(rsd.hard_at_rate(sweep, 0.1))
