@@ -156,7 +156,8 @@ def test_zoo_experiment_saving_matches_rho_squared_on_a_known_population():
     z = hw.pair_label(rng.random(3000) < 0.6, rng.random(3000) < 0.5)
     s = z + rng.normal(0, 0.3, 3000)
     pop = hw.FinitePopulation(z, s)
-    rows = hw.run_zoo_experiment(cfg, {0: pop, 1: hw.FinitePopulation(np.full(50, 0.5), rng.random(50))})
+    flat = hw.FinitePopulation(np.full(50, 0.5), rng.random(50))
+    rows = hw.run_zoo_experiment(cfg, {0: ({hw.ZOO_JUDGE: pop}, 0.5), 1: ({hw.ZOO_JUDGE: flat}, 0.0)})
     saving = hw.measured_saving(rows, hw.ZOO_JUDGE, 200)
     assert saving[0] == pytest.approx(pop.rho ** 2, abs=0.03)
     assert saving[1] == 0.0
@@ -201,3 +202,65 @@ def test_control_variates_agrees_with_prediction_powered_inference():
     lo, hi = hw.confidence_interval(z, s, s_unlabelled.mean(), level=0.95)
     ppi_lo, ppi_hi = ppi_mean_ci(z, s, s_unlabelled, alpha=0.05)
     assert (lo, hi) == pytest.approx((float(ppi_lo[0]), float(ppi_hi[0])), abs=2e-3)
+
+
+def test_normal_interval_covers_at_the_papers_sample_sizes():
+    """Formerly the `coverage` claim, a property of the CLT for any judge: on the simulated population the nominal
+    95% control-variates interval covers the truth 93-97% of the time at n >= 50."""
+    cfg = hw.config("smoke", seeds=[0], repeats=4000, n_grid=[50, 200])
+    rows = hw.run_experiment(cfg)
+    for judge in hw.JUDGES:
+        for n in (50, 200):
+            assert 0.93 <= hw.coverage(rows, judge, n) <= 0.97, (judge, n)
+
+
+def test_solution_features_equal_a_plain_reference():
+    """Mean and minimum token log-probability of each solution, end token included."""
+    import torch
+
+    from icml25.core import arithmetic, tinylm
+
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    model = tinylm.make_model("nano", tok, 1).eval()
+    problems = arithmetic.sample_problems(3, 1)
+    sols = [problems[0].solution, "A7", problems[2].solution]
+    got = hw.solution_features(model, tok, problems, sols, batch_size=2)
+    for p, sol, g in zip(problems, sols, got):
+        ids = tok(p.prompt + sol, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        start = len(tok(p.prompt, add_special_tokens=False)["input_ids"])
+        with torch.no_grad():
+            logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, :-1], -1)
+        lp = [float(logp[t - 1, ids[t]]) for t in range(start, len(ids))]
+        assert g == pytest.approx([np.mean(lp), np.min(lp)], rel=1e-5)
+
+
+def _pairs(n, rng, signal=1.0):
+    """ZooPairs whose first feature difference predicts which solution is right."""
+    a_ok, b_ok = rng.random(n) < 0.6, rng.random(n) < 0.5
+    fa = np.column_stack([-1 + signal * a_ok + 0.3 * rng.normal(size=n), -3 + 0.5 * rng.normal(size=n)])
+    fb = np.column_stack([-1 + signal * b_ok + 0.3 * rng.normal(size=n), -3 + 0.5 * rng.normal(size=n)])
+    return hw.ZooPairs(hw.pair_label(a_ok, b_ok), fa, fb)
+
+
+def test_fine_tuned_head_reads_the_informative_feature():
+    """The head fitted to labels that only the first feature predicts: its weight on that feature is positive and
+    dominant, and on new pairs it correlates with the labels at least as well as that feature alone."""
+    rng = np.random.default_rng(0)
+    train, pairs = _pairs(2000, rng), _pairs(3000, rng)
+    w = hw.fit_judge(train.head_inputs, train.z)
+    assert w[0] > 0 and abs(w[0]) > 5 * abs(w[1])
+    tuned = hw.FinitePopulation(pairs.z, hw.fine_tuned_judge(train)(pairs))
+    raw = hw.FinitePopulation(pairs.z, pairs.head_inputs[:, 0])
+    assert tuned.rho >= raw.rho - 0.01 > 0.5
+    assert pairs.decided_share == pytest.approx(np.mean(pairs.z != 0.5))
+
+
+def test_zoo_null_permutes_the_judge_and_keeps_the_labels():
+    rng = np.random.default_rng(1)
+    train, pairs = _pairs(500, rng), _pairs(800, rng)
+    (real, decided), (null, decided_null) = (hw.zoo_populations(pairs, train, 5),
+                                             hw.zoo_populations(pairs, train, 5, null=True))
+    assert decided == decided_null
+    assert np.array_equal(real[hw.ZOO_JUDGE].z, null[hw.ZOO_JUDGE].z)
+    assert sorted(real[hw.ZOO_JUDGE].s) == pytest.approx(sorted(null[hw.ZOO_JUDGE].s))
+    assert real[hw.ZOO_JUDGE].rho > 0.3 and abs(null[hw.ZOO_JUDGE].rho) < 0.1
