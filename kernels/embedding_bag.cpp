@@ -4,7 +4,8 @@
 //                                                                     registers; the rows of the slots kPrefetch
 //                                                                     ahead are prefetched, so the random reads of
 //                                                                     V overlap
-// backward  dV[n]      = sum_{(b,k): idx[b,k] = n} w[b,k] * dout[b]   a stable sort of the B*K slots by row, then
+// backward  dV[n]      = sum_{(b,k): idx[b,k] = n} w[b,k] * dout[b]   a stable sort of the B*K slots by row (each
+//                                                                     counting pass shared among the threads), then
 //                                                                     each touched row is summed by one thread: no
 //                                                                     atomics; dV is dense [N, D] or only the
 //                                                                     touched rows (a sparse gradient), on fresh
@@ -14,6 +15,7 @@
 //                                                                     (each touched row of V read once)
 #include "kernels.h"
 
+#include <omp.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -109,45 +111,65 @@ struct Runs {
   std::vector<int64_t> order, start;
 };
 
-// A counting sort (one pass to count each row's slots, one to place them): for a table of at most S rows, where
-// the N counters cost no more than the slots.
-Runs count_by_row(const int64_t* idx, int64_t S, int64_t N) {
-  Runs runs{std::vector<int64_t>(S), {}};
-  std::vector<int64_t> end(N + 1, 0);
-  for (int64_t i = 0; i < S; ++i) ++end[idx[i] + 1];
-  std::partial_sum(end.begin(), end.end(), end.begin());
-  for (int64_t n = 0; n < N; ++n)
-    if (end[n + 1] > end[n]) runs.start.push_back(end[n]);
-  runs.start.push_back(S);
-  for (int64_t i = 0; i < S; ++i) runs.order[end[idx[i]]++] = i;
-  return runs;
+constexpr int64_t kParallelSlots = 1 << 13;  // below this many slots one thread sorts: a fork would cost more
+
+// One stable counting pass, (order, key) -> (order_out, key_out) by bucket(key), shared among the threads: each
+// counts the keys of its contiguous chunk of slots, the counts are turned into offsets in (bucket, thread) order,
+// and each places its chunk from its own offsets. That is the serial pass's order whatever the number of threads,
+// so the backward's sums, and their rounding, do not depend on it.
+template <typename Bucket>
+void stable_pass(const std::vector<int64_t>& order, const std::vector<int64_t>& key, std::vector<int64_t>& order_out,
+                 std::vector<int64_t>& key_out, int64_t buckets, Bucket bucket) {
+  const int64_t S = int64_t(key.size());
+  const int T = S >= kParallelSlots ? omp_get_max_threads() : 1;
+  std::vector<int64_t> count(int64_t(T) * buckets, 0);  // [thread][bucket]
+#pragma omp parallel num_threads(T)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t lo = S * t / nt, hi = S * (t + 1) / nt;
+    int64_t* mine = count.data() + int64_t(t) * buckets;
+    for (int64_t i = lo; i < hi; ++i) ++mine[bucket(key[i])];
+#pragma omp barrier
+#pragma omp single
+    {
+      int64_t offset = 0;
+      for (int64_t b = 0; b < buckets; ++b)
+        for (int u = 0; u < T; ++u) {
+          const int64_t n = count[int64_t(u) * buckets + b];
+          count[int64_t(u) * buckets + b] = offset;
+          offset += n;
+        }
+    }
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t to = mine[bucket(key[i])]++;
+      order_out[to] = order[i];
+      key_out[to] = key[i];
+    }
+  }
 }
 
-// An LSD radix sort for larger tables: as few passes of at most kDigit bits as cover the row numbers, the bits
-// shared equally between them, each pass reading the keys it carries along sequentially (no gather through order).
+// The slots sorted by row: for a table of at most S rows one counting pass (its N counters cost no more than the
+// slots); for a larger one an LSD radix sort, as few passes of at most kDigit bits as cover the row numbers, the
+// bits shared equally between them, each pass reading the keys it carries along sequentially.
 Runs sort_by_row(const int64_t* idx, int64_t S, int64_t N) {
-  if (N <= S) return count_by_row(idx, S, N);
-  Runs runs{std::vector<int64_t>(S), {}};
-  std::vector<int64_t>& order = runs.order;
+  std::vector<int64_t> order(S), key(idx, idx + S), tmp(S), tmp_key(S);
   std::iota(order.begin(), order.end(), 0);
-  std::vector<int64_t> key(idx, idx + S), tmp(S), tmp_key(S);
-  int bits = 0;
-  while (bits < 63 && (N - 1) >> bits) ++bits;
-  const int passes = (bits + kDigit - 1) / kDigit, digit = passes ? (bits + passes - 1) / passes : 0;
-  const int64_t mask = (int64_t(1) << digit) - 1;
-  std::vector<int64_t> count(mask + 2);
-  for (int shift = 0; shift < bits; shift += digit) {
-    std::fill(count.begin(), count.end(), 0);
-    for (int64_t i = 0; i < S; ++i) ++count[((key[i] >> shift) & mask) + 1];
-    std::partial_sum(count.begin(), count.end(), count.begin());
-    for (int64_t i = 0; i < S; ++i) {
-      const int64_t to = count[(key[i] >> shift) & mask]++;
-      tmp[to] = order[i];
-      tmp_key[to] = key[i];
-    }
+  auto pass = [&](int64_t buckets, auto bucket) {
+    stable_pass(order, key, tmp, tmp_key, buckets, bucket);
     std::swap(order, tmp);
     std::swap(key, tmp_key);
+  };
+  if (N <= S) {
+    pass(N, [](int64_t k) { return k; });
+  } else {
+    int bits = 0;
+    while (bits < 63 && (N - 1) >> bits) ++bits;
+    const int passes = (bits + kDigit - 1) / kDigit, digit = passes ? (bits + passes - 1) / passes : 0;
+    const int64_t mask = (int64_t(1) << digit) - 1;
+    for (int shift = 0; shift < bits; shift += digit)
+      pass(mask + 1, [shift, mask](int64_t k) { return (k >> shift) & mask; });
   }
+  Runs runs{std::move(order), {}};
   for (int64_t i = 0; i < S; ++i)
     if (i == 0 || key[i] != key[i - 1]) runs.start.push_back(i);
   runs.start.push_back(S);

@@ -189,3 +189,28 @@ def test_a_second_derivative_of_the_sparse_gradient_is_refused():
     y = embedding_bag(values, indices, weights, sparse=True)
     with pytest.raises(RuntimeError, match="sparse=True.*no second derivative"):
         torch.autograd.grad(y.sum(), weights, create_graph=True)
+
+
+@pytest.mark.parametrize("N", [2**12, 2**16])  # one counting pass (N <= B*K), two radix passes (N > B*K)
+def test_the_backward_is_bit_identical_on_one_thread_and_several(N):
+    """The sort by row is shared among the threads from 2^13 slots on, in the serial pass's order, so the sums, and
+    their rounding, do not depend on the number of threads; and they equal the reference."""
+    values, indices, weights = bag_inputs(N, 16, 512, 32, seed=7)
+    dy = torch.randn(512, 16, generator=torch.Generator().manual_seed(8))
+    threads = torch.get_num_threads()
+    try:
+        grads = []
+        for n in (1, 3):
+            torch.set_num_threads(n)
+            for sparse in (False, True):
+                values.grad = weights.grad = None
+                embedding_bag(values, indices, weights, sparse=sparse).backward(dy)
+                grads.append((values.grad.to_dense(), weights.grad.clone()))
+    finally:
+        torch.set_num_threads(threads)
+    one, several = grads[:2], grads[2:]
+    for (v1, w1), (v2, w2) in zip(one, several):
+        assert v1.equal(v2) and w1.equal(w2)
+    _, ref_v, ref_w = forward_and_grads(embedding_bag_reference, values, indices, weights, dy)
+    torch.testing.assert_close(one[0][0], ref_v, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(one[1][1], ref_w, rtol=1e-5, atol=1e-5)
