@@ -79,7 +79,7 @@ def test_entropies_of_extreme_cases():
 
 
 def test_models_train_and_report_routing():
-    cfg = aoe.config("smoke", steps=2, d_model=16, d_ffn=16, d_lows=[4], claim_d_low=4, n_train=64, n_val=8,
+    cfg = aoe.config("smoke", steps=2, d_model=16, d_ffn=16, d_lows=[4], claim_d_low=4, n_train=64, n_val=64,
                      seq_len=8, eval_every=1)
     runs = aoe.pretraining_experiment(cfg)
     assert [r["label"] for r in runs] == [v[0] for v in aoe.variants(cfg)]
@@ -125,7 +125,7 @@ def test_bigram_loss_of_a_deterministic_chain_and_gap_closed():
 def test_throughput_pairs_rounds_and_paired_differences():
     cfg = aoe.config("smoke", bench_repeats=3)
     tps = aoe.throughput(cfg, 0)
-    assert list(tps) == [v[0] for v in aoe.variants(cfg)]
+    assert list(tps) == ["MoE", f"AoE d_low={cfg.bench_shape[2]}"]
     assert all(len(v) == 3 and min(v) > 0 for v in tps.values())
     assert aoe.paired([2.0, 1.0], [1.5, 1.5]) == [0.5, -0.5]
     with pytest.raises(ValueError, match="differ in length"):
@@ -162,3 +162,18 @@ def test_mlp_router_has_w_down_parameters_and_leaves_the_experts_as_the_moe():
     assert [v[1] for v in aoe.variants(aoe.config("smoke"))][-1] == "moe_mlp_router"
     with pytest.raises(ValueError, match="router_hidden"):
         aoe.MoEFFN(d, n, 2, 24, router_hidden=-1)
+
+
+def test_learning_rates_are_chosen_per_model_and_the_grid_edge_is_reported():
+    cfg = aoe.config("smoke")
+    tuning = [{"label": "MoE", "lr": lr, "val_loss": loss} for lr, loss in ((1, 3.0), (2, 1.0), (4, 2.0))]
+    tuning += [{"label": f"AoE d_low={cfg.claim_d_low}", "lr": lr, "val_loss": loss}
+               for lr, loss in ((1, 0.5), (2, 1.0), (4, 2.0))]
+    chosen = aoe.chosen_learning_rates(tuning, cfg)
+    assert chosen == {"MoE": 2, f"AoE d_low={cfg.claim_d_low}": 1, aoe.MLP_ROUTER: 2}
+    assert aoe.lrs_at_grid_edge(tuning) == [f"AoE d_low={cfg.claim_d_low}"]
+
+
+def test_depth_slope_is_the_least_squares_slope_over_layers():
+    assert aoe.depth_slope([[0.3, 0.2, 0.1, 0.0], [0.0, 0.0, 0.0, 0.0]]) == pytest.approx([-0.1, 0.0])
+    assert aoe.depth_slope([[1.0, 0.0, 1.0, 0.0]])[0] == pytest.approx(-1.0 / 5)  # covariance -1, variance 5

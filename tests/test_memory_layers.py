@@ -151,7 +151,7 @@ def test_learning_rate_choice_and_grid_edge():
               {"arch": "b", "lr": 3.0, "loss": 0.7}, {"arch": "b", "lr": 9.0, "loss": 0.9}]
     assert ml.chosen_learning_rates(tuning) == {"a": 2.0, "b": 1.0}
     assert ml.lrs_at_grid_edge(tuning) == ["b"]
-    assert ml.lr_grid(ml.config("ci"), "memory") == pytest.approx([1e-2 / 3, 1e-2, 3e-2])
+    assert ml.lr_grid(ml.config("ci"), "memory") == pytest.approx([1e-3, 3e-3, 9e-3])
 
 
 def test_bracket_search_extends_the_grid_until_the_optimum_is_inside():
@@ -179,13 +179,16 @@ def test_usage_is_the_union_over_memory_layers():
     task = ml.Task(task.name, task.inputs.clamp(max=19), task.targets, 20)
     picked = []
     hooks = [model.model.layers[i].mlp.register_forward_hook(
-        lambda mod, inp, out: picked.append(mod.lookup(inp[0].reshape(-1, 8))[0])) for i in (0, 1)]
+        lambda mod, inp, out: picked.append(mod.lookup(inp[0].reshape(-1, 8))[0].view(*task.inputs.shape, -1)))
+        for i in (0, 1)]
     model.eval()
     model(input_ids=task.inputs)
     for h in hooks:
         h.remove()
-    expected = len(set(torch.cat([p.flatten() for p in picked]).tolist())) / values.shape[0]
-    assert ml.value_usage(model, task) == pytest.approx(expected)
+    at_object = set(torch.cat([p[:, -1].flatten() for p in picked]).tolist())  # the position scored on o
+    everywhere = set(torch.cat([p.flatten() for p in picked]).tolist())
+    assert ml.value_usage(model, task) == pytest.approx(len(at_object) / values.shape[0])
+    assert at_object <= everywhere
 
 
 def test_paired_differences_need_equal_lengths():

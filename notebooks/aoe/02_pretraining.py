@@ -15,9 +15,10 @@
 #
 # The paper pre-trains 732M- and 4B-parameter models on 100B tokens and finds AoE ahead of a routed MoE on
 # downstream tasks, with lower training loss, more confident expert selection (most of all in deeper layers),
-# comparable load balance and 97% of the MoE's throughput. Here the same comparison runs in miniature: two-layer
-# Llamas whose every MLP is a mixture of `n_experts` experts (top-`top_k`), trained with the same steps, learning
-# rate and Eq. 6 load-balancing loss ($\alpha$ = `alpha`), on a synthetic language of `n_domains` random Markov
+# comparable load balance and 97% of the MoE's throughput. Here the same comparison runs in miniature:
+# `n_layers`-layer Llamas (four at `ci`, so that "deeper" compares more than two layers) whose every MLP is a
+# mixture of `n_experts` experts (top-`top_k`), trained with the same steps and Eq. 6 load-balancing loss
+# ($\alpha$ = `alpha`), each model at its own learning rate chosen on a held-out language, on a synthetic language of `n_domains` random Markov
 # sources over one vocabulary. Each sequence starts with its domain's tag token, then follows that domain's
 # bigram chain, so a model that reads the tag can predict far better than any domain-blind bigram, and experts
 # have domains to specialise on. AoE runs at each $d_\text{low}$ of `d_lows`, its width set by Eq. 5 so every
@@ -34,10 +35,11 @@
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0
-seeds = None  # training seeds (each also draws its own language and data order)
+seeds = None  # training seeds (each also draws its own language and data order); None: the scale's
 steps = None  # optimizer steps per model
 batch_size = None  # sequences per step
-lr = None
+lrs = None  # the learning-rate grid each model's rate is chosen from
+tune_seed = None  # the held-out language on which the learning rates are chosen
 d_lows = None  # AoE low-rank widths
 claim_d_low = None  # the d_low the claims are checked at
 alpha = None  # weight of the Eq. 6 load-balancing loss (0 turns it off)
@@ -53,10 +55,35 @@ from icml25 import aoe
 from icml25.core import check, plot
 
 plot.use_style()
-cfg = aoe.config(scale, seeds=seeds, steps=steps, batch_size=batch_size, lr=lr, d_lows=d_lows,
+cfg = aoe.config(scale, seeds=seeds, steps=steps, batch_size=batch_size, lrs=lrs, tune_seed=tune_seed, d_lows=d_lows,
                  claim_d_low=claim_d_low, alpha=alpha, n_domains=n_domains, concentration=concentration,
                  bench_repeats=bench_repeats)
 cfg
+
+# %% [markdown]
+# ## Learning rates, chosen on a held-out language
+#
+# A learning rate shared by both models decided the confidence verdicts before (a threefold change reversed
+# them), so each model now gets its own: the MoE and AoE at `claim_d_low` train at every rate of `lrs` on a
+# language drawn from `tune_seed`, which no claim uses, and keep the rate with the lowest validation loss (the
+# router ablation keeps the MoE's, every AoE width AoE's). The precondition `lr_grid_brackets` asks that neither
+# choice sits at the grid's edge. The search is cached (`aoe.learning_rate_search`), so the book's builder runs it
+# before the notebooks fan out.
+
+# %%
+tuning, searched_now = aoe.learning_rate_search(cfg)
+chosen = aoe.chosen_learning_rates(tuning, cfg)
+edge = aoe.lrs_at_grid_edge(tuning)
+fig, ax = plot.subplots()
+for label, color in zip(sorted({r["label"] for r in tuning}), plot.PALETTE):
+    rs = sorted((r for r in tuning if r["label"] == label), key=lambda r: r["lr"])
+    ax.plot([r["lr"] for r in rs], [r["val_loss"] for r in rs], "o-", color=color, label=label)
+ax.set(xscale="log", title=f"Held-out language (seed {cfg.tune_seed}): validation loss against learning rate",
+       xlabel="learning rate", ylabel="validation NLL (nats/token)")
+ax.legend()
+display(Markdown(f"{'Searched now' if searched_now else 'Loaded from the cache'}; chosen: "
+                 + ", ".join(f"{k} **{v:.3g}**" for k, v in chosen.items())
+                 + (f"; at the grid's edge: {', '.join(edge)}." if edge else "; both inside the grid.")))
 
 # %% [markdown]
 # ## Training
@@ -66,7 +93,7 @@ cfg
 # so their losses are compared seed by seed.
 
 # %%
-runs = aoe.pretraining_experiment(cfg)
+runs = aoe.pretraining_experiment(cfg, chosen)
 labels = [v[0] for v in aoe.variants(cfg)]
 for label in labels:
     r = [r for r in runs if r["label"] == label]
@@ -175,43 +202,53 @@ display(Markdown(
 # %%
 closed = [aoe.gap_closed(r["val_loss"], r["bigram"], r["floor"]) for r in runs]
 loss_diff = aoe.paired(final[claimed], final["MoE"])
-v_loss = check(aoe.LOSS, seeds=cfg.seeds, scale=scale,
-               measured={"loss_diff": loss_diff, "gap_closed": closed},
+common = {"gap_closed": closed, "lrs_at_grid_edge": len(edge)}
+v_loss = check(aoe.LOSS, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
+               measured={"loss_diff": loss_diff, **common},
                our_value=f"{claimed} - MoE validation loss {aoe.mean_sd3(loss_diff)} nats "
                          f"(MoE {aoe.mean_sd3(final['MoE'])}, {claimed} {aoe.mean_sd3(final[claimed])})")
 plot.show_verdicts(v_loss)
 
 # %%
 gap = conf[claimed] - conf["MoE"]  # [seeds, layers], paired by seed
-v_conf = check(aoe.CONFIDENCE, seeds=cfg.seeds, scale=scale,
-               measured={"entropy_diff": gap.mean(1), "gap_closed": closed},
-               our_value=f"Ent_conf gap {claimed} - MoE, mean over layers, {aoe.mean_sd3(gap.mean(1))} nats")
+initial = {label: np.array([r["initial_conf_entropy"] for r in runs if r["label"] == label]) for label in labels}
+gap0 = initial[claimed] - initial["MoE"]  # the same gap at initialisation
+v_conf = check(aoe.CONFIDENCE, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
+               measured={"entropy_diff": gap.mean(1), "initial_entropy_diff": gap0.mean(1), **common},
+               our_value=f"Ent_conf gap {claimed} - MoE, mean over layers, {aoe.mean_sd3(gap.mean(1))} nats "
+                         f"(at initialisation {aoe.mean_sd3(gap0.mean(1))})")
 plot.show_verdicts(v_conf)
 
 # %%
-v_deep = check(aoe.DEEPER, seeds=cfg.seeds, scale=scale,
-               measured={"deeper_diff": gap[:, -1] - gap[:, 0], "gap_closed": closed},
-               our_value=f"gap in layer 0 {aoe.mean_sd3(gap[:, 0])}, in layer {cfg.n_layers - 1} "
-                         f"{aoe.mean_sd3(gap[:, -1])} nats")
+slopes = aoe.depth_slope(gap)
+v_deep = check(aoe.DEEPER, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
+               measured={"depth_slope": slopes, "n_layers": cfg.n_layers, **common},
+               our_value=f"slope of the gap over {cfg.n_layers} layers {aoe.mean_sd3(slopes)} nats per layer "
+                         f"(layer 0 {aoe.mean_sd3(gap[:, 0])}, layer {cfg.n_layers - 1} {aoe.mean_sd3(gap[:, -1])})")
 plot.show_verdicts(v_deep)
 
 # %% [markdown]
 # ## Throughput
 #
-# Training tokens per second (forward and backward of the full loss) on one batch, each model timed in turn over
-# `bench_repeats` interleaved rounds so load changes on this shared machine hit all alike; the ratio is taken
-# round by round. Both use the compiled `expert_ffn` kernel; AoE additionally computes all $n$ low-rank
-# projections.
+# At the training models' width ($d$ = 48) a step is bound by per-operation overhead, so its time says little
+# about routing. The throughput is therefore timed on one layer at `bench_shape` = $(d, d_\text{ffn},
+# d_\text{low})$ (at `ci` 256, 512 and 64, the paper's $d_\text{low}$ for its throughput figure) on
+# `bench_tokens` tokens: forward and backward of the layer's output and its Eq. 6 loss, each layer timed in turn
+# over `bench_repeats` interleaved rounds (`icml25.ops.bench.interleaved`: the order rotates, each timed unit
+# lasts at least 20 ms) so load changes on this shared machine hit both alike; the ratio is taken round by round.
+# Both use the compiled `expert_ffn` kernel; AoE additionally computes all $n$ low-rank projections.
 
 # %%
-tps = aoe.throughput(cfg, seed)
+tps = aoe.throughput(cfg, cfg.seeds[0])
+claimed_bench = [label for label in tps if label != "MoE"][0]
 fig, ax = plot.subplots()
 ax.boxplot([np.array(v) / 1e3 for v in tps.values()], tick_labels=list(tps))
 ax.set(title="Training throughput per timing round", ylabel="thousand tokens / s (forward + backward)")
-ratio = np.array(tps[claimed]) / np.array(tps["MoE"])
-v_tp = check(aoe.THROUGHPUT, seeds=[seed], scale=scale,
-             measured={"ratio": ratio, "moe_cv": float(np.std(tps["MoE"]) / np.mean(tps["MoE"]))},
-             our_value=f"{claimed}: {np.mean(ratio):.1%} of MoE's tokens/s (mean of {len(ratio)} rounds)")
+ratio = np.array(tps[claimed_bench]) / np.array(tps["MoE"])
+v_tp = check(aoe.THROUGHPUT, seeds=cfg.seeds[:1], calibration_seeds=cfg.calibration_seeds, scale=scale,
+             measured={"ratio": ratio, "moe_cv": float(np.std(1 / np.array(tps["MoE"])) / np.mean(1 / np.array(tps["MoE"])))},
+             our_value=f"{claimed_bench} at d = {cfg.bench_shape[0]}: {np.mean(ratio):.1%} of MoE's tokens/s "
+                       f"(mean of {len(ratio)} rounds)")
 plot.show_verdicts(v_tp)
 
 # %% [markdown]
@@ -223,7 +260,9 @@ display(Markdown(
     f"({aoe.mean_sd3([r['bigram'] for r in runs if r['label'] == 'MoE'])} nats) to the true source "
     f"({aoe.mean_sd3([r['floor'] for r in runs if r['label'] == 'MoE'])} nats). {claimed} against the MoE, "
     f"paired by seed: validation loss {aoe.mean_sd3(loss_diff)} nats (**{v_loss.label}**); confidence entropy "
-    f"{aoe.mean_sd3(gap.mean(1))} nats averaged over layers (**{v_conf.label}**), {aoe.mean_sd3(gap[:, 0])} "
-    f"in layer 0 and {aoe.mean_sd3(gap[:, -1])} in layer {cfg.n_layers - 1} (larger deeper: **{v_deep.label}**); throughput "
-    f"{np.mean(ratio):.0%} of the MoE's (**{v_tp.label}**). These verdicts are about {cfg.steps} steps of a two-layer model; the paper's "
-    f"gains are measured after 100B tokens on models a thousand times larger."))
+    f"{aoe.mean_sd3(gap.mean(1))} nats averaged over layers (**{v_conf.label}**; at initialisation, before any "
+    f"training, the same gap is {aoe.mean_sd3(gap0.mean(1))}), {aoe.mean_sd3(gap[:, 0])} in layer 0 and "
+    f"{aoe.mean_sd3(gap[:, -1])} in layer {cfg.n_layers - 1}, a slope of {aoe.mean_sd3(slopes)} nats per layer "
+    f"(larger deeper: **{v_deep.label}**); throughput at d = {cfg.bench_shape[0]} {np.mean(ratio):.0%} of the "
+    f"MoE's (**{v_tp.label}**). These verdicts are about {cfg.steps} steps of a {cfg.n_layers}-layer model on "
+    f"{len(cfg.seeds)} seeds; the paper's gains are measured after 100B tokens on models a thousand times larger."))

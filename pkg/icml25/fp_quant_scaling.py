@@ -284,20 +284,24 @@ class MarkovLanguage:
         return torch.stack(cols, 1)
 
 
+#: the seeds any tuning used: the learning rate (0.1) was chosen in exploratory runs of full precision and E2M1 on
+#: seeds 0-2, which also decided this chapter before. Verdict seeds start at 100.
+CALIBRATION_SEEDS = [0, 1, 2]
+
 config = make_config({
-    "smoke": {"seeds": [0, 1], "vocab": 64, "zipf": 1.2, "seq_len": 16, "batch_size": 8, "lr": 0.1,
-              "model": (8, 16), "steps": 24, "n_checkpoints": 4, "n_eval": 16,
+    "smoke": {"seeds": [100, 101], "calibration_seeds": CALIBRATION_SEEDS, "vocab": 64, "zipf": 1.2, "seq_len": 16,
+              "batch_size": 8, "lr": 0.1, "model": (8, 16), "steps": 24, "n_checkpoints": 4, "n_eval": 16,
               "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2)},
-    "ci": {"seeds": [0, 1, 2], "vocab": 64, "zipf": 1.2, "seq_len": 32, "batch_size": 64, "lr": 0.1,
-           "model": (8, 16), "steps": 160, "n_checkpoints": 16, "n_eval": 256,
-           "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2)},
-    "full": {"seeds": [0, 1, 2, 3, 4], "vocab": 64, "zipf": 1.2, "seq_len": 64, "batch_size": 64, "lr": 0.1,
-             "model": (8, 16), "steps": 8000, "n_checkpoints": 32, "n_eval": 256,
-             "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2)},
+    "ci": {"seeds": [100, 101, 102, 103], "calibration_seeds": CALIBRATION_SEEDS, "vocab": 64, "zipf": 1.2,
+           "seq_len": 32, "batch_size": 64, "lr": 0.1, "model": (8, 16), "steps": 160, "n_checkpoints": 16,
+           "n_eval": 256, "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2)},
+    "full": {"seeds": list(range(100, 110)), "calibration_seeds": CALIBRATION_SEEDS, "vocab": 64, "zipf": 1.2,
+             "seq_len": 64, "batch_size": 64, "lr": 0.1, "model": (8, 16), "steps": 8000, "n_checkpoints": 32,
+             "n_eval": 256, "low": (2, 1, 1024), "small_block": 16, "alt_format": (1, 2)},
 },
-    seeds=SEED, vocab=COUNT, zipf=POSITIVE, seq_len=Range(ge=2), batch_size=COUNT, lr=POSITIVE, model=COUNT,
-    steps=COUNT, n_checkpoints=COUNT, n_eval=COUNT, low=(Range(ge=1), NONNEGATIVE, COUNT), small_block=COUNT,
-    alt_format=(Range(ge=1), NONNEGATIVE))
+    seeds=SEED, calibration_seeds=SEED, vocab=COUNT, zipf=POSITIVE, seq_len=Range(ge=2), batch_size=COUNT,
+    lr=POSITIVE, model=COUNT, steps=COUNT, n_checkpoints=COUNT, n_eval=COUNT,
+    low=(Range(ge=1), NONNEGATIVE, COUNT), small_block=COUNT, alt_format=(Range(ge=1), NONNEGATIVE))
 
 
 LATE_SHARE = 0.5  # "late in training": checkpoints with at least this share of the run's tokens

@@ -1,0 +1,141 @@
+"""The chapter's claims, declared before any run: each a per-seed paired difference of the ladder's runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..core.claims import Claim, Effect, Precondition, at_least, at_most
+
+def paired(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """Per-seed differences a - b of two lists in seed order (the runs of one seed share a fact world)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired lists differ in length: {len(a)} vs {len(b)}")
+    return [float(x) - float(y) for x, y in zip(a, b)]
+
+
+_GRID = at_most("lr_grid_brackets", "lrs_at_grid_edge", 0,
+                rule="no architecture's learning rate, chosen on the held-out world, sits at the edge of its grid "
+                     "(count of those that do)")
+_DENSE_LEARNS = at_least("dense_learns", "dense_acc", 0.05,
+                         rule="the dense model recalls >= 5% of the facts on every seed (3x chance: 1/64)")
+_HEADROOM = at_most("dense_has_headroom", "dense_acc", 0.5,
+                    rule="the world binds the dense model: it recalls at most half of the facts on every seed, so "
+                         "extra capacity has something to add")
+
+
+def _diff(a: str, b: str) -> Callable[[Mapping], list[float]]:
+    """The per-seed paired difference of measured lists `a` - `b`."""
+    return lambda m: paired(m[a], m[b])
+
+
+ISO_FLOP = Claim(
+    chapter="memory_layers", id="iso_flop",
+    paper_statement="At matched compute, memory-augmented models clearly outperform dense models, most of all on "
+                    "factual tasks",
+    paper_value="e.g. NQ 27.06 vs 25.24 (8B base + ~64B memory vs dense 8B, 1T tokens; unverified)",
+    criterion="The per-seed paired difference of fact accuracy memory - dense FFN-4d (memory FLOPs per token at "
+              "most the dense model's) is above 0 (95% t interval); refuted if it lies wholly below +0.05",
+    effects=[Effect("memory_minus_dense", _diff("memory_acc", "dense_acc"), min_effect=0.05)],
+    preconditions=[at_most("iso_flop", "flop_ratio", 1.0, rule="memory FLOPs per token / dense <= 1"),
+                   _DENSE_LEARNS, _HEADROOM, _GRID],
+    examples=({"memory_acc": [0.9, 0.8, 0.85], "dense_acc": [0.4, 0.35, 0.45], "flop_ratio": 0.9,
+               "lrs_at_grid_edge": 0},
+              {"memory_acc": [0.4, 0.3, 0.42], "dense_acc": [0.4, 0.35, 0.45], "flop_ratio": 0.9,
+               "lrs_at_grid_edge": 0},
+              {"memory_acc": [0.41, 0.33, 0.46, 0.38], "dense_acc": [0.4, 0.35, 0.45, 0.38], "flop_ratio": 0.9,
+               "lrs_at_grid_edge": 0}),
+)
+
+_WIDER_LEARNS = Precondition("loss_falls_with_width",
+                             "the 2x dense model's fact loss is below the dense model's (mean paired difference, "
+                             "nats, at equal steps)",
+                             lambda m: float(np.mean(paired(m["dense2x_loss"], m["dense_loss"]))), lambda v: v < 0)
+_B2_OK = {"dense_flop_ratio": 2.0, "dense2x_loss": [2.0, 2.1, 2.0], "dense_loss": [2.5, 2.4, 2.6],
+          "lrs_at_grid_edge": 0}
+
+BEATS_2X = Claim(
+    chapter="memory_layers", id="beats_2x",
+    paper_statement="Memory-augmented models outperform dense models with more than twice the compute budget",
+    paper_value="8B+memory close to Llama2-7B trained on 2x the tokens with 10x the FLOPs (unverified summary)",
+    criterion="The per-seed paired difference of fact accuracy memory - dense with 2x its FLOPs per token is "
+              "above 0 (95% t interval)",
+    effects=[Effect("memory_minus_dense2x", _diff("memory_acc", "dense2x_acc"))],
+    preconditions=[at_least("twice_the_flops", "dense_flop_ratio", 2.0 - 0.05,
+                            rule="dense 2x FLOPs per token / memory >= 1.95"),
+                   _WIDER_LEARNS, _GRID],
+    examples=({**_B2_OK, "memory_acc": [0.9, 0.8, 0.85], "dense2x_acc": [0.5, 0.45, 0.5]},
+              {**_B2_OK, "memory_acc": [0.4, 0.3, 0.42], "dense2x_acc": [0.5, 0.45, 0.5]},
+              {**_B2_OK, "memory_acc": [0.52, 0.43, 0.5], "dense2x_acc": [0.5, 0.45, 0.5]}),
+)
+
+_MOE_OK = {"moe_param_ratio": 1.0, "moe_flop_ratio": 0.95, "lrs_at_grid_edge": 0}
+
+BEATS_MOE = Claim(
+    chapter="memory_layers", id="beats_moe",
+    paper_statement="Memory-augmented models outperform mixture-of-experts models matched for compute and "
+                    "parameters",
+    paper_value="Memory+ ahead of MoE baselines of matched compute and parameters on factual QA (unverified)",
+    criterion="The per-seed paired difference of fact accuracy memory - routed MoE (the same model with its "
+              "second FFN replaced by a top-k MoE whose layer has the memory layer's parameters, values "
+              "included, within the dense FFN's FLOPs) is above 0 (95% t interval); refuted if it lies wholly "
+              "below +0.05",
+    effects=[Effect("memory_minus_moe", _diff("memory_acc", "moe_acc"), min_effect=0.05)],
+    preconditions=[Precondition("moe_matched_params", "MoE parameters / memory parameters (whole models) within "
+                                "[0.95, 1.05]", lambda m: m["moe_param_ratio"], lambda v: 0.95 <= v <= 1.05),
+                   at_most("moe_within_flops", "moe_flop_ratio", 1.0,
+                           rule="MoE FLOPs per token / dense <= 1 (the memory model's budget)"),
+                   at_least("moe_learns", "moe_acc", 0.05,
+                            rule="the MoE model recalls >= 5% of the facts on every seed (3x chance: 1/64)"),
+                   _GRID],
+    examples=({**_MOE_OK, "memory_acc": [0.9, 0.8, 0.85], "moe_acc": [0.5, 0.45, 0.5]},
+              {**_MOE_OK, "memory_acc": [0.4, 0.3, 0.42], "moe_acc": [0.5, 0.45, 0.5]},
+              {**_MOE_OK, "memory_acc": [0.52, 0.43, 0.5], "moe_acc": [0.5, 0.45, 0.5]}),
+)
+
+
+def _factual_gap(m) -> list[float]:
+    return paired(paired(m["fact_memory"], m["fact_dense"]), paired(m["control_memory"], m["control_dense"]))
+
+
+FACTUAL = Claim(
+    chapter="memory_layers", id="factual",
+    paper_statement="The gains of memory layers are largest on factual tasks",
+    paper_value="largest gains on factual QA (NQ, TriviaQA) vs smaller on reasoning/coding",
+    criterion="Per seed, the memory model's accuracy advantage over dense on the fact world minus its advantage "
+              "on the control task (modular arithmetic) is above 0 (95% t interval)",
+    effects=[Effect("fact_gain_minus_control_gain", _factual_gap)],
+    preconditions=[at_least("control_learns", "control_dense", 0.2,
+                            rule="the dense model gets >= 20% of the control's digits right on every seed "
+                                 "(guessing: 10%)"),
+                   at_least("dense_learns", "fact_dense", 0.05,
+                            rule="the dense model recalls >= 5% of the facts on every seed (3x chance: 1/64)"),
+                   _GRID],
+    examples=({"fact_memory": [0.9, 0.8, 0.85], "fact_dense": [0.4, 0.35, 0.45], "control_memory": [0.5, 0.5, 0.6],
+               "control_dense": [0.5, 0.52, 0.58], "lrs_at_grid_edge": 0},
+              {"fact_memory": [0.4, 0.35, 0.45], "fact_dense": [0.4, 0.35, 0.45],
+               "control_memory": [0.6, 0.62, 0.7], "control_dense": [0.5, 0.52, 0.58], "lrs_at_grid_edge": 0},
+              {"fact_memory": [0.6, 0.45, 0.55], "fact_dense": [0.4, 0.35, 0.45],
+               "control_memory": [0.72, 0.6, 0.66], "control_dense": [0.5, 0.52, 0.58], "lrs_at_grid_edge": 0}),
+)
+
+_BN_LEARN = {"acc_bn": [0.9, 0.8, 0.9], "acc_no_bn": [0.3, 0.3, 0.4]}
+
+QUERY_BN = Claim(
+    chapter="memory_layers", id="query_batchnorm",
+    paper_statement="A BatchNorm on the query (the official code's mem_query_batchnorm, from Lample et al. 2019) "
+                    "spreads the lookups over more of the memory",
+    paper_value="Lample et al. (2019): keys used 25.8% without, 80.3% with query BatchNorm (unverified)",
+    criterion="The per-seed paired difference of value usage (fraction of values the facts select at the scored "
+              "position) memory with - without the query BatchNorm, same learning rate and data, is above 0 (95% "
+              "t interval); refuted if it lies wholly below +0.05",
+    effects=[Effect("usage_with_minus_without_bn", _diff("usage_bn", "usage_no_bn"), min_effect=0.05)],
+    preconditions=[at_least("memory_learns", "acc_bn", 0.2,
+                            rule="the memory model with the BatchNorm recalls >= 20% of the facts on every seed"),
+                   at_least("ablation_learns", "acc_no_bn", 0.05,
+                            rule="the memory model without it recalls >= 5% (3x chance: 1/64) on every seed")],
+    examples=({**_BN_LEARN, "usage_bn": [0.5, 0.6, 0.55], "usage_no_bn": [0.2, 0.18, 0.21]},
+              {**_BN_LEARN, "usage_bn": [0.2, 0.19, 0.2], "usage_no_bn": [0.2, 0.18, 0.21]},
+              {**_BN_LEARN, "usage_bn": [0.22, 0.16, 0.2, 0.21], "usage_no_bn": [0.2, 0.18, 0.21, 0.2]}),
+)
