@@ -16,7 +16,10 @@
 # Circuit discovery asks which components of a model carry a task. IBCircuit gives every attention head a mask
 # $\lambda \in (0, 1)$ and replaces the head's output $H$ by
 # $$Z = \lambda H + (1-\lambda)\mu + (1-\lambda)\sigma\varepsilon,$$
-# a mix of the head and noise with the batch's mean $\mu$ and spread $\sigma$. The masks minimise a faithfulness
+# a mix of the head and noise with the batch's mean $\mu$ and spread $\sigma$. As in the official code, there is
+# one mask per prompt and head (a head's score is its mask averaged over the prompts), $\mu$ and $\sigma$ are
+# taken in every forward pass from that layer's head outputs in the noisy pass itself, one noise draw is shared
+# by the prompts, and the masks train for 1300 Adam steps at learning rate 0.05. The masks minimise a faithfulness
 # term, $\mathrm{KL}(p_{\text{model}} \,\|\, p_{\text{masked}})$ at the answer, plus $\beta$ times a compression
 # term, the exact KL between the distribution of $Z$ and the pure noise $\mathcal N(\mu, \sigma^2)$, which is zero
 # only when $\lambda = 0$. Heads the output needs keep a high $\lambda$; the rest are pushed to noise. Unlike
@@ -30,13 +33,13 @@
 # %% tags=["parameters"]
 scale = "ci"
 model = None  # "tiny" (trained here), a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
-seed = 0  # the seed whose masks are drawn
-seeds = None  # training seeds; None: the scale's value
+seed = 100  # the seed whose masks are drawn (the first of `seeds` when it is not among them)
+seeds = None  # training seeds, the claims' paired units; None: the scale's value
 beta = None  # compression weight
 ib_steps = None  # mask optimisation steps
 n_prompts = None  # prompts for statistics, masks and evaluation
 acdc_thresholds = None  # ACDC's thresholds τ in the sweep
-# full: seeds 0-4, d_model 96, 5000 training steps, 256 prompts, 1300 IB steps at lr 0.05 (the official defaults)
+# full: GPT-2 small, 256 prompts, 1300 IB steps at lr 0.05 (the official defaults)
 
 # %%
 import matplotlib.pyplot as plt
@@ -66,7 +69,12 @@ cfg
 # output on the corrupted prompt, whenever that raises KL(full ‖ circuit) by less than a threshold $\tau$. We run
 # it for `acdc_thresholds` values of $\tau$ at once (log-spaced, `ib.ACDC_TAU_RANGE`) and rank a head by how many
 # thresholds keep it connected to the logits. **Greedy head pruning** works on nodes under mean ablation, the
-# measure every curve below uses: it repeatedly removes the head whose removal raises the KL least.
+# measure every curve below uses: it repeatedly removes the head whose removal raises the KL least. Since it
+# searches the very measure of the curves and the paper names it nowhere, it is drawn as an oracle-like reference;
+# the claims are judged against the prior methods the paper names (ACDC and attribution patching, EAP).
+#
+# IBCircuit's masks for the book's seeds are computed once in the builder's warm-up and read from the cache
+# (`ib.cached_ib_circuits`); other seeds are computed here.
 
 # %%
 results = ib.run_seeds("ioi", cfg)
@@ -109,34 +117,36 @@ print("IBCircuit regret per size:", np.round(summary["IBCircuit"]["regret"].mean
 # depends on the faithfulness measure. ACDC also prunes by KL, but edge by edge, with a corrupted prompt
 # patched in and a threshold rather than a size, so its head ranking is a by-product of where its circuits cut.
 # IBCircuit needs no corrupted prompt; greedy head pruning evaluates the very measure of the curves for every
-# candidate. Every claim is judged against each of these prior methods.
+# candidate, so it is a reference for how far a direct search on the measure gets, not a judge of the claims.
 
 # %% [markdown]
 # ## Claim checks
 #
 # The controls `rankings_informative` and `acdc_beats_random` compare with the expected KL area of a random
-# ranking (the dotted curve above: the mean KL over every subset of each size). They compared with one random
-# permutation per seed until a build in which that permutation beat ACDC on one seed; the chapter's page says what
-# changed after which verdict.
+# ranking (the dotted curve above: the mean KL over every subset of each size).
 
 # %%
 m = ib.claim_measurements(results, summary)
 ms = mean_sd
 verdicts = [
-    check(ib.FAITHFUL, seeds=cfg.seeds, scale=scale, measured={k: m[k] for k in (
-        "eap_minus_ib_area", "acdc_minus_ib_area", "greedy_minus_ib_area", "task_accuracy",
-        "expected_random_minus_best_baseline_area", "expected_random_minus_acdc_area")},
-        our_value=f"KL area: attribution patching − IBCircuit {ms(m['eap_minus_ib_area'])}, ACDC − IBCircuit "
-                  f"{ms(m['acdc_minus_ib_area'])}, greedy pruning − IBCircuit {ms(m['greedy_minus_ib_area'])} nats"),
-    check(ib.MINIMAL, seeds=cfg.seeds, scale=scale, measured={k: m[k] for k in (
-        "eap_minus_ib_size90", "acdc_minus_ib_size90", "greedy_minus_ib_size90", "task_accuracy",
-        "expected_random_minus_best_baseline_area", "expected_random_minus_acdc_area")},
-        our_value=f"heads for 90% recovery: attribution patching − IBCircuit {ms(m['eap_minus_ib_size90'])}, "
-                  f"ACDC − IBCircuit {ms(m['acdc_minus_ib_size90'])}, "
-                  f"greedy pruning − IBCircuit {ms(m['greedy_minus_ib_size90'])}"),
-    check(ib.NEAR_OPTIMAL, seeds=cfg.seeds, scale=scale, measured={k: m[k] for k in (
-        "best_baseline_minus_ib_regret_share", "task_accuracy", "expected_random_minus_best_baseline_area")},
-        our_value=f"(best baseline − IBCircuit) regret / random's regret: "
-                  f"{ms(m['best_baseline_minus_ib_regret_share'])}"),
+    check(ib.FAITHFUL, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
+          measured={k: m[k] for k in ("eap_minus_ib_area", "acdc_minus_ib_area", "greedy_minus_ib_area",
+                                      "task_accuracy", "expected_random_minus_best_baseline_area",
+                                      "expected_random_minus_acdc_area")},
+          our_value=f"KL area: attribution patching − IBCircuit {ms(m['eap_minus_ib_area'])}, ACDC − IBCircuit "
+                    f"{ms(m['acdc_minus_ib_area'])} nats (reference, greedy pruning − IBCircuit "
+                    f"{ms(m['greedy_minus_ib_area'])})"),
+    check(ib.MINIMAL, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
+          measured={k: m[k] for k in ("eap_minus_ib_size90", "acdc_minus_ib_size90", "greedy_minus_ib_size90",
+                                      "task_accuracy", "expected_random_minus_best_baseline_area",
+                                      "expected_random_minus_acdc_area")},
+          our_value=f"heads for 90% recovery: attribution patching − IBCircuit {ms(m['eap_minus_ib_size90'])}, "
+                    f"ACDC − IBCircuit {ms(m['acdc_minus_ib_size90'])} (reference, greedy pruning − IBCircuit "
+                    f"{ms(m['greedy_minus_ib_size90'])})"),
+    check(ib.NEAR_OPTIMAL, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
+          measured={k: m[k] for k in ("best_baseline_minus_ib_regret_share", "task_accuracy",
+                                      "expected_random_minus_best_baseline_area")},
+          our_value=f"(best baseline − IBCircuit) regret / random's regret: "
+                    f"{ms(m['best_baseline_minus_ib_regret_share'])}"),
 ]
 plot.show_verdicts(*verdicts)

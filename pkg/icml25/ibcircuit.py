@@ -25,9 +25,11 @@ baselines run on it unchanged; the exhaustive ground truth and ACDC's edge graph
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -35,10 +37,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .core import models
+from .core import models, zoo
 from .core.claims import Claim, Effect, Equivalence, at_least
 from .core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, make_config
-from .core.seeding import numpy_rng, seeded, torch_generator
+from .core.seeding import numpy_rng, one_thread, seeded, torch_generator
 
 # --------------------------------------------------------------------------------------------------------------
 # A tiny transformer whose head outputs can be intervened on
@@ -270,7 +272,8 @@ def load_models(task, cfg, seeds: Sequence[int]) -> list[TinyTransformer | HeadM
     (:func:`train_models`); any other value is a zoo name, checkpoint folder or Hub id, loaded frozen through
     `models.get` and seen through :class:`HeadModel` (the task's token ids must lie in its vocabulary)."""
     if cfg.model == "tiny":
-        return train_models(task, cfg, seeds)
+        with one_thread():  # the same weights whatever the caller's thread count, so the cached masks fit them
+            return train_models(task, cfg, seeds)
     out = []
     for seed in seeds:
         lm = models.get(cfg.model, cfg.scale, seed).model
@@ -428,10 +431,11 @@ def compression_kl(lam: torch.Tensor, h: torch.Tensor, mu: torch.Tensor, sigma: 
 
 
 def noisy_heads(lam: torch.Tensor, h: torch.Tensor, mu: torch.Tensor, sigma: torch.Tensor,
-                generator: torch.Generator) -> torch.Tensor:
-    """Z = λh + (1-λ)μ + (1-λ)σε: `lam` [H] broadcast over [B, T, H, d_head]."""
-    lam = lam.view(1, 1, -1, 1)
-    eps = torch.randn(h.shape, generator=generator)
+                eps: torch.Tensor) -> torch.Tensor:
+    """Z = λh + (1-λ)μ + (1-λ)σε over head outputs `h` [B, T, H, d_head]; the official code draws one ε shaped
+    like μ [T, H, d_head], shared by the prompts. `lam` broadcasts against `h`: [H] (one mask per head) or
+    [B, 1, H, 1] (one per prompt and head)."""
+    lam = lam.view(1, 1, -1, 1) if lam.dim() == 1 else lam
     return lam * h + (1 - lam) * mu + (1 - lam) * sigma * eps
 
 
@@ -440,40 +444,98 @@ LAMBDA_GUARD = 1e-6
 
 @dataclass
 class IBResult:
-    lam: np.ndarray  # [n_heads_total] final masks, the head scores
+    lam: np.ndarray  # [n_heads_total] final masks averaged over the prompts: the head scores
     losses: list[float]
 
 
-def ib_circuit(model: TinyTransformer, prompts: Prompts, beta: float, steps: int, lr: float, seed: int,
+def _bottleneck(lam: torch.Tensor, h: torch.Tensor, eps: torch.Tensor, sigma_floor: float
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One layer of the IB pass: the noisy heads Z (`noisy_heads`) with μ, σ the batch statistics of `h` itself,
+    and the mean compression KL of that layer."""
+    sd, mu = torch.std_mean(h, dim=0)
+    sd = sd.clamp(min=sigma_floor)
+    return noisy_heads(lam, h, mu, sd, eps), compression_kl(lam, h, mu, sd).mean()
+
+
+def _ib_loss(forward: Callable, ids: torch.Tensor, full: torch.Tensor, w: torch.Tensor, eps: torch.Tensor,
+             n_heads: int, beta: float, sigma_floor: float) -> torch.Tensor:
+    """Faithfulness KL(full ‖ noisy) + β · compression KL (averaged over layers) of one model under mask logits `w`
+    [B, n_heads_total] and noise `eps` [layers, T, H, d_head]; `forward(ids, head_fn)` runs the model."""
+    lam = torch.sigmoid(w).clamp(max=1 - LAMBDA_GUARD)  # keeps log(1 - λ) finite
+    comp = []
+
+    def inject(layer, h):
+        z, kl = _bottleneck(lam[:, layer * n_heads:(layer + 1) * n_heads].view(len(ids), 1, n_heads, 1), h,
+                            eps[layer], sigma_floor)
+        comp.append(kl)
+        return z
+
+    logits = forward(ids, inject)
+    return kl_from_full(full, logits) + beta * torch.stack(comp).mean()
+
+
+def _noise(model, prompts: Prompts, generator: torch.Generator) -> torch.Tensor:
+    """One step's noise ε per layer, [layers, T, H, d_head]: one draw shaped like μ per layer, shared by the
+    prompts, as the official code draws it."""
+    return torch.stack([torch.randn((prompts.ids.shape[1], model.n_heads, model.d_head), generator=generator)
+                        for _ in range(model.n_layers)])
+
+
+def ib_circuit(model: TinyTransformer | HeadModel, prompts: Prompts, beta: float, steps: int, lr: float, seed: int,
                init: float = 5.0, sigma_floor: float = 1e-4) -> IBResult:
-    """Optimise one mask logit per head (λ = sigmoid(w), w initialised at `init` so every head starts kept)
-    for faithfulness KL + β · compression, with the model's weights frozen (full batch, Adam)."""
-    if len(prompts) < 2:
-        raise ValueError(f"IBCircuit needs at least 2 prompts for batch statistics, got {len(prompts)}")
-    stats = [(mu, sd.clamp(min=sigma_floor)) for mu, sd in head_stats(model, prompts)]
+    """IBCircuit as the official code optimises it: one mask logit per prompt and head (λ = sigmoid(w), w
+    initialised at `init` so every head starts kept); in every forward pass each layer's noise takes its mean μ
+    and spread σ over the batch of that layer's head outputs *in the noisy pass itself* (the upstream heads
+    already noised, gradients flowing through μ and σ), with one noise draw shared by the prompts; the loss is the
+    faithfulness KL(full ‖ noisy) + β · the compression KL averaged over elements and layers (Adam on the masks,
+    the model's weights frozen, full batch). The head scores are the masks averaged over the prompts. For several
+    tiny transformers at once, :func:`ib_circuits` gives the same result in one batched run."""
+    return ib_circuits([model], [prompts], beta, steps, lr, [seed], init, sigma_floor)[0]
+
+
+def ib_circuits(models: Sequence[TinyTransformer | HeadModel], prompts: Sequence[Prompts],
+                beta: float | Sequence[float], steps: int, lr: float, seeds: Sequence[int], init: float = 5.0,
+                sigma_floor: float = 1e-4) -> list[IBResult]:
+    """:func:`ib_circuit` for each (model, prompts, seed, and β when `beta` is a list), all in one batched run when the models are tiny
+    transformers of one shape: their weights are stacked and the IB loss is vmapped over them, each with its own
+    masks, prompts and noise generator (Adam acts elementwise, so each is the run a separate call would make, up
+    to float rounding). A Hugging Face model runs on its own."""
+    from torch.func import functional_call, stack_module_state, vmap
+
+    if any(len(p) < 2 for p in prompts):
+        raise ValueError(f"IBCircuit needs at least 2 prompts for batch statistics, got {[len(p) for p in prompts]}")
+    if not all(isinstance(m, TinyTransformer) for m in models) and len(models) > 1:
+        betas = list(beta) if isinstance(beta, Sequence) else [beta] * len(models)
+        return [ib_circuit(m, p, b, steps, lr, s, init, sigma_floor)
+                for m, p, b, s in zip(models, prompts, betas, seeds)]
+    ids = torch.stack([p.ids for p in prompts])
     with torch.no_grad():
-        full = model(prompts.ids)
-    w = torch.full((model.n_total_heads,), float(init), requires_grad=True)
+        full = torch.stack([m(p.ids) for m, p in zip(models, prompts)])
+    w = torch.full((len(models), ids.shape[1], models[0].n_total_heads), float(init), requires_grad=True)
     opt = torch.optim.Adam([w], lr=lr)
-    g = torch_generator(seed, "ib-noise")
-    H, losses = model.n_heads, []
+    gens = [torch_generator(seed, "ib-noise") for seed in seeds]
+    H = models[0].n_heads
+    betas = torch.as_tensor(beta, dtype=torch.float32).expand(len(models))
+    if isinstance(models[0], TinyTransformer):
+        params, buffers = stack_module_state(models)
+        params = {k: v.detach() for k, v in params.items()}
+        shape = copy.deepcopy(models[0]).to("meta")
+        loss_fn = vmap(lambda p, b, i, f, w_, e, bt: _ib_loss(
+            lambda x, fn: functional_call(shape, (p, b), (x, fn)), i, f, w_, e, H, bt, sigma_floor))
+        batch_loss = lambda eps: loss_fn(params, buffers, ids, full, w, eps, betas)  # noqa: E731
+    else:
+        batch_loss = lambda eps: _ib_loss(models[0], ids[0], full[0], w[0], eps[0], H, betas[0],  # noqa: E731
+                                          sigma_floor)[None]
+    losses = []
     for _ in range(steps):
-        lam = torch.sigmoid(w).clamp(max=1 - LAMBDA_GUARD)  # keeps log(1 - λ) finite
-        comp = []
-
-        def inject(layer, h):
-            l_lam = lam[layer * H:(layer + 1) * H]
-            mu, sd = stats[layer]
-            comp.append(compression_kl(l_lam.view(1, 1, -1, 1), h, mu, sd).mean())
-            return noisy_heads(l_lam, h, mu, sd, g)
-
-        logits = model(prompts.ids, inject)
-        loss = kl_from_full(full, logits) + beta * torch.stack(comp).mean()
+        loss = batch_loss(torch.stack([_noise(m, p, g) for m, p, g in zip(models, prompts, gens)]))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.sum().backward()  # each model's gradient is that of its own loss
         opt.step()
-        losses.append(float(loss.detach()))
-    return IBResult(torch.sigmoid(w).detach().numpy(), losses)
+        losses.append(loss.detach())
+    curves = torch.stack(losses, 1).tolist() if losses else [[] for _ in models]
+    lam = torch.sigmoid(w).detach().mean(1).numpy()
+    return [IBResult(lam[i], curves[i]) for i in range(len(models))]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -744,21 +806,27 @@ def circuit_size_at(recovery: np.ndarray, threshold: float) -> int:
 # The experiment
 # --------------------------------------------------------------------------------------------------------------
 
+#: the seeds on which the chapter's regime (model size, training length, prompts, ACDC's thresholds) was chosen and
+#: its earlier verdicts were decided; contract v2 decides on fresh seeds from 100
+CALIBRATION_SEEDS = [0, 1, 2, 3, 4]
+
 config = make_config({
-    "smoke": {"model": "tiny", "seeds": [0, 1], "d_model": 24, "n_heads": 6, "n_layers": 2, "lr": 3e-3, "train_steps": 40,
-              "batch_size": 32, "n_prompts": 16, "ib_steps": 20, "ib_lr": 0.1, "beta": 1.0,
-              "recovery_threshold": 0.9, "beta_sweep": [0.3, 3.0], "acdc_thresholds": 8},
-    "ci": {"model": "tiny", "seeds": [0, 1, 2, 3, 4], "d_model": 48, "n_heads": 6, "n_layers": 2, "lr": 3e-3, "train_steps": 300,
-           "batch_size": 64, "n_prompts": 32, "ib_steps": 200, "ib_lr": 0.1, "beta": 1.0,
-           "recovery_threshold": 0.9, "beta_sweep": [0.1, 1.0, 10.0], "acdc_thresholds": 16},
-    "full": {"model": "openai-community/gpt2", "seeds": [0, 1, 2, 3, 4], "d_model": 96, "n_heads": 6, "n_layers": 2, "lr": 1e-3,
-             "train_steps": 5000, "batch_size": 128, "n_prompts": 256, "ib_steps": 1300, "ib_lr": 0.05,
-             "beta": 1.0, "recovery_threshold": 0.9, "beta_sweep": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0],
-             "acdc_thresholds": 32},
+    "smoke": {"model": "tiny", "seeds": [100, 101], "calibration_seeds": CALIBRATION_SEEDS, "d_model": 24,
+              "n_heads": 6, "n_layers": 2, "lr": 3e-3, "train_steps": 40, "batch_size": 32, "n_prompts": 16,
+              "ib_steps": 20, "ib_lr": 0.05, "beta": 1.0, "recovery_threshold": 0.9, "beta_sweep": [0.3, 3.0],
+              "acdc_thresholds": 8},
+    "ci": {"model": "tiny", "seeds": list(range(100, 108)), "calibration_seeds": CALIBRATION_SEEDS, "d_model": 48,
+           "n_heads": 6, "n_layers": 2, "lr": 3e-3, "train_steps": 300, "batch_size": 64, "n_prompts": 32,
+           "ib_steps": 1300, "ib_lr": 0.05, "beta": 1.0, "recovery_threshold": 0.9, "beta_sweep": [0.1, 1.0, 10.0],
+           "acdc_thresholds": 16},
+    "full": {"model": "openai-community/gpt2", "seeds": list(range(100, 108)), "calibration_seeds": CALIBRATION_SEEDS,
+             "d_model": 96, "n_heads": 6, "n_layers": 2, "lr": 1e-3, "train_steps": 5000, "batch_size": 128,
+             "n_prompts": 256, "ib_steps": 1300, "ib_lr": 0.05, "beta": 1.0, "recovery_threshold": 0.9,
+             "beta_sweep": [0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0], "acdc_thresholds": 32},
 },
-    seeds=SEED, d_model=COUNT, n_heads=COUNT, n_layers=COUNT, lr=POSITIVE, train_steps=COUNT, batch_size=COUNT,
-    n_prompts=COUNT, ib_steps=COUNT, ib_lr=POSITIVE, beta=NONNEGATIVE, recovery_threshold=FRACTION,
-    beta_sweep=NONNEGATIVE, acdc_thresholds=COUNT)
+    seeds=SEED, calibration_seeds=SEED, d_model=COUNT, n_heads=COUNT, n_layers=COUNT, lr=POSITIVE,
+    train_steps=COUNT, batch_size=COUNT, n_prompts=COUNT, ib_steps=COUNT, ib_lr=POSITIVE, beta=NONNEGATIVE,
+    recovery_threshold=FRACTION, beta_sweep=NONNEGATIVE, acdc_thresholds=COUNT)
 
 METHODS = ("IBCircuit", "attribution patching", "activation patching", "ACDC", "greedy pruning", "random")
 ACDC_TAU_RANGE = (1e-4, 3.0)
@@ -783,24 +851,58 @@ class SeedResult:
 
 
 def run_seeds(task_name: str, cfg, seeds: Sequence[int] | None = None) -> list[SeedResult]:
-    """Per seed (default `cfg.seeds`): the seed's model (the tiny ones trained together, :func:`load_models`), then
-    every method scored on it (:func:`run_seed`)."""
+    """Per seed (default `cfg.seeds`): the seed's model (the tiny ones trained together, :func:`load_models`), its
+    evaluation prompts, IBCircuit's masks (the seeds' optimisations batched together, :func:`ib_circuits`), then
+    every other method scored on it (:func:`run_seed`)."""
     if task_name not in TASKS:
         raise ValueError(f"unknown task {task_name!r}; valid tasks: {', '.join(TASKS)}")
     seeds = cfg.seeds if seeds is None else seeds
-    return [run_seed(task_name, cfg, s, m) for s, m in zip(seeds, load_models(TASKS[task_name](), cfg, seeds))]
-
-
-def run_seed(task_name: str, cfg, seed: int, model: TinyTransformer | HeadModel) -> SeedResult:
-    """On one seed's model: score all subsets exhaustively, run every method and the top-k curves."""
     task = TASKS[task_name]()
-    prompts = task.sample(cfg.n_prompts, torch_generator(seed, "ibcircuit-eval", task_name))
+    nets = load_models(task, cfg, seeds)
+    prompts = [task.sample(cfg.n_prompts, torch_generator(s, "ibcircuit-eval", task_name)) for s in seeds]
+    ibs = cached_ib_circuits(task_name, cfg, seeds, nets, prompts)
+    return [run_seed(task_name, cfg, s, m, p, r) for s, m, p, r in zip(seeds, nets, prompts, ibs)]
+
+
+def cached_ib_circuits(task_name: str, cfg, seeds: Sequence[int], nets=None, prompts=None) -> list[IBResult]:
+    """IBCircuit's masks on each seed's tiny model (:func:`ib_circuits`, 1300 official steps: most of the chapter's
+    compute), cached in the zoo's results cache by task, settings and this module's code, so the builder's warm-up
+    (:func:`warm_up_circuits`) computes them once. `nets` and `prompts`, when given, are the seeds' models and
+    evaluation prompts (trained and drawn here otherwise). A checkpoint model is not cached."""
+    task = TASKS[task_name]()
+
+    def compute():
+        models_ = load_models(task, cfg, seeds) if nets is None else nets
+        prompts_ = prompts or [task.sample(cfg.n_prompts, torch_generator(s, "ibcircuit-eval", task_name))
+                               for s in seeds]
+        return [{"lam": r.lam.tolist(), "losses": r.losses}
+                for r in ib_circuits(models_, prompts_, cfg.beta, cfg.ib_steps, cfg.ib_lr, seeds)]
+
+    if cfg.model != "tiny":
+        return [IBResult(np.asarray(r["lam"]), r["losses"]) for r in compute()]
+    settings = {**{k: cfg[k] for k in cfg if k not in ("seeds", "calibration_seeds")}, "task": task_name,
+                "seeds": list(seeds)}
+    value, _ = zoo.results(f"ib-masks-{task_name}", settings, compute, [sys.modules[__name__]])
+    return [IBResult(np.asarray(r["lam"], dtype=np.float32), r["losses"]) for r in value]
+
+
+def warm_up_circuits(cfg) -> list[str]:
+    """The builder's warm-up: IBCircuit's masks for both tasks on every seed of `cfg` (:func:`cached_ib_circuits`),
+    so the notebooks read them. Returns the tasks computed."""
+    for name in TASKS:
+        cached_ib_circuits(name, cfg, cfg.seeds)
+    return list(TASKS)
+
+
+def run_seed(task_name: str, cfg, seed: int, model: TinyTransformer | HeadModel, prompts: Prompts,
+             ib: IBResult) -> SeedResult:
+    """On one seed's model and prompts, with IBCircuit's masks `ib`: score all subsets exhaustively, run every
+    other method and the top-k curves."""
     with torch.no_grad():
         accuracy = float((model(prompts.ids).argmax(-1) == prompts.answer).float().mean()) \
             if task_name == "ioi" else float((metric(model(prompts.ids), prompts) > 0).float().mean())
     stats = head_stats(model, prompts)
     truth = exhaustive(model, prompts, stats)
-    ib = ib_circuit(model, prompts, cfg.beta, cfg.ib_steps, cfg.ib_lr, seed)
     scores = {"IBCircuit": ib.lam, "attribution patching": attribution_patching(model, prompts),
               "activation patching": activation_patching(model, prompts),
               "ACDC": acdc_scores(model, prompts, np.geomspace(*ACDC_TAU_RANGE, cfg.acdc_thresholds)),
@@ -815,13 +917,15 @@ def run_seed(task_name: str, cfg, seed: int, model: TinyTransformer | HeadModel)
 def beta_sweep(result: SeedResult, cfg) -> list[tuple[float, int, float]]:
     """On the model and prompts of `result`, for each compression weight β of `cfg.beta_sweep`: (β, heads with
     λ > 0.5, KL of that circuit under mean ablation). At the run's own β the masks of `result` are reused (the
-    same optimisation, seeded alike); every other β is optimised with the result's seed."""
+    same optimisation, seeded alike); every other β is optimised with the result's seed, all in one batched run."""
     model, prompts = result.model, result.prompts
     stats = head_stats(model, prompts)
+    others = [b for b in cfg.beta_sweep if b != cfg.beta]
+    fitted = dict(zip(others, ib_circuits([model] * len(others), [prompts] * len(others), others, cfg.ib_steps,
+                                          cfg.ib_lr, [result.seed] * len(others)) if others else []))
     out = []
     for beta in cfg.beta_sweep:
-        lam = (result.ib.lam if beta == cfg.beta else
-               ib_circuit(model, prompts, beta, cfg.ib_steps, cfg.ib_lr, result.seed).lam)
+        lam = result.ib.lam if beta == cfg.beta else fitted[beta].lam
         kept = torch.tensor(lam > 0.5, dtype=torch.float32)[None]
         out.append((beta, int(kept.sum()), float(score_subsets(model, prompts, kept, stats).kl[0])))
     return out
@@ -854,7 +958,10 @@ Greater-Than: the metric is positive) on at least this share of the evaluation p
 NON_INFERIORITY = 0.10
 """The declared margin of `near_optimal` and of the large-circuit half of `greater_than`: a difference in mean KL
 regret smaller than this share of the random ranking's regret counts as "as good as"."""
-BASELINES = ("attribution patching", "activation patching", "ACDC", "greedy pruning")
+BASELINES = ("attribution patching", "activation patching", "ACDC")
+"""The prior methods the claims are judged against. Greedy head pruning is shown beside them as an oracle-like
+reference, not a judge: it evaluates the curves' own measure for every candidate head, and the paper names it
+nowhere."""
 
 
 def claim_measurements(results: Sequence[SeedResult], summary: dict) -> dict:
@@ -909,16 +1016,13 @@ FAITHFUL = Claim(
     paper_statement="On IOI, IBCircuit finds more faithful circuits than prior methods (lower KL and higher logit "
                     "difference at a given number of nodes) without task-specific corrupted prompts",
     paper_value="better than ACDC and EAP on IOI (node and edge level)",
-    criterion="On IOI, paired by seed, the area under KL against circuit size of each prior method minus "
-              "IBCircuit's is above 0 (95% t intervals): attribution patching (EAP), ACDC (edge pruning by KL), "
-              "and greedy head pruning by KL",
-    effects=[Effect("eap_minus_ib_area", "eap_minus_ib_area"), Effect("acdc_minus_ib_area", "acdc_minus_ib_area"),
-             Effect("greedy_minus_ib_area", "greedy_minus_ib_area")],
+    criterion="On IOI, paired by seed, the area under KL against circuit size of each prior method the paper names "
+              "minus IBCircuit's is above 0 (95% t intervals): attribution patching (EAP) and ACDC (edge pruning "
+              "by KL). Greedy head pruning, which searches the curves' own measure, is shown as a reference only",
+    effects=[Effect("eap_minus_ib_area", "eap_minus_ib_area"), Effect("acdc_minus_ib_area", "acdc_minus_ib_area")],
     preconditions=[_LEARNED, _INFORMATIVE, _ACDC_LEARNS],
-    examples=(dict(_GOOD, eap_minus_ib_area=[0.1, 0.12, 0.09], acdc_minus_ib_area=[0.2, 0.25, 0.3],
-                   greedy_minus_ib_area=[0.02, 0.03, 0.025]),
-              dict(_GOOD, eap_minus_ib_area=[0.1, 0.12, 0.09], acdc_minus_ib_area=[0.2, 0.25, 0.3],
-                   greedy_minus_ib_area=[-0.05, -0.06, -0.04])),
+    examples=(dict(_GOOD, eap_minus_ib_area=[0.1, 0.12, 0.09], acdc_minus_ib_area=[0.2, 0.25, 0.3]),
+              dict(_GOOD, eap_minus_ib_area=[0.1, 0.12, 0.09], acdc_minus_ib_area=[-0.05, -0.06, -0.04])),
 )
 
 MINIMAL = Claim(
@@ -926,16 +1030,13 @@ MINIMAL = Claim(
     paper_statement="On IOI, IBCircuit's circuits are more minimal (fewer nodes) at equal faithfulness",
     paper_value="fewer nodes and edges than ACDC and EAP on IOI",
     criterion="On IOI, paired by seed, the smallest top-k circuit recovering >= 90% of the logit difference has "
-              "fewer heads for IBCircuit than for attribution patching, for ACDC and for greedy head pruning "
-              "(95% t intervals above 0; refuted below half a head)",
+              "fewer heads for IBCircuit than for attribution patching and for ACDC, the prior methods the paper "
+              "names (95% t intervals above 0; refuted below half a head)",
     effects=[Effect("eap_minus_ib_size90", "eap_minus_ib_size90", min_effect=0.5),
-             Effect("acdc_minus_ib_size90", "acdc_minus_ib_size90", min_effect=0.5),
-             Effect("greedy_minus_ib_size90", "greedy_minus_ib_size90", min_effect=0.5)],
+             Effect("acdc_minus_ib_size90", "acdc_minus_ib_size90", min_effect=0.5)],
     preconditions=[_LEARNED, _INFORMATIVE, _ACDC_LEARNS],
-    examples=(dict(_GOOD, eap_minus_ib_size90=[2, 1, 2], acdc_minus_ib_size90=[2, 2, 3],
-                   greedy_minus_ib_size90=[1, 1, 1]),
-              dict(_GOOD, eap_minus_ib_size90=[0, 0, 0], acdc_minus_ib_size90=[2, 2, 3],
-                   greedy_minus_ib_size90=[-1, -2, -1])),
+    examples=(dict(_GOOD, eap_minus_ib_size90=[2, 1, 2, 3], acdc_minus_ib_size90=[2, 2, 3, 1]),
+              dict(_GOOD, eap_minus_ib_size90=[0, 1, -1, 0], acdc_minus_ib_size90=[2, 2, 3, 1])),
 )
 
 NEAR_OPTIMAL = Claim(
@@ -943,8 +1044,8 @@ NEAR_OPTIMAL = Claim(
     paper_statement="IBCircuit's circuits are close to the most faithful circuit of their size (our ground truth "
                     "by exhaustive search; the paper has no exhaustive optimum)",
     paper_value="not reported (this book's addition)",
-    criterion=f"On IOI, paired by seed, the strongest baseline's (of attribution patching, activation patching, "
-              f"ACDC and greedy head pruning, the best on that seed) mean KL regret against the exhaustive optimum "
+    criterion=f"On IOI, paired by seed, the strongest baseline's (of attribution patching, activation patching "
+              f"and ACDC, the best on that seed) mean KL regret against the exhaustive optimum "
               f"minus IBCircuit's, as a share of the random ranking's regret, lies above -{NON_INFERIORITY} "
               f"(IBCircuit is no worse than the best baseline of that seed by more than {NON_INFERIORITY:.0%} of "
               "random's regret; a non-inferiority test, 95% t interval)",
