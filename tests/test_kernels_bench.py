@@ -42,6 +42,19 @@ def test_a_row_takes_its_ceiling_per_round():
     assert row("k", "l", "c", "u", 1.0, times, "stock")["attainable_x_stock"] is None
 
 
+def test_the_bag_floor_allocates_what_a_bag_step_must_and_computes_nothing():
+    import torch
+
+    values = torch.randn(10, 4, requires_grad=True)
+    indices, weights = torch.tensor([[1, 3], [3, 7]]), torch.rand(2, 2, requires_grad=True)
+    bench.BagFloor.apply(values, indices, weights, None).sum().backward()
+    assert values.grad.equal(torch.zeros(10, 4)) and weights.grad.shape == (2, 2)
+    values.grad = None
+    bench.BagFloor.apply(values, indices, weights, indices.unique()).sum().backward()
+    assert values.grad.is_sparse and values.grad.shape == (10, 4)
+    assert values.grad.coalesce().indices().tolist() == [[1, 3, 7]]
+
+
 def test_calls_per_unit_reaches_the_shortest_unit_and_slow_contenders_run_once():
     assert bench.calls_per_unit(0.004, 0.02) == 5
     assert bench.calls_per_unit(0.003, 0.02) == 7
@@ -149,6 +162,10 @@ def test_the_bench_json_has_the_gemm_ceiling_and_the_restated_target(smoke_bench
             assert got["attainable_x_stock"] == pytest.approx(r["gemm_ceiling_gflops"] / r["stock_gflops"])
         elif r["kernel"] == "embedding_bag":
             assert got["of_ceiling"] is None and got["attainable_x_stock"] is None
+    for r in (r for r in rows if "floor_x_best_stock" in r):
+        assert r["floor_x_best_stock"] == pytest.approx(r["stock_ms"] / r["floor_ms"])
+        assert r["x_best_stock"] == pytest.approx(r["stock_ms"] / r["compiled_ms"])
     bench.main("smoke")
     printed = capsys.readouterr().out
     assert "GEMM ceiling for expert_ffn" in printed and "expert_ffn d=32 target" in printed
+    assert "autograd's floor" in printed

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import kernels
-from ..core.config import COUNT, make_config
+from ..core.config import COUNT, POSITIVE, make_config
 from .build import backend
 from .embedding_bag import embedding_bag, embedding_bag_reference
 from .expert_ffn import Experts, Routing, expert_ffn, expert_ffn_reference
@@ -38,17 +38,17 @@ DEFAULT_LLC_BYTES = 32 * 2**20
 config = make_config({
     "smoke": {"fp_cache_multiple": None, "fp_shape": (256, 256), "fp_block": 32, "bag_rows": (2**10,),
               "bag_batch": 64, "bag_k": 8, "bag_dim": 32, "moe_tokens": 128, "moe_dims": (32,), "moe_experts": 8,
-              "moe_k": 2, "gemm_squares": (128,), "repeats": 3},
+              "moe_k": 2, "gemm_squares": (128,), "repeats": 3, "min_unit": 0.002},
     "ci": {"fp_cache_multiple": 2, "fp_shape": None, "fp_block": 32, "bag_rows": (2**14, 2**16), "bag_batch": 512,
            "bag_k": 32, "bag_dim": 64, "moe_tokens": 1024, "moe_dims": (64, 128), "moe_experts": 8, "moe_k": 2,
-           "gemm_squares": (1024, 2048), "repeats": 12},
+           "gemm_squares": (1024, 2048), "repeats": 12, "min_unit": 0.02},
     "full": {"fp_cache_multiple": 8, "fp_shape": None, "fp_block": 32, "bag_rows": (2**16, 2**20),
              "bag_batch": 2048, "bag_k": 64, "bag_dim": 64, "moe_tokens": 4096, "moe_dims": (64, 256),
-             "moe_experts": 8, "moe_k": 2, "gemm_squares": (1024, 2048), "repeats": 12},
+             "moe_experts": 8, "moe_k": 2, "gemm_squares": (1024, 2048), "repeats": 12, "min_unit": 0.02},
 },
     fp_cache_multiple=COUNT, fp_shape=COUNT, fp_block=COUNT, bag_rows=COUNT, bag_batch=COUNT, bag_k=COUNT,
     bag_dim=COUNT, moe_tokens=COUNT, moe_dims=COUNT, moe_experts=COUNT, moe_k=COUNT, gemm_squares=COUNT,
-    repeats=COUNT)
+    repeats=COUNT, min_unit=POSITIVE)
 
 
 def last_level_cache_bytes(cpu: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
@@ -71,8 +71,9 @@ def fp_shape(cfg) -> tuple[int, int]:
     return math.ceil(cfg.fp_cache_multiple * last_level_cache_bytes() / (4 * 4096)), 4096
 
 
-#: the shortest timed unit: a contender faster than this is called as many times in a row as reach it and its
-#: time is the mean per call (as `timeit` does), so one timer interrupt or preemption cannot double a round
+#: the shortest timed unit (the config's `min_unit` at ci and full; smoke, which only checks that the benchmark
+#: runs, takes a tenth): a contender faster than this is called as many times in a row as reach it and its time is
+#: the mean per call (as `timeit` does), so one timer interrupt or preemption cannot double a round
 MIN_UNIT_SECONDS = 0.02
 
 
@@ -168,7 +169,7 @@ def bench_fp_quantize(cfg, gen):
     }
     rows = []
     for case, (fns, stock_path) in cases.items():
-        times = interleaved(dict(fns, copy=lambda: y.copy_(x)), cfg.repeats)
+        times = interleaved(dict(fns, copy=lambda: y.copy_(x)), cfg.repeats, cfg.min_unit)
         copy = times.pop("copy")
         rows.append(row("fp_quantize", case, f"E4M3 fn, {case}, {size}", "GB/s", n_bytes / 1e9, times, stock_path,
                         ceiling=copy))
@@ -178,9 +179,33 @@ def bench_fp_quantize(cfg, gen):
     return rows, max(r["ceiling_gbs"] for r in rows)
 
 
+class BagFloor(torch.autograd.Function):
+    """An embedding bag's forward and backward through autograd with no arithmetic: the output [B, D] allocated,
+    the dense gradient zeroed (as any dense gradient of the table must be) or the sparse one built from the
+    touched rows (`rows`, found beforehand) and uninitialised values, the weights' gradient allocated. What any
+    kernel called this way pays before it computes anything: the floor of the forward and backward."""
+
+    @staticmethod
+    def forward(ctx, values, indices, weights, rows):
+        ctx.shape, ctx.rows, ctx.weights_shape = values.shape, rows, weights.shape
+        return values.new_empty(indices.shape[0], values.shape[1])
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        N, D = ctx.shape
+        if ctx.rows is None:
+            grad_values = grad_out.new_zeros(N, D)
+        else:
+            grad_values = torch.sparse_coo_tensor(ctx.rows.unsqueeze(0), grad_out.new_empty(len(ctx.rows), D),
+                                                  (N, D), is_coalesced=True, check_invariants=False)
+        return grad_values, None, grad_out.new_empty(ctx.weights_shape), None
+
+
 def bench_embedding_bag(cfg, gen):
     """Million bag entries per second for memories of `bag_rows` rows: the forward alone, and the forward and
-    backward with a dense gradient and with a sparse one (the stock path's `sparse=True`)."""
+    backward with a dense gradient and with a sparse one (the stock path's `sparse=True`), beside `BagFloor` in the
+    same rounds: the fwd+bwd row of the sparse layout gets `floor_x_best_stock`, the faster stock layout's time
+    over the faster floor's, the largest speedup over stock that any kernel called through autograd could reach."""
     rows = []
     for N in cfg.bag_rows:
         values = torch.randn(N, cfg.bag_dim, generator=gen, requires_grad=True)
@@ -198,7 +223,8 @@ def bench_embedding_bag(cfg, gen):
             with torch.no_grad():
                 fn(values, indices, weights)
 
-        times = interleaved({name: (lambda fn=fn: forward(fn)) for name, fn in fns.items()}, cfg.repeats)
+        times = interleaved({name: (lambda fn=fn: forward(fn)) for name, fn in fns.items()}, cfg.repeats,
+                            cfg.min_unit)
         rows.append(row("embedding_bag", f"fwd, {n}", f"fwd, {shape}", "M entries/s", work, times,
                         "F.embedding_bag"))
 
@@ -208,7 +234,11 @@ def bench_embedding_bag(cfg, gen):
 
         steps = {f"{name} {grad}": (lambda fn=fn, sparse=grad == "sparse": step(fn, sparse))
                  for name, fn in fns.items() for grad in ("dense", "sparse")}
-        times = interleaved(steps, cfg.repeats)
+        touched = indices.unique()
+        for grad, rows_of in (("dense", None), ("sparse", touched)):
+            steps[f"floor {grad}"] = lambda rows_of=rows_of: step(
+                lambda v, i, w, sparse: BagFloor.apply(v, i, w, rows_of), False)
+        times = interleaved(steps, cfg.repeats, cfg.min_unit)
         for grad in ("dense", "sparse"):
             rows.append(row("embedding_bag", f"fwd+bwd {grad}, {n}", f"fwd+bwd, {grad} gradient, {shape}",
                             "M entries/s", work, times, f"F.embedding_bag{', sparse=True' if grad == 'sparse' else ''}",
@@ -217,8 +247,10 @@ def bench_embedding_bag(cfg, gen):
         rows[-1]["per_round_best_stock"] = [
             min(sd, ss) / min(cd, cs) for cd, cs, sd, ss in zip(times["compiled dense"], times["compiled sparse"],
                                                                 times["stock dense"], times["stock sparse"])]
-        rows[-1]["x_best_stock"] = (min(min(times["stock dense"]), min(times["stock sparse"]))
-                                    / min(min(times["compiled dense"]), min(times["compiled sparse"])))
+        best = {side: min(min(times[f"{side} dense"]), min(times[f"{side} sparse"]))
+                for side in ("compiled", "stock", "floor")}
+        rows[-1].update(x_best_stock=best["stock"] / best["compiled"], floor_x_best_stock=best["stock"] / best["floor"],
+                        floor_ms=best["floor"] * 1e3, compiled_ms=best["compiled"] * 1e3, stock_ms=best["stock"] * 1e3)
     return rows
 
 
@@ -295,7 +327,7 @@ def bench_expert_ffn(cfg, gen):
 
         fns = {"compiled": expert_ffn, "reference": expert_ffn_reference, "stock": expert_loop}
         times = interleaved(dict({name: (lambda fn=fn: step(fn)) for name, fn in fns.items()}, **gemms),
-                            cfg.repeats)
+                            cfg.repeats, cfg.min_unit)
         rates = {name: [gemm_flops[name] / t for t in times.pop(name)] for name in gemms}  # FLOP/s per round
         best_per_round = [max(r) for r in zip(*rates.values())]
         rows.append(row("expert_ffn", f"d={d}", f"fwd+bwd, T={T}, d={d}, h={h}, {n} experts, top-{k}",
@@ -343,6 +375,12 @@ def table(rows: list[dict], ceiling: float) -> str:
                          f"(GFLOP/s: {shapes}); compiled {r['compiled_gflops']:.0f}, stock {r['stock_gflops']:.0f} "
                          f"GFLOP/s of {r['flops'] / 1e9:.3g} GFLOP per step")
     lines += [expert_target_line(t) for t in expert_targets(rows)]
+    for r in rows:
+        if "floor_x_best_stock" in r:
+            lines.append(f"embedding_bag fwd+bwd {r['label'].split(', ')[-1]}: compiled {r['compiled_ms']:.3f} ms, the "
+                         f"faster stock layout {r['stock_ms']:.3f} ms, autograd's floor (outputs and gradients "
+                         f"allocated, nothing computed) {r['floor_ms']:.3f} ms: no kernel called this way can beat "
+                         f"stock by more than {r['floor_x_best_stock']:.2f}x (best layouts, best rounds)")
     lines.append("of ceil: the compiled kernel's fraction of the copy (fp_quantize) or GEMM (expert_ffn) ceiling; "
                  "attain: the ceiling over stock, the largest speedup over stock any kernel doing this work could "
                  f"reach; {torch.get_num_threads()} threads; kernels: {backend()}; minimum of "

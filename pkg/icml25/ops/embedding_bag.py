@@ -8,13 +8,13 @@ $$ y_b = \sum_{k} w_{bk}\, V_{i_{bk}}, \qquad
 
 The backward's first sum is a scatter with collisions (an index may repeat inside a bag and across bags). The
 compiled kernel radix-sorts the B·K slots by row so that each touched row of the gradient is summed by one thread,
-without atomics; that also makes it deterministic. A second derivative (`backward(create_graph=True)`) takes
-the same two sums in differentiable PyTorch ops instead, so no second-order term is lost. Only the touched rows (at most B·K of the N) have a nonzero
-gradient, so with ``sparse=True`` the gradient of $V$ is a sparse COO tensor of those rows, as with
-``F.embedding_bag(..., sparse=True)``, and no dense $N \times D$ tensor is written. A gradient of 32 MiB or more
-(where the C allocator would map fresh pages anyway) lies on fresh anonymous pages (2 MiB pages where the kernel grants
-them), which read as zeros: only the touched rows are written, once, and a 256 MiB table's gradient costs 128 page
-faults instead of 65536.
+without atomics; that also makes it deterministic. A second derivative (`backward(create_graph=True)`) takes the
+same two sums in differentiable PyTorch ops instead, so no second-order term is lost. Only the touched rows (at most
+B·K of the N) have a nonzero gradient, so with ``sparse=True`` the gradient of $V$ is a sparse COO tensor of those
+rows, as with ``F.embedding_bag(..., sparse=True)``, and no dense $N \times D$ tensor is written. A gradient of 32
+MiB or more (where the C allocator would map fresh pages anyway) lies on fresh anonymous pages (2 MiB pages where
+the kernel grants them), which read as zeros: only the touched rows are written, once, and a 256 MiB table's
+gradient costs 128 page faults instead of 65536.
 """
 
 from __future__ import annotations
