@@ -162,7 +162,8 @@ def test_the_builder_appends_a_verdict_only_when_it_or_the_declaration_changes(b
     # the new design was decided before its change was recorded: the deviation says so
     entry = ledger.deviate(book, "rsd", CLAIM, decls["rsd"][CLAIM], "a clearer criterion", "2026-12-03")
     assert (entry["verdict_seen"], entry["new_verdict_seen"]) == (True, True)
-    assert "and after a build had already decided the new design (refuted at ci" in ledger.page(ledger.load(book, "rsd"))
+    page = ledger.page(ledger.load(book, "rsd"))
+    assert "and after a build had already decided the new design (refuted at ci" in page
 
 
 def test_the_deviations_page_and_the_badge(book, monkeypatch):
@@ -186,7 +187,7 @@ def test_the_deviations_page_and_the_badge(book, monkeypatch):
     assert "effects.flop_ratio.min_effect: 0.9 -> 0.8" in text and "*Why:* the paper's smallest effect" in text
     assert f"({ledger.label('rsd', CLAIM)})=\n## `{CLAIM}`: revised after a verdict (1)" in text
     assert "under the old design (reproduced at ci (c0d15e0))" in text
-    assert "Verdicts recorded: reproduced at ci (2026-12-03, as registered)." in text
+    assert "decided under: reproduced at ci (2026-12-03, as registered)." in text
     assert "## `efficiency_noisy`\n" in text and "before any verdict under the old design" in text
     assert "- file: rsd/02_reasoning\n          - file: rsd/deviations" in toc.render()
 

@@ -534,7 +534,8 @@ def _claim_section(slug: str, cid: str, entry: Mapping[str, Any]) -> list[str]:
     verdicts = "; ".join(f"{h['verdict']} at {h['scale']} ({h['date']}, {_design(entry, h['hash'])})"
                          for h in entry["history"])
     lines = [f"({label(slug, cid)})=", f"## {heading}", "",
-             f"Registered at commit `{reg['commit']}` ({reg['date']}). Verdicts recorded: {verdicts or 'none'}.", "",
+             f"Registered at commit `{reg['commit']}` ({reg['date']}). Verdicts recorded, each with the design it "
+             f"was decided under: {verdicts or 'none'}.", "",
              "Changes since registration, oldest first:", ""]
     for i, d in enumerate(entry["deviations"], 1):
         lines += _deviation_lines(entry, d, i)
