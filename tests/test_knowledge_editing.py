@@ -298,6 +298,7 @@ def test_probes_follow_the_protocol():
 def test_claim_measurements():
     run = {m: [0.5] * 3 for m in ke.METRICS} | {"flops": 1.0, "retention_learned": [float("nan"), 0.8, 0.6]}
     run["locality"] = [1.0, 0.9, 0.7]
+    run["efficacy"] = [1.0, 0.5, 1.0, 0.5]  # ROME's, right after each edit
     results = {m: [run, run] for m in ke.METHODS}
     results["retrieval"] = [dict(run, success=[1.0] * 3, retention=[float("nan"), 1.0, 0.9])] * 2
     results["finetune"] = [dict(run, retention_learned=[float("nan"), 0.5, 0.2], multihop=[0.0, 0.0, 0.9])] * 2
@@ -306,7 +307,7 @@ def test_claim_measurements():
     base |= {f"ignore irrelevant context: {t}": c for t, c in zip(ke.TRAIN_TEMPLATES, (0.7, 0.95))}
     results["setup"] = {"base": base}
     m = ke.claim_measurements(results)
-    assert np.allclose(m["locality_drop"], 0.3) and np.allclose(m["rome_first_success"], 0.5)
+    assert np.allclose(m["locality_drop"], 0.3) and np.allclose(m["rome_efficacy"], 0.75)
     assert np.allclose(m["rome_first_locality"], 1.0)
     assert np.allclose(m["retrieval_success_margin"], 0.5) and np.allclose(m["retrieval_retention_margin"], 0.4)
     assert np.allclose(m["retention_learned_gap"], 0.4)
@@ -350,9 +351,14 @@ def test_value_step_respects_the_norm_clamp_and_stops_early():
 def test_merge_alpha_is_tuned_among_the_declared_values():
     world, tok, model = _world_and_model()
     z = SimpleNamespace(model=model, tokenizer=tok)
-    cfg = ke.config("smoke", merge_alphas=(0.0, 1.0), lora_steps=2, edits_per_window=2)
+    cfg = ke.config("smoke", merge_alphas=(0.0, 0.5), lora_steps=2, edits_per_window=2)
     alpha, scores = ke.tune_merge_alpha(z, world, cfg, 0)
-    assert set(scores) == {0.0, 1.0} and alpha == max(scores, key=scores.get)
+    assert set(scores) == {0.0, 0.5}
+    learns = [a for a, (success, _) in scores.items() if success >= ke.MERGE_LEARNS]
+    assert alpha == (max(learns, key=lambda a: scores[a][1]) if learns else max(scores, key=lambda a: scores[a][0]))
+    assert scores[0.0][0] == 0.0  # alpha = 0 keeps the unedited model: it learns no edit
+    with pytest.raises(ValueError, match="no merge"):
+        ke.tune_merge_alpha(z, world, ke.config("smoke", merge_alphas=(0.5, 1.0)), 0)
 
 
 def test_generic_keys_are_every_token_of_generic_text_and_match_keys_at_a_position():
@@ -457,7 +463,7 @@ def test_retrieval_best_needs_a_reader_that_ignores_irrelevant_context():
     good, bad = ke.RETRIEVAL_BEST.examples
     held = lambda m: {p["id"]: p["holds"] for p in ke.RETRIEVAL_BEST.decide(m)["preconditions"]}  # noqa: E731
     assert held(good)["reader_ignores_irrelevant_context"]
-    assert ke.RETRIEVAL_BEST.decide(good)["verdict"] == "reproduced"
+    assert ke.RETRIEVAL_BEST.decide(good, unit_floor=False)["verdict"] == "reproduced"  # three units: the criterion alone
     copier = dict(good, base_ignore_accuracy=0.0)  # copies every line: retrieval would be best by construction
     assert not held(copier)["reader_ignores_irrelevant_context"]
     assert ke.RETRIEVAL_BEST.decide(copier)["verdict"] == "inconclusive"

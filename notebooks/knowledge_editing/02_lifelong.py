@@ -76,28 +76,16 @@ display(Markdown(f"Calibrated knobs: MEMIT's λ = {cfg.memit_lambda:g}, the base
 cfg
 
 # %% [markdown]
-# ## The reader, changed after the previous design's verdicts
+# ## The reader
 #
-# The previous design's reader copied any context line it was given, so retrieval's success on an edit depended on
-# the retriever alone and an irrelevant hit was always copied. This reader was made after that design's verdicts had
-# been seen (`editors_degrade` inconclusive, ROME's first-window success below its precondition's threshold;
-# `retrieval_best` refuted, retrieval's final success slightly below the best other method's on every seed; `merge`
-# refuted; `multihop` reproduced). It was chosen from the issue's design ("a reader that can ignore irrelevant
-# context") and the preconditions alone, not from those verdicts:
-#
-# * the base model is now trained, besides relevant lines to copy, on irrelevant lines (another subject with any
-#   relation, or the same subject with another relation, each with a random object) after which it must answer its
-#   own fact; a fixed fifth of the (question, line) combinations is never trained on;
-# * `retrieval_best` gets a new precondition, declared before any verdict of this design was seen:
-#   `reader_ignores_irrelevant_context`, the base model answers its own fact after an irrelevant line on those
-#   held-out combinations >= 90% of the time (training templates), beside `reader_copies_context`;
-# * the dense retriever is unchanged: it returns its top line whether or not that line is about the asked fact, and
-#   the reader must judge it; the keyword retriever still returns only a line with the question's subject and
-#   relation;
-# * the reader's training (steps, the context share of a batch, the irrelevant share of the context lines, and
-#   AdamW's weight decay) was calibrated on the base model's preconditions and ROME's first-window success alone
-#   (the table below, as recorded in `ke.READER_CALIBRATION`); the model size, the world and every claim's criterion
-#   are unchanged.
+# The base model is trained to copy a context line that states the asked fact and, on irrelevant lines (another
+# subject with any relation, or the same subject with another relation, each with a random object), to answer its
+# own fact; a fixed fifth of the (question, line) combinations is never trained on, and `retrieval_best`'s
+# precondition `reader_ignores_irrelevant_context` is measured on them. The dense retriever returns its top line
+# whether or not that line is about the asked fact, and the reader must judge it; the keyword retriever returns only
+# a line with the question's subject and relation. The reader's training (steps, the context share of a batch, the
+# irrelevant share of the context lines, AdamW's weight decay) was calibrated on the base model's preconditions and
+# ROME's first-window success on the calibration streams (the table below, as recorded in `ke.READER_CALIBRATION`).
 
 # %%
 rows = [dict(zip(ke.READER_CALIBRATION_FIELDS, r)) for r in ke.READER_CALIBRATION]
@@ -131,9 +119,10 @@ display(Markdown(f"The stream at `scale={scale!r}`: {cfg.n_windows} windows of {
                  f"{len(cfg.seeds)} seeds (edit streams)."))
 setup = results["setup"]
 by_method = {m: runs for m, runs in results.items() if m != "setup"}
-display(Markdown(f"Merge weight tuned on a separate tuning stream: α = {setup['alpha']} "
-                 f"(score = mean of success and retention of learned edits: "
-                 + ", ".join(f"α={a}: {v:.2f}" for a, v in setup["alpha_scores"].items())
+display(Markdown(f"Merge weight tuned on a separate tuning stream: α = {setup['alpha']}, the highest retention of "
+                 f"learned edits among the α < 1 whose mean edit success reaches {ke.MERGE_LEARNS:g} (success, "
+                 "retention of learned edits: " + ", ".join(f"α={a}: {v[0]:.2f}, {v[1]:.2f}"
+                                                           for a, v in setup["alpha_scores"].items())
                  + f"). Traced edit site: layer {setup['site'][0]}, the {setup['site'][1]} token."))
 
 # %% [markdown]
@@ -166,13 +155,11 @@ ax.invert_yaxis()
 # %% [markdown]
 # ## Where ROME's locality falls
 #
-# `editors_degrade` measures ROME's fall in locality from the first window to the last. After this design's
-# verdict had been seen (inconclusive: ROME's first-window success below its threshold on every seed), the locality
-# curve showed why the criterion could not be met either way: locality was already near its floor after the first
-# window. So, with the criterion unchanged, the claim got a third precondition, `locality_has_room` (ROME's locality
-# after the first window >= 0.3 on every seed, room for the fall the criterion asks for), and the runs now also
-# measure the unedited model's locality and ROME's after the first few edits of the first window
-# (`ke.EARLY_EDITS`), drawn at the start of the locality panel above. Nothing else changed.
+# `editors_degrade` measures ROME's fall in locality from the first window to the last, in windows of
+# `edits_per_window` edits; its preconditions ask that each edit works right after it is made (efficacy, apart from
+# the degradation) and that locality after the first window has room to fall. The runs also measure the unedited
+# model's locality and ROME's after the first edits of the first window (`ke.EARLY_EDITS`), drawn at the start of
+# the locality panel above.
 
 # %%
 before = np.mean([run["locality_before"] for run in results["rome"]])
@@ -195,23 +182,27 @@ display(Markdown(
 measured = ke.claim_measurements(results)
 fmt = lambda m, k: mean_sd(ke.final(results, m, k))  # noqa: E731
 verdicts = [check(ke.EDITORS_DEGRADE, measured=measured, seeds=cfg.seeds, scale=scale,
+                  calibration_seeds=cfg.calibration_seeds,
                   our_value=f"ROME locality drop {mean_sd(measured['locality_drop'])}")]
 plot.show_verdicts(verdicts[-1])
 
 # %%
 verdicts.append(check(ke.RETRIEVAL_BEST, measured=measured, seeds=cfg.seeds, scale=scale,
+                      calibration_seeds=cfg.calibration_seeds,
                       our_value=f"retrieval − best other: success {mean_sd(measured['retrieval_success_margin'])}, "
                                 f"retention {mean_sd(measured['retrieval_retention_margin'])}"))
 plot.show_verdicts(verdicts[-1])
 
 # %%
 verdicts.append(check(ke.MERGE, measured=measured, seeds=cfg.seeds, scale=scale,
+                      calibration_seeds=cfg.calibration_seeds,
                       our_value=f"retention of learned edits, LoRA + merge − FT: "
                                 f"{mean_sd(measured['retention_learned_gap'])} (α = {setup['alpha']})"))
 plot.show_verdicts(verdicts[-1])
 
 # %%
 verdicts.append(check(ke.MULTIHOP, measured=measured, seeds=cfg.seeds, scale=scale,
+                      calibration_seeds=cfg.calibration_seeds,
                       our_value=f"max over methods of multi-hop − success/2: {mean_sd(measured['multihop_margin'])}; "
                                 f"base held-out two-hop {measured['base_heldout_two_hop']:.2f}"))
 plot.show_verdicts(verdicts[-1])
@@ -226,6 +217,6 @@ lines = [f"- {ke.LABELS[m]}: final success {fmt(m, 'success')}, locality {fmt(m,
 lines.append(f"- Base model before editing: held-out two-hop accuracy {measured['base_heldout_two_hop']:.2f}, "
              f"copying a relevant context line {measured['base_copy_accuracy']:.2f}, answering its own fact after "
              f"an irrelevant line (held-out combinations) {measured['base_ignore_accuracy']:.2f}, ROME's "
-             f"first-window success {', '.join(f'{x:.2f}' for x in measured['rome_first_success'])} (per seed).")
+             f"efficacy right after each edit {', '.join(f'{x:.2f}' for x in measured['rome_efficacy'])} (per seed).")
 lines += [f"- `{v.claim.id}`: **{v.label}** ({v.record['reason']})." for v in verdicts]
 display(Markdown("\n".join(lines)))
