@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 SCALE ?= ci
 JOBS ?= 2
 
-.PHONY: book test lab bench clean sandbox
+.PHONY: book test test-all lab bench clean sandbox
 
 $(STAMP): requirements.lock pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
@@ -24,11 +24,18 @@ sandbox:
 book: $(STAMP) sandbox
 	$(VENV)/bin/icml25 build --scale $(SCALE) --jobs $(JOBS) --keep-going
 
-# --dist loadgroup: a notebook's smoke run and its nbval re-run (tests/test_notebooks.py) share a worker, so the
-# re-run compares with the executed copy instead of executing the notebook a third time. --durations=30 lists
-# where the time went. tests/conftest.py builds the compiled kernels once before the workers start.
+# `make test`: the unit tests and one smoke run of every notebook. `make test-all` (what CI runs) adds each
+# notebook's nbval re-run (marker `rerun`), which compares a second execution with the first cell by cell.
+# --dist loadgroup: a notebook's smoke run and its re-run (tests/test_notebooks.py) share a worker, so the re-run
+# compares with the executed copy instead of executing the notebook a third time. --durations=30 lists where the
+# time went. tests/conftest.py builds the compiled kernels once before the workers start.
+PYTEST := $(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=30
+
 test: $(STAMP) sandbox
-	$(PY) -m pytest -n $(JOBS) --dist loadgroup --durations=30
+	$(PYTEST) -m "not rerun"
+
+test-all: $(STAMP) sandbox
+	$(PYTEST)
 
 bench: $(STAMP)
 	$(VENV)/bin/icml25 bench

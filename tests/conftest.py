@@ -13,6 +13,11 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 torch.set_num_threads(1)
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "rerun: a notebook's nbval re-run, compared cell by cell with its first run "
+                                       "(`make test-all` and CI run these; `make test` leaves them out)")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist starts its workers (its own hook runs last)
 def pytest_sessionstart(session):
     """Build (or load) the compiled kernels once, in the main process, before any test or worker starts: a test,

@@ -2,8 +2,10 @@
 second run of that executed notebook under nbval, in strict mode, prints the same outputs cell by cell: same code,
 same seed, same numbers and claim boxes. A chapter added later is tested without touching this file.
 
-The two tests of a notebook share one papermill run per worker (`make test` keeps them on one worker with
-`--dist loadgroup`); what legitimately differs between two runs is listed, with reasons, in nbval_sanitize.cfg."""
+The two tests of a notebook share one papermill run per worker (`make test-all` keeps them on one worker with
+`--dist loadgroup`); what legitimately differs between two runs is listed, with reasons, in nbval_sanitize.cfg.
+The re-runs double the notebooks' share of the suite, so they carry the `rerun` marker: `make test` leaves them out,
+`make test-all` and CI (.ci/run) run them."""
 
 import json
 import os
@@ -73,6 +75,7 @@ def test_notebook_runs_at_smoke_scale(task, tmp_path_factory, monkeypatch):
         assert all(r["scale"] == "smoke" for r in data["records"])
 
 
+@pytest.mark.rerun
 @pytest.mark.parametrize("task", PARAMS)
 def test_a_second_run_prints_the_same_outputs(task, tmp_path_factory, monkeypatch, tmp_path):
     """nbval re-runs the executed notebook (smoke parameters included) in a fresh kernel and compares every
