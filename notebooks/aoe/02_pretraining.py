@@ -143,7 +143,7 @@ axes[2].legend(fontsize=8);
 # %% [markdown]
 # ## Do experts specialise by domain?
 #
-# For the last layer of seed 0: the share of each domain's top-$K$ slots that each expert receives. A uniform
+# For the last layer of the first verdict seed: the share of each domain's top-$K$ slots that each expert receives. A uniform
 # map means no specialisation; bright cells mean an expert serves mostly some domains.
 
 # %%
