@@ -6,12 +6,16 @@
 - Progress bars (tqdm's notebook widgets: a training run's bar, transformers' "Loading weights") are not compared.
   They are progress, not results, and how many there are depends on the zoo cache: the run that trains and caches
   a model draws its training bar, the run that finds it cached draws a loading bar instead.
+- After a cell's reply nbval waits only 5 s for each of its outputs on the iopub channel, and fails the cell
+  ("Timeout of 5 seconds exceeded waiting for output") if one is late; on a loaded machine a figure's output can
+  be. It waits OUTPUT_TIMEOUT_S; the cell itself has the --nbval-cell-timeout of tests/test_notebooks.py.
 """
 
 from nbval.kernel import RunningKernel
 from nbval.plugin import IPyNbCell
 
 WIDGET = "application/vnd.jupyter.widget-view+json"
+OUTPUT_TIMEOUT_S = 120
 
 
 def _execute_cell_input(self, cell_input, allow_stdin=None):
@@ -29,5 +33,14 @@ def _compare_outputs_but_progress_bars(self, test, ref, skip_compare=None):
     return _compare_outputs(self, _without_progress_bars(test), _without_progress_bars(ref), skip_compare)
 
 
+_init_cell = IPyNbCell.__init__
+
+
+def _init_cell_with_patient_output_timeout(self, *args, **kwargs):
+    _init_cell(self, *args, **kwargs)
+    self.output_timeout = OUTPUT_TIMEOUT_S
+
+
 RunningKernel.execute_cell_input = _execute_cell_input
 IPyNbCell.compare_outputs = _compare_outputs_but_progress_bars
+IPyNbCell.__init__ = _init_cell_with_patient_output_timeout

@@ -25,6 +25,9 @@ TASKS = discover()
 PARAMS = [pytest.param(t, id=t.key, marks=pytest.mark.xdist_group(t.key)) for t in TASKS]
 HERE = Path(__file__).parent
 SANITIZE = HERE / "nbval_sanitize.cfg"
+#: seconds a cell (or a kernel's start) may take: a smoke cell takes at most a few seconds on a quiet machine, so this
+#: is room for a machine many times more loaded; the kernels are compiled before any test (tests/conftest.py)
+CELL_TIMEOUT_S = 300
 _executed: dict[str, Path | Exception] = {}  # task key -> the executed notebook (or why it failed), per worker
 # Cells whose outputs are wall-clock measurements, or computed from them: nbval runs them (they must not raise)
 # but does not compare their outputs. Each cell is found by a piece of its source, which must still be there.
@@ -56,7 +59,8 @@ def _execute(task, tmp_path_factory, monkeypatch) -> Path:
         nbformat.write(nb, src)
         try:
             papermill.execute_notebook(str(src), str(out), parameters={"scale": "smoke"}, kernel_name="python3",
-                                       cwd=str(task.source.parent), progress_bar=False, execution_timeout=300)
+                                       cwd=str(task.source.parent), progress_bar=False,
+                                       execution_timeout=CELL_TIMEOUT_S, start_timeout=CELL_TIMEOUT_S)
             _executed[task.key] = out
         except Exception as exc:
             _executed[task.key] = exc
@@ -94,7 +98,8 @@ def test_a_second_run_prints_the_same_outputs(task, tmp_path_factory, monkeypatc
     env = os.environ | _smoke_env(task, tmp_path / "_results") | {"PYTHONPATH": str(HERE)}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "nbval_plugin", "-q",
                            "--nbval", "--nbval-current-env", f"--nbval-sanitize-with={SANITIZE}",
-                           "--nbval-cell-timeout=300", out.name],
+                           f"--nbval-cell-timeout={CELL_TIMEOUT_S}",
+                           f"--nbval-kernel-startup-timeout={CELL_TIMEOUT_S}", out.name],
                           cwd=tmp_path, env=env, capture_output=True, text=True)
     report = proc.stdout[-8000:]
     assert proc.returncode == 0, f"{task.key}: a second run differs from the first (nbval):\n{report}"
