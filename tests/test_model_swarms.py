@@ -330,3 +330,20 @@ def test_any_family_swarm_of_one_checkpoint_stays_at_it(families, family):
     for x in res.positions:
         np.testing.assert_allclose(x, np.broadcast_to(expert, x.shape), atol=1e-9)
     assert res.g == f(expert[None])[0]
+
+
+def test_beats_baselines_includes_the_equal_budget_search_controls():
+    names = {e.name for e in ms.BEATS_BASELINES.effects}
+    assert {ms._key(b) for b in ms.SEARCH_CONTROLS} <= names and len(names) == len(ms.BASELINES)
+
+
+def test_weak_to_strong_shares_that_equal_the_null_shares_decide_nothing():
+    """The previous design's failure: the real share of runs not ending at the initial best equal to the noise
+    utility's (both well above the 0.5 threshold) passed; beside its null it is inconclusive."""
+    shares = {"not_initial_best": [1] * 21 + [0] * 3, "from_weaker_half": [1] * 12 + [0] * 12}
+    got = ms.WEAK_TO_STRONG.decide(shares | {"expert_gain_own_domain": [0.1]}, null=shares)
+    assert [e["verdict"] for e in got["effects"]] == ["reproduced", "reproduced"]  # each share alone passes
+    assert got["verdict"] == "inconclusive" and "does not beat its null" in got["reason"]
+    beaten = ms.WEAK_TO_STRONG.decide(shares | {"expert_gain_own_domain": [0.1]},
+                                      null={"not_initial_best": [1] * 12 + [0] * 12, "from_weaker_half": [0] * 24})
+    assert beaten["verdict"] == "reproduced"
