@@ -177,3 +177,33 @@ def test_loop_curates_every_pair_with_its_final_reward_model(world):
     train, test = world
     state = rlthf.rlthf_loop(train, test, CFG, 0, 0.06)
     assert state.final_labels.shape == train.true.shape and set(np.unique(state.final_labels)) <= {-1, 1}
+
+
+def test_the_lapsing_labeller_changes_only_the_ai_labels():
+    """needs_humans is decided on two labellers of one world: the lapsing one shares the pairs and the human labels,
+    and is set to the same accuracy."""
+    cfg = rlthf.config("smoke", n_train=20000)
+    (plain, _), (lapsing, _) = rlthf.worlds(cfg, 3), rlthf.worlds(cfg, 3, ai_slip=cfg.lapse_slip)
+    assert np.array_equal(plain.a, lapsing.a) and np.array_equal(plain.human, lapsing.human)
+    assert not np.array_equal(plain.ai, lapsing.ai)
+    for w in (plain, lapsing):
+        assert abs(np.mean(w.ai == w.true) - cfg.ai_accuracy) < 0.02
+
+
+def test_targeting_pools_the_verdict_and_the_targeting_seeds():
+    def run(rl, rq, band, out):
+        arms = {arm: {0.06: [80.0]} for arm in rlthf.ARMS}
+        arms["rlthf"][0.06], arms["random_queries"][0.06] = [rl], [rq]
+        return arms | {"band_error": {0.06: [band]}, "outside_error": {0.06: [out]},
+                       "dpo": {0.06: {arm: 70.0 for arm in rlthf.DPO_ARMS}}}
+
+    extra = [{"rlthf": 83.0, "random_queries": 80.0, "ai_only": 70.0, "full_human": 90.0, "band_error": 50.0,
+              "outside_error": 20.0}]
+    lap = [{"ai_only": 70.0, "self_improve": 75.0, "full_human": 90.0}] * 2
+    m = rlthf.claim_measurements([run(82.0, 81.0, 40.0, 25.0), run(79.0, 80.0, 45.0, 20.0)], 0.06, lap, extra)
+    assert m["rlthf_minus_random_queries"] == [1.0, -1.0, 3.0]
+    assert m["band_enrichment"] == [15.0, 25.0, 30.0]
+    assert m["lapses_self_improve_minus_ai"] == [5.0, 5.0] and m["lapses_headroom"] == [20.0, 20.0]
+    assert len(m["full_minus_rlthf"]) == 2
+    with pytest.raises(ValueError, match="claim budget"):
+        rlthf.claim_measurements([run(82.0, 81.0, 40.0, 25.0)], 0.1)

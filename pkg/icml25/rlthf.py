@@ -23,7 +23,9 @@ features. Its errors are systematic (the same pair always gets the same wrong la
 the bias) and concentrated on hard pairs: the bias flips a label only where the true reward difference is smaller
 than the style difference. The bias size is found by bisection so that the AI labeller reaches a target accuracy
 (about 75%). Random lapses (`ai_slip`, a share of labels flipped at random) are off by default: they are what any
-flip rule removes, so they would let the loop succeed without humans.
+flip rule removes, so they would let the loop succeed without humans. Which error model an AI labeller has is a
+design choice this world cannot settle, so the claim that the loop needs humans is decided on both: the systematic
+labeller (`needs_humans`) and the first version's, with 12% random lapses on top (`needs_humans_lapses`).
 """
 
 from __future__ import annotations
@@ -44,20 +46,29 @@ LABELS = {"ai_only": "AI labels only", "random": "random human annotation (one s
           "rlthf_no_alpha_beta": "RLTHF without α/β", "self_improve": "self-improvement (no humans)",
           "full_human": "full human annotation"}
 
+#: the world's design (labeller accuracy, budgets, α/β schedule, RM size) was chosen on seeds 0-2 in earlier rounds
+CALIBRATION_SEEDS = [0, 1, 2]
+#: the first version's labeller: the systematic bias plus random lapses on this share of pairs
+LAPSE_SLIP = 0.12
+
 config = make_config({
-    "smoke": dict(seeds=[0, 1, 2], n_train=600, n_test=600, n_features=16, n_style=3, ai_accuracy=0.75,
+    "smoke": dict(seeds=[100, 101], calibration_seeds=CALIBRATION_SEEDS, sweep_seeds=[100], targeting_seeds=[102],
+                  lapse_slip=LAPSE_SLIP, n_train=600, n_test=600, n_features=16, n_style=3, ai_accuracy=0.75,
                   ai_slip=0.0, human_error=0.03, hidden=16, epochs=60, lr=0.02, n_iterations=2,
                   budgets=[0.06], alpha0=4.0, beta0=0.3, claim_budget=0.06, dpo_beta=0.1, dpo_candidates=8),
-    "ci": dict(seeds=[0, 1, 2], n_train=3000, n_test=2000, n_features=16, n_style=3, ai_accuracy=0.75,
-               ai_slip=0.0, human_error=0.03, hidden=32, epochs=100, lr=0.02, n_iterations=4,
-               budgets=[0.02, 0.06, 0.10], alpha0=4.0, beta0=0.3, claim_budget=0.06, dpo_beta=0.1,
-               dpo_candidates=8),
-    "full": dict(seeds=[0, 1, 2, 3, 4], n_train=20000, n_test=5000, n_features=16, n_style=3, ai_accuracy=0.75,
-                 ai_slip=0.0, human_error=0.03, hidden=64, epochs=300, lr=0.01, n_iterations=5,
-                 budgets=[0.01, 0.02, 0.04, 0.06, 0.08, 0.10, 0.20, 0.50], alpha0=4.0, beta0=0.3,
-                 claim_budget=0.06, dpo_beta=0.1, dpo_candidates=8),
+    "ci": dict(seeds=list(range(100, 108)), calibration_seeds=CALIBRATION_SEEDS, sweep_seeds=[100, 101],
+               targeting_seeds=list(range(108, 124)), lapse_slip=LAPSE_SLIP, n_train=3000, n_test=2000,
+               n_features=16, n_style=3, ai_accuracy=0.75, ai_slip=0.0, human_error=0.03, hidden=32, epochs=100,
+               lr=0.02, n_iterations=4, budgets=[0.02, 0.06, 0.10], alpha0=4.0, beta0=0.3, claim_budget=0.06,
+               dpo_beta=0.1, dpo_candidates=8),
+    "full": dict(seeds=list(range(100, 110)), calibration_seeds=CALIBRATION_SEEDS, sweep_seeds=list(range(100, 105)),
+                 targeting_seeds=list(range(110, 140)), lapse_slip=LAPSE_SLIP, n_train=20000, n_test=5000,
+                 n_features=16, n_style=3, ai_accuracy=0.75, ai_slip=0.0, human_error=0.03, hidden=64, epochs=300,
+                 lr=0.01, n_iterations=5, budgets=[0.01, 0.02, 0.04, 0.06, 0.08, 0.10, 0.20, 0.50], alpha0=4.0,
+                 beta0=0.3, claim_budget=0.06, dpo_beta=0.1, dpo_candidates=8),
 },
-    seeds=SEED, n_train=COUNT, n_test=COUNT, n_features=COUNT, n_style=NONNEGATIVE, ai_accuracy=FRACTION,
+    seeds=SEED, calibration_seeds=SEED, sweep_seeds=SEED, targeting_seeds=SEED, lapse_slip=FRACTION, n_train=COUNT,
+    n_test=COUNT, n_features=COUNT, n_style=NONNEGATIVE, ai_accuracy=FRACTION,
     ai_slip=FRACTION, human_error=FRACTION, hidden=COUNT, epochs=COUNT, lr=POSITIVE, n_iterations=COUNT,
     budgets=Range(gt=0, le=1), alpha0=POSITIVE, beta0=POSITIVE, claim_budget=Range(gt=0, le=1), dpo_beta=POSITIVE,
     dpo_candidates=Range(ge=2))
@@ -80,30 +91,52 @@ NEAR_FULL = Claim(
     examples=({"full_minus_rlthf": [0.5, 1.0, 0.8], "headroom": [12, 13, 11], "full_human_accuracy": [92, 93, 91]},
               {"full_minus_rlthf": [6.0, 7.0, 6.5], "headroom": [12, 13, 11], "full_human_accuracy": [92, 93, 91]}),
 )
+BAND_ENRICHED = at_least("band_enriched", "band_enrichment", 10.0,
+                         "at the first iteration, the AI labels inside RLTHF's band are wrong >= 10 points more often "
+                         "than outside it (the band is where there is something to target), on every seed")
 TARGETING = Claim(
     chapter="rlthf", id="targeting",
     paper_statement="targeting the annotation beats spending the same budget on randomly chosen pairs",
     paper_value="return on annotation 15.9x (HH) / 5.3x (TL;DR) that of random selection",
     criterion="at the claim budget, RLTHF's RM accuracy minus that of the same loop (flips, back-off, "
               "amplification) with the human queries drawn at random from the not-yet-asked pairs is above 0 "
-              "(95% t interval, per seed); refuted if the interval lies wholly below +1 point",
+              "(95% t interval, per seed; the verdict seeds and the targeting seeds together, 24 at ci, the number "
+              "the previous round's power line asked for); refuted if the interval lies wholly below +1 point",
     effects=[Effect("rlthf_minus_random_queries", "rlthf_minus_random_queries", min_effect=1.0)],
-    preconditions=[HEADROOM, HUMANS_LEARN],
-    examples=({"rlthf_minus_random_queries": [4.0, 5.0, 3.5], "headroom": [12, 13, 11],
-               "full_human_accuracy": [92, 93, 91]},
-              {"rlthf_minus_random_queries": [0.1, -0.3, 0.2], "headroom": [12, 13, 11],
-               "full_human_accuracy": [92, 93, 91]}),
+    preconditions=[at_least("headroom", "targeting_headroom", 5.0, HEADROOM.rule),
+                   at_least("full_human_learns", "targeting_full_human_accuracy", 85.0, HUMANS_LEARN.rule),
+                   BAND_ENRICHED],
+    examples=({"rlthf_minus_random_queries": [4.0, 5.0, 3.5], "targeting_headroom": [12, 13, 11],
+               "targeting_full_human_accuracy": [92, 93, 91], "band_enrichment": [20, 30, 25]},
+              {"rlthf_minus_random_queries": [0.1, -0.3, 0.2], "targeting_headroom": [12, 13, 11],
+               "targeting_full_human_accuracy": [92, 93, 91], "band_enrichment": [20, 30, 25]}),
 )
 NEEDS_HUMANS = Claim(
     chapter="rlthf", id="needs_humans",
     paper_statement="without human labels the loop does not improve on the AI labels",
     paper_value="iteration 5 without humans: 75.7 vs AI-only 74.7 (HH)",
-    criterion="self-improvement (the loop without humans) minus the AI-only RM is equivalent to 0 within ±2 points "
-              "(TOST, per seed); refuted if its 90% interval lies wholly outside ±2",
+    criterion="with the systematic AI labeller (bias towards style features, no random lapses): self-improvement "
+              "(the loop without humans) minus the AI-only RM is equivalent to 0 within ±2 points (TOST, per seed); "
+              "refuted if its 90% interval lies wholly outside ±2. The verdict depends on the labeller's error "
+              "model, a design choice: `needs_humans_lapses` decides the same on the other labeller",
     effects=[Equivalence("self_improve_minus_ai", "self_improve_minus_ai", margin=2.0)],
     preconditions=[HEADROOM],
     examples=({"self_improve_minus_ai": [0.2, -0.3, 0.4, 0.1], "headroom": [12, 13, 11]},
               {"self_improve_minus_ai": [6.0, 7.0, 5.5], "headroom": [12, 13, 11]}),
+)
+NEEDS_HUMANS_LAPSES = Claim(
+    chapter="rlthf", id="needs_humans_lapses",
+    paper_statement="without human labels the loop does not improve on the AI labels",
+    paper_value="iteration 5 without humans: 75.7 vs AI-only 74.7 (HH)",
+    criterion="with the first version's AI labeller (the same style bias, set to the same 75% accuracy, plus random "
+              "lapses on 12% of the pairs): self-improvement minus the AI-only RM is equivalent to 0 within ±2 "
+              "points (TOST, per seed); refuted if its 90% interval lies wholly outside ±2",
+    effects=[Equivalence("lapses_self_improve_minus_ai", "lapses_self_improve_minus_ai", margin=2.0)],
+    preconditions=[at_least("headroom_lapses", "lapses_headroom", 5.0,
+                            "with this labeller too, the full-human RM beats the AI-only RM by >= 5 points on every "
+                            "seed")],
+    examples=({"lapses_self_improve_minus_ai": [0.2, -0.3, 0.4, 0.1], "lapses_headroom": [12, 13, 11]},
+              {"lapses_self_improve_minus_ai": [6.0, 7.0, 5.5], "lapses_headroom": [12, 13, 11]}),
 )
 
 DPO_MATCHES = Claim(
@@ -464,23 +497,24 @@ def dpo_win_rates(train: World, labels: dict[str, np.ndarray], cfg, seed: int) -
             for arm, y in labels.items()}
 
 
-def worlds(cfg, seed: int) -> tuple[World, World]:
+def worlds(cfg, seed: int, ai_slip: float | None = None) -> tuple[World, World]:
+    """The train and test splits of `seed`'s world, with the labeller's lapses `ai_slip` (default `cfg.ai_slip`)."""
     kw = dict(n_features=cfg.n_features, n_style=cfg.n_style, ai_accuracy=cfg.ai_accuracy,
-              human_error=cfg.human_error, ai_slip=cfg.ai_slip)
+              human_error=cfg.human_error, ai_slip=cfg.ai_slip if ai_slip is None else ai_slip)
     return make_world(cfg.n_train, seed, split="train", **kw), make_world(cfg.n_test, seed, split="test", **kw)
 
 
-def run_arms(cfg, seed: int) -> dict[str, dict[float, list[float]]]:
-    """Every arm at every budget: RM test accuracy (%) after each iteration (one value for one-shot arms); under
-    "band_error" / "outside_error" the AI-label error rates inside and outside RLTHF's band per iteration; and under
-    "dpo" the downstream DPO win rate (%) of each arm of `DPO_ARMS` at the claim budget (the loops' sets labelled by
-    their final RM, the others by their own labels)."""
+def run_arms(cfg, seed: int, budgets: Sequence[float] | None = None) -> dict[str, dict[float, list[float]]]:
+    """Every arm at every budget of `budgets` (default `cfg.budgets`): RM test accuracy (%) after each iteration
+    (one value for one-shot arms); under "band_error" / "outside_error" the AI-label error rates inside and outside
+    RLTHF's band per iteration; and under "dpo" the downstream DPO win rate (%) of each arm of `DPO_ARMS` at the
+    claim budget (the loops' sets labelled by their final RM, the others by their own labels)."""
     train, test = worlds(cfg, seed)
     ai = test_accuracy(train_reward_model(train.a, train.b, train.ai, None, cfg, seed), test)
     full = test_accuracy(train_reward_model(train.a, train.b, train.human, None, cfg, seed), test)
     self_improve = rlthf_loop(train, test, cfg, seed, 0.0, humans=False).accuracy
     out = {arm: {} for arm in ARMS + ("band_error", "outside_error", "dpo")}
-    for b in cfg.budgets:
+    for b in cfg.budgets if budgets is None else budgets:
         out["ai_only"][b] = [ai]
         out["full_human"][b] = [full]
         out["self_improve"][b] = self_improve
@@ -498,27 +532,87 @@ def run_arms(cfg, seed: int) -> dict[str, dict[float, list[float]]]:
     return out
 
 
-def final_table(results: Sequence[dict]) -> dict[str, np.ndarray]:
-    """Per arm, the final accuracy [seeds, budgets] (budgets in the order of the runs)."""
-    budgets = list(results[0]["rlthf"])
+def swept(cfg) -> list[int]:
+    """The verdict seeds that also run every budget (the figures): those among `cfg.sweep_seeds`, else the first."""
+    return [s for s in cfg.seeds if s in cfg.sweep_seeds] or list(cfg.seeds[:1])
+
+
+def run_seed(cfg, seed: int) -> dict[str, dict[float, list[float]]]:
+    """`run_arms` at every budget for the swept seeds (the figures), at the claim budget alone otherwise."""
+    return run_arms(cfg, seed, None if seed in swept(cfg) else [cfg.claim_budget])
+
+
+def lapse_arms(cfg, seed: int) -> dict[str, float]:
+    """The other labeller (`cfg.lapse_slip` random lapses on top of the bias, same accuracy): the AI-only RM's and
+    the self-improvement loop's final test accuracy (%), and the full-human RM's (the human labels are the same)."""
+    train, test = worlds(cfg, seed, ai_slip=cfg.lapse_slip)
+    return {"ai_only": test_accuracy(train_reward_model(train.a, train.b, train.ai, None, cfg, seed), test),
+            "self_improve": rlthf_loop(train, test, cfg, seed, 0.0, humans=False).accuracy[-1],
+            "full_human": test_accuracy(train_reward_model(train.a, train.b, train.human, None, cfg, seed), test)}
+
+
+def targeting_run(cfg, seed: int) -> dict[str, float]:
+    """What `targeting` reads from one seed, at the claim budget: the final accuracy (%) of RLTHF and of the same
+    loop with random queries, the full-human and AI-only RMs (its preconditions), and the AI-label error rates
+    inside and outside the band at the first iteration."""
+    train, test = worlds(cfg, seed)
+    loop = rlthf_loop(train, test, cfg, seed, cfg.claim_budget)
+    return {"rlthf": loop.accuracy[-1],
+            "random_queries": rlthf_loop(train, test, cfg, seed, cfg.claim_budget, select="random").accuracy[-1],
+            "ai_only": test_accuracy(train_reward_model(train.a, train.b, train.ai, None, cfg, seed), test),
+            "full_human": test_accuracy(train_reward_model(train.a, train.b, train.human, None, cfg, seed), test),
+            "band_error": loop.band_error[0], "outside_error": loop.outside_error[0]}
+
+
+def targeting_results(cfg) -> tuple[dict[str, dict[str, float]], bool]:
+    """`targeting_run` of every targeting seed, cached like a zoo entry (`icml25.core.zoo.results`, addressed by the
+    settings and this module's code), so the book's builder computes it in its warm-up; and whether it was computed
+    now."""
+    import inspect
+
+    from .core import zoo
+
+    settings = {k: cfg[k] for k in cfg if k not in ("seeds", "sweep_seeds", "budgets")} | {"scale": cfg.scale}
+    return zoo.results("rlthf-targeting", settings,
+                       lambda: {str(s): targeting_run(cfg, s) for s in cfg.targeting_seeds},
+                       sources=(inspect.getmodule(targeting_run),))
+
+
+def warm_up_targeting(cfg) -> None:
+    """What the book's builder runs before the notebooks: :func:`targeting_results`, so that it is cached."""
+    targeting_results(cfg)
+
+
+def final_table(results: Sequence[dict], budget: float | None = None) -> dict[str, np.ndarray]:
+    """Per arm, the final accuracy [seeds, budgets] (budgets in the order of the runs; only `budget` when given,
+    as [seeds, 1])."""
+    budgets = list(results[0]["rlthf"]) if budget is None else [budget]
     return {arm: np.array([[r[arm][b][-1] for b in budgets] for r in results]) for arm in ARMS}
 
 
-def claim_measurements(results: Sequence[dict], budget: float) -> dict[str, list[float]]:
-    """The claims' per-seed inputs at `budget`: paired differences between arms, and the preconditions' values."""
-    budgets = list(results[0]["rlthf"])
-    if budget not in budgets:
-        raise ValueError(f"claim budget {budget} is not among the run's budgets {budgets}")
-    j = budgets.index(budget)
-    t = {arm: final_table(results)[arm][:, j] for arm in ARMS}
+def claim_measurements(results: Sequence[dict], budget: float, lapses: Sequence[dict] = (),
+                       targeting: Sequence[dict] = ()) -> dict[str, list[float]]:
+    """The claims' per-seed inputs at `budget`: paired differences between arms and the preconditions' values, from
+    `run_seed`'s results of the verdict seeds, `lapse_arms` of the same seeds, and `targeting_run` of the targeting
+    seeds (whose units join the verdict seeds' in the targeting effect)."""
+    if any(budget not in r["rlthf"] for r in results):
+        raise ValueError(f"claim budget {budget} is not among every run's budgets")
+    t = {arm: final_table(results, budget)[arm][:, 0] for arm in ARMS}
+    band = [r["band_error"][budget][0] for r in results] + [x["band_error"] for x in targeting]
+    outside = [r["outside_error"][budget][0] for r in results] + [x["outside_error"] for x in targeting]
+    both = lambda arm: np.concatenate([t[arm], [x[arm] for x in targeting]])  # noqa: E731
     return {"full_minus_rlthf": (t["full_human"] - t["rlthf"]).tolist(),
-            "rlthf_minus_random_queries": (t["rlthf"] - t["random_queries"]).tolist(),
+            "rlthf_minus_random_queries": (both("rlthf") - both("random_queries")).tolist(),
             "rlthf_minus_one_shot_random": (t["rlthf"] - t["random"]).tolist(),
             "self_improve_minus_ai": (t["self_improve"] - t["ai_only"]).tolist(),
+            "lapses_self_improve_minus_ai": [x["self_improve"] - x["ai_only"] for x in lapses],
+            "lapses_headroom": [x["full_human"] - x["ai_only"] for x in lapses],
             "headroom": (t["full_human"] - t["ai_only"]).tolist(),
             "full_human_accuracy": t["full_human"].tolist(),
-            "ai_error_in_band": [r["band_error"][budget][0] for r in results],
-            "ai_error_outside_band": [r["outside_error"][budget][0] for r in results],
+            "targeting_headroom": (both("full_human") - both("ai_only")).tolist(),
+            "targeting_full_human_accuracy": both("full_human").tolist(),
+            "ai_error_in_band": band, "ai_error_outside_band": outside,
+            "band_enrichment": (np.array(band) - np.array(outside)).tolist(),
             **{f"dpo_{arm}": [r["dpo"][budget][arm] for r in results] for arm in DPO_ARMS},
             "dpo_rlthf_minus_full": [r["dpo"][budget]["rlthf"] - r["dpo"][budget]["full_human"] for r in results],
             "dpo_headroom": [r["dpo"][budget]["full_human"] - r["dpo"][budget]["ai_only"] for r in results]}
