@@ -23,7 +23,7 @@
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0
-seeds = None  # seeds of the whole pipeline (fine-tuning data, BSMD, evaluation samples)
+seeds = None  # verdict seeds of the whole pipeline (fine-tuning data, BSMD, evaluation samples); None: lm_seeds
 lm_prompts = None  # training prompts (reference samples per prompt: lm_samples)
 lm_samples = None
 lm_finetune_steps = None  # reward-weighted fine-tuning steps per single-objective policy
@@ -45,7 +45,7 @@ from icml25 import mpo
 from icml25.core import check, plot
 
 plot.use_style()
-cfg = mpo.config(scale, seeds=seeds, lm_prompts=lm_prompts, lm_samples=lm_samples,
+cfg = mpo.config(scale, lm_seeds=seeds, lm_prompts=lm_prompts, lm_samples=lm_samples,
                  lm_finetune_steps=lm_finetune_steps, lm_batch_size=lm_batch_size, lm_lr=lm_lr, lm_beta=lm_beta,
                  lm_eval_prompts=lm_eval_prompts, lm_bsmd_steps=lm_bsmd_steps, lm_bsmd_m=lm_bsmd_m,
                  step_scale=step_scale, model=model)
@@ -68,9 +68,9 @@ cfg
 # worst objective's gain is the paper's *minimum win rate* on a rescaled axis.
 
 # %%
-runs = [mpo.run_language_models(cfg, s, scale) for s in tqdm(cfg.seeds, desc="seed")]
+runs = [mpo.run_language_models(cfg, s, scale) for s in tqdm(cfg.lm_seeds, desc="seed")]
 names = list(runs[0].raw_rewards)
-for s, r in zip(cfg.seeds, runs):
+for s, r in zip(cfg.lm_seeds, runs):
     print(f"seed {s}: MPO λ̄ = {np.round(r.lam, 3)} over {mpo.LM_OBJECTIVES}")
 
 # %% [markdown]
@@ -110,7 +110,7 @@ ax.set(title="Worst objective's raw-reward gain over π_ref",
 
 # %%
 meas = mpo.lm_measurements(runs)
-v = check(mpo.BALANCED_LM, seeds=cfg.seeds, scale=scale, measured=meas,
+v = check(mpo.BALANCED_LM, seeds=cfg.lm_seeds, calibration_seeds=cfg.calibration_seeds, scale=scale, measured=meas,
           our_value=f"worst-objective gain over π_ref: MPO {100 * np.mean(meas['mpo_min_gain']):.1f} points; MPO − "
                     f"best single {100 * np.mean(meas['mpo_minus_best_single']):.1f}, MPO − uniform mix "
                     f"{100 * np.mean(meas['mpo_minus_uniform']):.1f} ({len(runs)} seeds, {cfg.lm_eval_prompts} "

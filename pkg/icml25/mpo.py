@@ -38,31 +38,39 @@ from .core.generation import encode_completions, left_pad, token_logprobs
 from .core.seeding import numpy_rng, torch_generator
 from .core.train import train
 
+#: the step scale (and the rest of Setting A's design) was chosen after verdicts on seeds 0-2 in earlier rounds
+CALIBRATION_SEEDS = [0, 1, 2]
+
 config = make_config({
-    "smoke": {"seeds": [0], "betas": [0.5, 0.1], "n_prompts": 20, "n_responses": 32, "bsmd_steps": 300,
+    "smoke": {"seeds": [100], "calibration_seeds": CALIBRATION_SEEDS, "sweep_seeds": [100], "claim_beta": 0.5,
+              "lm_seeds": [100], "betas": [0.5, 0.1], "n_prompts": 20, "n_responses": 32, "bsmd_steps": 300,
               "bsmd_m": 16, "ms": [4, 16, 64], "step_scale": 64.0, "prompts_per_step": 4, "pg_lrs": [1.0],
               "pg_compute_factor": 4.0, "eval_every": 50,
               "lm_prompts": 16, "lm_samples": 4, "lm_finetune_steps": 5, "lm_batch_size": 16, "lm_lr": 5e-4,
               "lm_beta": 0.25, "lm_eval_prompts": 32, "lm_bsmd_steps": 100, "lm_bsmd_m": 4, "model": "arith-draft"},
-    "ci": {"seeds": [0, 1, 2], "betas": [0.5, 0.1], "n_prompts": 50, "n_responses": 64, "bsmd_steps": 2000,
+    "ci": {"seeds": list(range(100, 108)), "calibration_seeds": CALIBRATION_SEEDS, "sweep_seeds": [100],
+           "claim_beta": 0.5, "lm_seeds": [100, 101, 102], "betas": [0.5, 0.1], "n_prompts": 50, "n_responses": 64, "bsmd_steps": 2000,
            "bsmd_m": 64, "ms": [4, 16, 64, 256, 1024], "step_scale": 64.0, "prompts_per_step": 4,
            "pg_lrs": [1.0, 3.0], "pg_compute_factor": 4.0, "eval_every": 100,
            "lm_prompts": 48, "lm_samples": 8, "lm_finetune_steps": 40, "lm_batch_size": 32, "lm_lr": 5e-4,
            "lm_beta": 0.25, "lm_eval_prompts": 384, "lm_bsmd_steps": 300, "lm_bsmd_m": 32, "model": "arith-draft"},
-    "full": {"seeds": [0, 1, 2, 3, 4], "betas": [0.5, 0.1], "n_prompts": 200, "n_responses": 256,
+    "full": {"seeds": list(range(100, 110)), "calibration_seeds": CALIBRATION_SEEDS, "sweep_seeds": [100, 101, 102],
+             "claim_beta": 0.5, "lm_seeds": list(range(100, 108)), "betas": [0.5, 0.1], "n_prompts": 200, "n_responses": 256,
              "bsmd_steps": 10000, "bsmd_m": 256, "ms": [4, 16, 64, 256, 1024, 4096], "step_scale": 64.0,
              "prompts_per_step": 8, "pg_lrs": [0.1, 0.3, 1.0, 3.0], "pg_compute_factor": 4.0, "eval_every": 500,
              "lm_prompts": 512, "lm_samples": 16, "lm_finetune_steps": 400, "lm_batch_size": 64, "lm_lr": 5e-4,
              "lm_beta": 0.25, "lm_eval_prompts": 2000, "lm_bsmd_steps": 2000, "lm_bsmd_m": 64,
              "model": "Qwen/Qwen2.5-1.5B-Instruct"},
 },
-    seeds=SEED, betas=POSITIVE, n_prompts=COUNT, n_responses=COUNT, bsmd_steps=COUNT, bsmd_m=COUNT, ms=COUNT,
+    seeds=SEED, calibration_seeds=SEED, sweep_seeds=SEED, claim_beta=POSITIVE, lm_seeds=SEED, betas=POSITIVE,
+    n_prompts=COUNT, n_responses=COUNT, bsmd_steps=COUNT, bsmd_m=COUNT, ms=COUNT,
     step_scale=POSITIVE, prompts_per_step=COUNT, pg_lrs=POSITIVE, pg_compute_factor=POSITIVE, eval_every=COUNT,
     lm_prompts=COUNT, lm_samples=COUNT, lm_finetune_steps=COUNT, lm_batch_size=COUNT, lm_lr=POSITIVE,
     lm_beta=POSITIVE, lm_eval_prompts=COUNT, lm_bsmd_steps=COUNT, lm_bsmd_m=COUNT)
 
 # --------------------------------------------------------------------------------------------------- claims
-# Declared before the experiments of this version ran. Paired units: one per (β, seed) in Setting A, one per seed
+# Declared before the experiments of this version ran. Paired units: one per seed in Setting A (at β = claim_beta,
+# the paper's headline β; the two β of a seed share its problem, so they are not independent units), one per seed
 # in Setting B. The tolerance of MAXMIN (1% of |V*|) and the compute factor of COMPUTE (1/4) are the chapter's
 # reading of the paper's statements, kept from the first version of the chapter.
 
@@ -71,7 +79,7 @@ MAXMIN = Claim(
     paper_statement="MPO's log-linear mix, with weights from batch stochastic mirror descent, attains the max-min "
                     "(worst-objective) optimum and beats cheap aggregations such as reward soups",
     paper_value="E[F(λ̄) − F*] ≤ O(1/√T) + O(1/m); minimum win rate 53.1 vs 50.0 (reward soups), β = 0.5",
-    criterion="Setting A, one unit per (β, seed): the relative dual gap β(F(λ̄) − F(λ*))/|V*| of BSMD at m = "
+    criterion="Setting A, one unit per seed at β = claim_beta: the relative dual gap β(F(λ̄) − F(λ*))/|V*| of BSMD at m = "
               "bsmd_m (the quantity the paper bounds) is below 1% (95% t interval), and the max-min value V "
               "(Eq. 3) of MPO exceeds the best cheap baseline's (π_ref, each π_k, the uniform log-linear mix, the "
               "uniform linear mixture), in units of |V*|; refuted if the gap's interval lies wholly above 1%",
@@ -93,7 +101,7 @@ COMPUTE = Claim(
     chapter="mpo", id="compute",
     paper_statement="MPO reaches that balance at a fraction of the compute of MaxMin-RLHF",
     paper_value="about 2.5 vs 10 A100-hours (≈ 1/4)",
-    criterion="Setting A, one unit per (β, seed): MPO's max-min value after its whole BSMD run (C forward passes) "
+    criterion="Setting A, one unit per seed at β = claim_beta: MPO's max-min value after its whole BSMD run (C forward passes) "
               "exceeds that of policy-gradient MaxMin-RLHF (best of its learning-rate grid) after 4C forward "
               "passes, in units of |V*| (95% t interval above 0): MaxMin-RLHF needs more than 4x MPO's compute",
     effects=[Effect("mpo_minus_pg_at_4x", "mpo_minus_pg_at_4x")],
@@ -464,9 +472,21 @@ class TabularRun:
         return (self.values["MPO"] - self.values["MaxMin-RLHF (PG)"]) / abs(self.v_star)
 
 
-def run_tabular(cfg, beta: float, seed: int) -> TabularRun:
-    """Setting A for one β and seed: exact λ*, BSMD at m = `cfg.bsmd_m` and at each m of `cfg.ms` (one declared step
-    scale), mirror descent with the exact gradient, MaxMin-RLHF by policy gradient with `pg_compute_factor` times
+def swept(cfg) -> list[int]:
+    """The verdict seeds that also run the m sweep and every β (the figures): those among `cfg.sweep_seeds`, else
+    the first."""
+    return [s for s in cfg.seeds if s in cfg.sweep_seeds] or list(cfg.seeds[:1])
+
+
+def tabular_units(cfg) -> list[tuple[float, int]]:
+    """The (β, seed) runs of Setting A: every verdict seed at `claim_beta`, and the other β on the swept seeds."""
+    return [(b, s) for b in dict.fromkeys([cfg.claim_beta, *cfg.betas])
+            for s in (cfg.seeds if b == cfg.claim_beta else swept(cfg))]
+
+
+def run_tabular(cfg, beta: float, seed: int, sweep: bool = True) -> TabularRun:
+    """Setting A for one β and seed: exact λ*, BSMD at m = `cfg.bsmd_m` and (`sweep`) at each m of `cfg.ms` (one
+    declared step scale), mirror descent with the exact gradient, MaxMin-RLHF by policy gradient with `pg_compute_factor` times
     MPO's forward passes (learning rate of its grid with the highest final V: the baseline gets the best of its
     grid), and the cheap baselines."""
     problem = tabular_problem(cfg.n_prompts, cfg.n_responses, seed)
@@ -475,7 +495,7 @@ def run_tabular(cfg, beta: float, seed: int) -> TabularRun:
     lam_star = exact_weights(logr, problem.pi_ref)
     v_star = beta * dual_objective(lam_star, logr, problem.pi_ref)
     by_m = {m: bsmd(logr, problem.pi_ref, cfg.bsmd_steps, m, seed, cfg.step_scale, cfg.prompts_per_step)
-            for m in sorted(set(cfg.ms) | {cfg.bsmd_m})}
+            for m in sorted(set(cfg.ms if sweep else []) | {cfg.bsmd_m})}
     result = by_m[cfg.bsmd_m]
     exact_md = exact_mirror_descent(logr, problem.pi_ref, cfg.bsmd_steps, cfg.step_scale)
     pg_steps = pg_steps_for(cfg, len(pols))
@@ -491,11 +511,11 @@ def run_tabular(cfg, beta: float, seed: int) -> TabularRun:
         per_objective[name] = objective_values(pi, logr, problem.pi_ref, beta)[0]
     return TabularRun(beta, problem, pols, lam_star, v_star, result,
                       mpo_value_trajectory(result, pols, logr, problem.pi_ref, beta, cfg.eval_every), exact_md, pg,
-                      {m: by_m[m] for m in cfg.ms}, values, per_objective)
+                      {m: by_m[m] for m in cfg.ms if m in by_m}, values, per_objective)
 
 
 def tabular_measurements(runs: Sequence[TabularRun], cfg) -> dict[str, list[float]]:
-    """The claims' per-(β, seed) inputs, and the dual and value gaps at every m of the sweep."""
+    """The claims' per-run inputs, and the dual and value gaps at every m of the sweep (runs that swept m)."""
     out = {"relative_dual_gap": [r.dual_gap(r.mpo.lam_bar) for r in runs],
            "relative_value_gap": [r.value_gap(r.mpo.lam_bar) for r in runs],
            "mpo_minus_best_cheap": [r.mpo_minus_best_cheap for r in runs],
@@ -504,8 +524,8 @@ def tabular_measurements(runs: Sequence[TabularRun], cfg) -> dict[str, list[floa
            "mpo_minus_pg_at_4x": [r.mpo_minus_pg for r in runs],
            "pg_progress": [r.pg_progress for r in runs]}
     for m in cfg.ms:
-        out[f"dual_gap_m{m}"] = [r.dual_gap(r.by_m[m].lam_bar) for r in runs]
-        out[f"value_gap_m{m}"] = [r.value_gap(r.by_m[m].lam_bar) for r in runs]
+        out[f"dual_gap_m{m}"] = [r.dual_gap(r.by_m[m].lam_bar) for r in runs if m in r.by_m]
+        out[f"value_gap_m{m}"] = [r.value_gap(r.by_m[m].lam_bar) for r in runs if m in r.by_m]
     return out
 
 
