@@ -1,0 +1,39 @@
+"""Reward-Guided Speculative Decoding (RSD; Liao et al., ICML 2025), at the scale of the zoo's arithmetic reasoners.
+
+A cheap *draft* model proposes each reasoning step (text up to the step delimiter ``;``); a process reward model
+(PRM) scores it; the step is kept when its reward reaches a threshold δ, otherwise the *target* model regenerates
+that step from the same prefix. Equations are numbered as in this chapter (the paper's Section 3 states them):
+
+    (1)  P_RSD(y | z) = ω(r(y | z)) · P_draft(y | z) + ν(z) · P_target(y | z),   ν(z) = Σ_y (1 − ω(r(y | z))) P_draft(y | z)
+    (2)  ω(r) = 1{r ≥ δ}                                             (the binary step the official code implements)
+    (3)  E_{P_RSD}[r] = Σ_{y ∈ S} P_draft(y) r(y) + P_draft(S^c) · E_{P_target}[r],    S = {y : ω(r(y)) = 1}
+
+Among acceptance sets S of equal draft mass P_draft(S) (so equal target-call rate ν), (3) is largest for the
+threshold set S_δ = {r ≥ δ}: that is the paper's optimality argument for (2), checked here by brute force.
+
+Compute is counted in FLOPs with :mod:`icml25.core.flops`, as if every model kept a KV cache of the text it has
+read (prefix caching): a model pays for each token the first time it reads it (prompt, steps written by the other
+model) and for each token it writes; a discarded draft step is paid for and rolled back. The exact oracle PRM is a
+program and costs nothing; a learned PRM is a model and its tokens are counted.
+
+The package, one idea per module: `scales` (settings per scale), `claims`, `mixture` (Eqs. 1-3 on a one-step
+toy), `prms` (oracle, noisy and learned PRMs), `decoding` (Eq. 2 over a batch, with its FLOP meter), `speculative`
+(token-level speculative decoding), `baselines` (best-of-N, majority vote), `experiment` (notebook 02's run and
+the claims' measurements) and `figures`.
+"""
+
+from __future__ import annotations
+
+from .baselines import Samples, at_flops, best_of_n, majority_vote, sample
+from .claims import (ACCURACY_MARGIN, BEATS_PARALLEL, EFFICIENCY, GRADED, HARD_BEATS_SOFT, PRM_AUC_MIN, PRMS,
+                     RATE_MATCH, THRESHOLD_MATTERS)
+from .decoding import (Decoded, Meter, Step, _ntok, check_pair, cut_step, decode, decode_single, random_rule,
+                       soft_rule, threshold_rule)
+from .experiment import (claim_measurements, draft_and_target, generated_flops, hard_at_rate, prm_auc,
+                         reasoning_experiment, target_call_share)
+from .figures import PRM_MARKERS, plot_acceptance, plot_accountings, plot_accuracy_vs_flops
+from .mixture import acceptance_sets, brute_force_best, expected_reward, mixture, sample_rsd_categorical
+from .prms import (PRM_BAD, PRM_GOOD, PRM_QUERY, LearnedPRM, NoisyOraclePRM, OraclePRM, learned_prm,
+                   prm_training_data, train_prm, warm_up)
+from .scales import DELIMITER, DRAFT_MODEL, MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE, TARGET_MODEL, config
+from .speculative import speculative_cost, speculative_decode

@@ -1,0 +1,218 @@
+"""Step-level RSD (Eq. 2's rule over a batch) and single-model decoding, with the FLOPs of every model counted
+as if it kept a KV cache of the text it has read."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from ..core import arithmetic, flops
+from ..core.generation import generate
+from ..core.seeding import numpy_rng
+from .scales import DELIMITER, MAX_NEW_TOKENS, MAX_STEPS, PATIENCE
+
+
+@dataclass
+class Meter:
+    """FLOPs of one model over a batch, with a per-row KV cache of what the model has already read."""
+
+    config: object
+    cached: list[int]
+    flops: int = 0
+    tokens_read: int = 0  # prefill of text the model had not seen
+    tokens_written: int = 0
+
+    @classmethod
+    def of(cls, model, batch: int) -> "Meter":
+        return cls(model.config if model is not None else None, [0] * batch)
+
+    def call(self, row: int, prefix_len: int, n_new: int, keep: bool = True) -> int:
+        """A call that reads `prefix_len` tokens and writes `n_new`: new tokens cost 2N + attention each.
+        With `keep=False` (a discarded step) the cache rolls back to the prefix."""
+        if self.config is None:
+            return 0
+        past = min(self.cached[row], prefix_len)
+        cost = flops.forward_flops(self.config, prefix_len - past + n_new, past=past)
+        self.flops += cost
+        self.tokens_read += prefix_len - past
+        self.tokens_written += n_new
+        self.cached[row] = prefix_len + n_new if keep else prefix_len
+        return cost
+
+
+# ------------------------------------------------------------------------------------------------- decoding
+
+
+@dataclass
+class Step:
+    draft: str  # the draft's proposal
+    reward: float
+    accepted: bool
+    text: str  # what went into the solution: the draft step, or the target's regeneration
+    draft_tokens: int = 0  # tokens the draft wrote for this step (an end-of-sequence token included)
+
+
+@dataclass
+class Decoded:
+    """Solutions of a batch, every step's reward and decision, and FLOPs split by model."""
+
+    completions: list[str]
+    steps: list[list[Step]]
+    flops: dict[str, int]
+    tokens: dict[str, int]  # draft_accepted, draft_discarded, target
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def total_flops(self) -> int:
+        return sum(self.flops.values())
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted draft steps / all draft steps."""
+        n = sum(len(s) for s in self.steps)
+        return sum(st.accepted for s in self.steps for st in s) / max(1, n)
+
+    @property
+    def token_acceptance_rate(self) -> float:
+        """The official code's metric: accepted draft tokens / (accepted + discarded)."""
+        a, d = self.tokens["draft_accepted"], self.tokens["draft_discarded"]
+        return a / max(1, a + d)
+
+    @property
+    def target_calls(self) -> int:
+        return sum(not st.accepted for s in self.steps for st in s)
+
+    def accuracy(self, problems: Sequence[arithmetic.Problem]) -> float:
+        return float(np.mean([arithmetic.is_correct(p, c) for p, c in zip(problems, self.completions, strict=True)]))
+
+
+def threshold_rule(delta: float) -> Callable[[np.ndarray], np.ndarray]:
+    """Eq. (2): keep a draft step when its reward is at least δ (the official code's `>=`)."""
+    return lambda rewards: np.asarray(rewards) >= delta
+
+
+def random_rule(p: float, seed: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The ablation: keep a draft step with probability p, whatever its reward."""
+    rng = numpy_rng(seed, "random-acceptance")
+    return lambda rewards: rng.random(len(rewards)) < p
+
+
+def soft_rule(seed: int) -> Callable[[np.ndarray], np.ndarray]:
+    """The paper's ω-shape ablation, soft weights: keep a draft step with probability ω(r) = r (clipped to
+    [0, 1]) instead of the hard step 1{r ≥ δ}. For a 0/1 PRM the two coincide."""
+    rng = numpy_rng(seed, "soft-acceptance")
+    return lambda rewards: rng.random(len(rewards)) < np.clip(np.asarray(rewards, dtype=float), 0.0, 1.0)
+
+
+def check_pair(draft_tok: PreTrainedTokenizerBase, target_tok: PreTrainedTokenizerBase) -> None:
+    """Draft and target must share a vocabulary: the target continues text the draft wrote, token for token."""
+    if draft_tok.get_vocab() != target_tok.get_vocab():
+        raise ValueError("draft and target tokenizers differ (vocabularies of "
+                         f"{len(draft_tok)} and {len(target_tok)} tokens); RSD needs one shared tokenizer")
+
+
+def _ntok(tok, text: str) -> int:
+    return len(tok(text, add_special_tokens=False)["input_ids"])
+
+
+def cut_step(text: str, delimiter: str = DELIMITER) -> str:
+    """`text` up to and including its first `delimiter` (all of it when it has none)."""
+    k = text.find(delimiter)
+    return text if k < 0 else text[:k + len(delimiter)]
+
+
+def _step(model, tokenizer, prefixes: Sequence[str], budget: Sequence[int],
+          delimiter: str = DELIMITER) -> list[tuple[str, list[int]]]:
+    """One reasoning step per prefix (up to the delimiter or end of sequence), each at most its row's budget of
+    tokens: (text, token ids). The delimiter is a stop string of :func:`icml25.core.generation.generate`, so it
+    may take several tokens; a token that runs past it (a BPE merge such as `";A"`) is paid for, but the step's
+    text ends at the delimiter and the next step starts there."""
+    out = generate(model, tokenizer, prefixes, max(budget), stop=(delimiter,))
+    rows = [ids[:b] for ids, b in zip(out.token_ids, budget, strict=True)]
+    return [(cut_step(tokenizer.decode(ids, skip_special_tokens=True), delimiter), ids) for ids in rows]
+
+
+def decode(draft: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target: PreTrainedModel,
+           target_tokenizer: PreTrainedTokenizerBase, problems: Sequence[arithmetic.Problem], prm,
+           rule: Callable[[np.ndarray], np.ndarray], max_steps: int = MAX_STEPS,
+           patience: int | None = PATIENCE, delimiter: str = DELIMITER) -> Decoded:
+    """Step-level RSD over a batch (greedy, as in the official code): each round the draft writes one step for
+    every unfinished problem (text up to `delimiter`, any number of tokens: the official code's is a blank line),
+    the PRM scores it, `rule` (Eq. 2 for RSD) decides; rejected steps are regenerated by the target from the same
+    prefix, in one batched call. A problem finishes on a step without the delimiter (the answer step, end of
+    sequence or the token budget) or after `max_steps` steps. The official code's batch-level patience: when
+    `patience` rounds in a row finish no problem, the batch stops where it is."""
+    check_pair(tokenizer, target_tokenizer)
+    if not len(problems):
+        raise ValueError("empty batch: decode needs at least one problem")
+    start = time.perf_counter()
+    n = len(problems)
+    meters = {"draft": Meter.of(draft, n), "target": Meter.of(target, n), "prm": Meter.of(prm.model, n)}
+    prompt_len = [_ntok(tokenizer, p.prompt) for p in problems]
+    completions, steps = [""] * n, [[] for _ in range(n)]
+    tokens = {"draft_accepted": 0, "draft_discarded": 0, "target": 0}
+    written = [0] * n  # tokens of each solution so far: a row stops at MAX_NEW_TOKENS, like single-model decoding
+    active = list(range(n))
+    idle = 0  # rounds in a row that finished no problem
+    for _ in range(max_steps):
+        if not active or (patience is not None and idle >= patience):
+            break
+        budget = [MAX_NEW_TOKENS - written[i] for i in active]
+        prefixes = [problems[i].prompt + completions[i] for i in active]
+        prefix_len = [prompt_len[i] + written[i] for i in active]
+        proposal = _step(draft, tokenizer, prefixes, budget, delimiter)
+        rewards = np.asarray(prm.score([problems[i] for i in active], [completions[i] for i in active],
+                                       [t for t, _ in proposal]), dtype=float)
+        keep = np.asarray(rule(rewards), dtype=bool)
+        rejected = [j for j in range(len(active)) if not keep[j]]
+        regenerated = {}
+        if rejected:
+            out = _step(target, tokenizer, [prefixes[j] for j in rejected], [budget[j] for j in rejected], delimiter)
+            regenerated = dict(zip(rejected, out))
+        still = []
+        for j, i in enumerate(active):
+            draft_text, draft_ids = proposal[j]
+            meters["draft"].call(i, prefix_len[j], len(draft_ids), keep=bool(keep[j]))
+            meters["prm"].call(i, prefix_len[j] + len(draft_ids) + 1, 0)  # reads prefix, step and a query token
+            meters["prm"].cached[i] = prefix_len[j] + (len(draft_ids) if keep[j] else 0)  # the query is not kept
+            if keep[j]:
+                text, ids = draft_text, draft_ids
+                tokens["draft_accepted"] += len(ids)
+            else:
+                text, ids = regenerated[j]
+                meters["target"].call(i, prefix_len[j], len(ids))
+                tokens["draft_discarded"] += len(draft_ids)
+                tokens["target"] += len(ids)
+            steps[i].append(Step(draft_text, float(rewards[j]), bool(keep[j]), text, len(draft_ids)))
+            completions[i] += text
+            written[i] += len(ids)
+            if text.endswith(delimiter) and written[i] < MAX_NEW_TOKENS:
+                still.append(i)
+        idle = idle + 1 if len(still) == len(active) else 0
+        active = still
+    return Decoded(completions, steps, {k: m.flops for k, m in meters.items()}, tokens,
+                   seconds=time.perf_counter() - start)
+
+
+def decode_single(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: Sequence[arithmetic.Problem],
+                  role: str = "target", temperature: float = 0.0, generator: torch.Generator | None = None) -> Decoded:
+    """A baseline: one model writes the whole solution (greedy unless `temperature` > 0), with its FLOPs."""
+    if not len(problems):
+        raise ValueError("empty batch: decode_single needs at least one problem")
+    start = time.perf_counter()
+    out = generate(model, tokenizer, [p.prompt for p in problems], MAX_NEW_TOKENS, temperature=temperature,
+                   generator=generator)
+    meter = Meter.of(model, len(problems))
+    for i, (p, ids) in enumerate(zip(problems, out.token_ids)):
+        meter.call(i, _ntok(tokenizer, p.prompt), len(ids))
+    flops_by = {"draft": 0, "target": 0, "prm": 0} | {role: meter.flops}
+    n_tok = out.n_tokens
+    tokens = {"draft_accepted": n_tok if role == "draft" else 0, "draft_discarded": 0,
+              "target": n_tok if role == "target" else 0}
+    return Decoded(out.texts, [[] for _ in problems], flops_by, tokens, seconds=time.perf_counter() - start)

@@ -1,0 +1,164 @@
+"""The reasoning experiment of notebook 02 and the per-seed measurements its claims read."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from transformers import PreTrainedModel
+
+from ..core import arithmetic, flops, models, reasoners, zoo
+from ..core.generation import generate
+from ..core.seeding import derive_seed, torch_generator
+from .baselines import at_flops, best_of_n, majority_vote, sample
+from .claims import GRADED, PRMS
+from .decoding import Decoded, check_pair, decode, decode_single, random_rule, soft_rule, threshold_rule
+from .prms import NoisyOraclePRM, OraclePRM, learned_prm
+from .speculative import speculative_cost
+from .scales import MAX_NEW_TOKENS
+
+
+def generated_flops(d: Decoded, draft: PreTrainedModel, target: PreTrainedModel, prm_model=None) -> float:
+    """The coarser accounting, 2N per token each model *writes or scores*: draft tokens (kept or discarded),
+    target tokens, and the PRM's pass over each draft step; the prefill of text another model wrote, and
+    attention, are not counted."""
+    n_d, n_t = flops.linear_params(draft.config), flops.linear_params(target.config)
+    n_prm = 0 if prm_model is None else flops.linear_params(prm_model.config)
+    t = d.tokens
+    drafted = t["draft_accepted"] + t["draft_discarded"]
+    return 2.0 * ((n_d + n_prm) * drafted + n_t * t["target"])
+
+
+def target_call_share(d: Decoded, problems: Sequence[arithmetic.Problem]) -> dict[int, float]:
+    """By number of operations: the share of problems on which the target was called at least once."""
+    out = {}
+    for k in sorted({p.n_steps for p in problems}):
+        rows = [i for i, p in enumerate(problems) if p.n_steps == k]
+        out[k] = float(np.mean([any(not st.accepted for st in d.steps[i]) for i in rows]))
+    return out
+
+
+def prm_auc(prms: dict, draft: zoo.ZooModel, n_problems: int, seed: int) -> dict[str, float]:
+    """ROC AUC of each PRM's step rewards (`prms`: name -> PRM) against the oracle's labels, on the same draft
+    steps, sampled at temperature 1 for held-out problems (a stream neither the PRM's training nor the test uses)."""
+    from sklearn.metrics import roc_auc_score
+
+    problems = arithmetic.sample_problems(n_problems, seed, 1, 5, stream="rsd-prm-eval")
+    sols = reasoners.solve(draft.model, draft.tokenizer, problems, temperature=1.0,
+                           generator=torch_generator(seed, "rsd-prm-eval"))
+    rows, labels = ([], [], []), []
+    for p, sol in zip(problems, sols):
+        steps = arithmetic.split_steps(sol)
+        for k, (st, ok) in enumerate(zip(steps, arithmetic.step_labels(p, sol))):
+            rows[0].append(p), rows[1].append("".join(steps[:k])), rows[2].append(st), labels.append(ok)
+    return {name: float(roc_auc_score(labels, prm.score(*rows))) for name, prm in prms.items()}
+
+
+def draft_and_target(cfg, seed: int) -> tuple[zoo.ZooModel, zoo.ZooModel]:
+    """The draft and target of `cfg` (`cfg.draft_model`, `cfg.target_model`: zoo names trained from `seed`, or any
+    causal LM checkpoints), checked to write the task's alphabet and to share one tokenizer."""
+    draft, target = (models.get(name, cfg.scale, seed, alphabet=arithmetic.ALPHABET)
+                     for name in (cfg.draft_model, cfg.target_model))
+    check_pair(draft.tokenizer, target.tokenizer)
+    return draft, target
+
+
+def reasoning_experiment(cfg, seed: int) -> dict:
+    """Everything notebook 02 plots and the claims read, for the draft/target pair of :func:`draft_and_target`
+    (the zoo's of training seed `seed` at smoke and ci) on `cfg.n_test` held-out problems: the pair's
+    calibration; draft-only, target-only and token-level speculative decoding; RSD at δ = `cfg.delta` with each
+    PRM, random acceptance at each RSD's acceptance rate, the learned PRM's δ sweep and soft-ω ablation; draft
+    best-of-N reranked by each PRM, draft majority vote and target best-of-N (oracle), all with FLOPs as ratios
+    to target-only decoding in both accountings."""
+    draft, target = draft_and_target(cfg, seed)
+    problems = reasoners.test_problems(cfg.n_test)
+    prms = {"oracle": OraclePRM(), "noisy": NoisyOraclePRM(cfg.epsilon, seed),
+            "learned": learned_prm(cfg, seed, draft)}
+    base = {"draft": decode_single(draft.model, draft.tokenizer, problems, role="draft"),
+            "target": decode_single(target.model, target.tokenizer, problems, role="target")}
+    t_flops = base["target"].total_flops
+    t_gen = generated_flops(base["target"], draft.model, target.model)
+
+    def summary(d: Decoded, prm=None) -> dict:
+        return {"accuracy": d.accuracy(problems), "flop_ratio": d.total_flops / t_flops,
+                "generated_flop_ratio": generated_flops(d, draft.model, target.model,
+                                                        None if prm is None else prm.model) / t_gen,
+                "flops": dict(d.flops), "acceptance_rate": d.acceptance_rate,
+                "token_acceptance_rate": d.token_acceptance_rate, "target_calls": d.target_calls,
+                "target_call_share": target_call_share(d, problems), "seconds": d.seconds,
+                "n_tokens": sum(len(c) for c in d.completions)}
+
+    def run(prm, rule) -> dict:
+        return summary(decode(draft.model, draft.tokenizer, target.model, target.tokenizer, problems, prm, rule,
+                              patience=cfg.patience), prm)
+
+    out = {"seed": seed, "prm_names": {k: p.name for k, p in prms.items()},
+           "calibration": reasoners.pair_calibration(draft, target, cfg.scale, problems),
+           "prm_auc": prm_auc({name: prms[name] for name in GRADED}, draft, cfg.prm_eval_problems, seed),
+           "baselines": {k: {"accuracy": v.accuracy(problems), "flop_ratio": v.total_flops / t_flops,
+                             "generated_flop_ratio": generated_flops(v, draft.model, target.model) / t_gen}
+                         for k, v in base.items()}}
+    target_ids = generate(target.model, target.tokenizer, [p.prompt for p in problems], MAX_NEW_TOKENS).token_ids
+    sd = speculative_cost(draft.model, target.model, draft.tokenizer, problems, target_ids, cfg.gamma)
+    out["baselines"]["speculative"] = {"accuracy": out["baselines"]["target"]["accuracy"],
+                                       "flop_ratio": sd["total_flops"] / t_flops,
+                                       "token_acceptance_rate": sd["accepted"] / max(1, sum(map(len, target_ids)))}
+    out["rsd"] = {name: run(prm, threshold_rule(cfg.delta)) for name, prm in prms.items()}
+    out["random"] = {name: run(prms[name], random_rule(out["rsd"][name]["acceptance_rate"], derive_seed(seed, name)))
+                     for name in GRADED}
+    out["sweep"] = [{"delta": d} | (out["rsd"]["learned"] if d == cfg.delta else
+                                    run(prms["learned"], threshold_rule(d))) for d in cfg.deltas]
+    out["soft"] = run(prms["learned"], soft_rule(seed))
+    drafts = sample(draft, problems, cfg.bon_n, cfg.bon_temperature, seed)
+    curves = {f"best-of-N, {name}": best_of_n(drafts, problems, prm) for name, prm in prms.items()}
+    curves["majority vote"] = majority_vote(drafts, problems)
+    curves["target best-of-N, oracle"] = best_of_n(
+        sample(target, problems, cfg.target_bon_n, cfg.bon_temperature, seed, "target-best-of-n"), problems,
+        prms["oracle"])
+    for c in curves.values():
+        c["flop_ratio"] = [f / t_flops for f in c["flops"]]
+    out["parallel"] = curves
+    return out
+
+
+def claim_measurements(results: Sequence[dict]) -> dict[str, dict[str, dict]]:
+    """What each claim reads, per PRM: one value per seed (a paired unit) for every effect and precondition."""
+    per_seed = lambda get: [float(get(r)) for r in results]  # noqa: E731
+    pair = {"cost_ratio": per_seed(lambda r: r["calibration"]["cost_ratio"]),
+            "draft_step_accuracy": per_seed(lambda r: r["calibration"]["draft_step_accuracy"]),
+            "target_accuracy": per_seed(lambda r: r["baselines"]["target"]["accuracy"]),
+            **{f"prm_auc_{p}": per_seed(lambda r, p=p: r["prm_auc"][p]) for p in GRADED}}
+    out = {"efficiency": {}, "beats_parallel": {}, "threshold_matters": {}}
+    for prm in PRMS:
+        rsd = lambda r, prm=prm: r["rsd"][prm]  # noqa: E731
+        matched = [at_flops(r["parallel"][f"best-of-N, {prm}"], rsd(r)["flop_ratio"]) for r in results]
+        out["efficiency"][prm] = pair | {
+            f"flop_ratio_{prm}": per_seed(lambda r: rsd(r)["flop_ratio"]),
+            f"generated_flop_ratio_{prm}": per_seed(lambda r: rsd(r)["generated_flop_ratio"]),
+            f"accuracy_gap_{prm}": per_seed(lambda r: rsd(r)["accuracy"] - r["baselines"]["target"]["accuracy"])}
+        out["beats_parallel"][prm] = pair | {
+            f"rsd_minus_bon_{prm}": [rsd(r)["accuracy"] - m["accuracy"] for r, m in zip(results, matched)],
+            f"bon_covers_{prm}": [m["covers"] for m in matched], "bon_n": [m["n"] for m in matched]}
+        if prm in GRADED:
+            out["threshold_matters"][prm] = pair | {
+                f"threshold_minus_random_{prm}": per_seed(lambda r: rsd(r)["accuracy"] - r["random"][prm]["accuracy"]),
+                f"rate_gap_{prm}": per_seed(
+                    lambda r: abs(rsd(r)["acceptance_rate"] - r["random"][prm]["acceptance_rate"]))}
+    hard = [hard_at_rate(r["sweep"], r["soft"]["acceptance_rate"]) for r in results]
+    # a seed whose sweep does not bracket the soft rule's rate has no such difference: it is recorded as 0 and
+    # fails the claim's precondition `sweep_brackets_soft`, so it never decides anything
+    out["hard_beats_soft"] = pair | {
+        "hard_minus_soft_learned": [h - r["soft"]["accuracy"] if np.isfinite(h) else 0.0
+                                    for h, r in zip(hard, results)],
+        "soft_rate_bracketed": [float(np.isfinite(h)) for h in hard]}
+    return out
+
+
+def hard_at_rate(sweep: Sequence[dict], rate: float) -> float:
+    """The hard threshold's accuracy at acceptance rate `rate`, interpolated linearly between the two points of
+    the δ sweep whose acceptance rates bracket it (NaN when none do)."""
+    pts = sorted((d["acceptance_rate"], d["accuracy"]) for d in sweep)
+    for (r0, a0), (r1, a1) in zip(pts, pts[1:]):
+        if r0 <= rate <= r1:
+            return a0 if r1 == r0 else a0 + (a1 - a0) * (rate - r0) / (r1 - r0)
+    return float("nan")

@@ -1,0 +1,97 @@
+"""The figures of the reasoning notebook."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .claims import PRMS
+
+
+PRM_MARKERS = {"oracle": "o", "noisy": "s", "learned": "^"}
+
+
+def mean_sd(results: list[dict], get) -> tuple[float, float]:
+    """Mean and standard deviation over seeds of one measurement `get(result)`."""
+    v = np.array([get(r) for r in results], dtype=float)
+    return float(v.mean()), float(v.std())
+
+
+def _errorbar(ax, results, points, **kw):
+    """Plot points given as (x getter, y getter) pairs with ± sd error bars over seeds on both axes."""
+    xs = [mean_sd(results, gx) for gx, _ in points]
+    ys = [mean_sd(results, gy) for _, gy in points]
+    ax.errorbar([x[0] for x in xs], [y[0] for y in ys], xerr=[x[1] for x in xs], yerr=[y[1] for y in ys],
+                capsize=3, **kw)
+
+
+def plot_accuracy_vs_flops(results: list[dict], cfg):
+    """Final-answer accuracy against total FLOPs (every token read and written, relative to target-only): RSD at
+    δ = cfg.delta with each PRM, the learned PRM's δ sweep, the single-model baselines, speculative decoding and
+    the parallel baselines over N (mean ± sd over seeds)."""
+    from ..core import plot
+
+    fig, ax = plot.subplots(figsize=(7.5, 5))
+    for k, name in enumerate(PRMS):
+        _errorbar(ax, results, [(lambda r, n=name: r["rsd"][n]["flop_ratio"], lambda r, n=name: r["rsd"][n]["accuracy"])],
+                  marker=PRM_MARKERS[name], ms=9, ls="none", color=plot.PALETTE[k],
+                  label=f"RSD δ={cfg.delta}, {results[0]['prm_names'][name]}")
+    _errorbar(ax, results, [(lambda r, i=i: r["sweep"][i]["flop_ratio"], lambda r, i=i: r["sweep"][i]["accuracy"])
+                            for i in range(len(cfg.deltas))], marker=".", ls="-", lw=0.8, color=plot.PALETTE[2],
+              alpha=0.6, label=f"RSD, learned PRM, δ ∈ {list(cfg.deltas)}")
+    for k, (base, label) in enumerate([("draft", "draft only"), ("target", "target only"),
+                                       ("speculative", f"speculative decoding (γ={cfg.gamma})")]):
+        _errorbar(ax, results, [(lambda r, b=base: r["baselines"][b]["flop_ratio"],
+                                 lambda r, b=base: r["baselines"][b]["accuracy"])],
+                  marker="D", ls="none", color=plot.PALETTE[3 + k], label=label)
+    for k, name in enumerate(results[0]["parallel"]):
+        n = len(results[0]["parallel"][name]["n"])
+        _errorbar(ax, results, [(lambda r, i=i, c=name: r["parallel"][c]["flop_ratio"][i],
+                                 lambda r, i=i, c=name: r["parallel"][c]["accuracy"][i]) for i in range(n)],
+                  marker="x", ls=":", lw=1, color=plot.PALETTE[(6 + k) % len(plot.PALETTE)],
+                  label=f"{name} (N=1..{n})")
+    ax.axvline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set(title="Accuracy against compute", xlabel="total FLOPs / target-only FLOPs (prefill counted)",
+           ylabel=f"final-answer accuracy (mean ± sd, {len(results)} seeds)", xscale="log")
+    ax.legend(fontsize=7, loc="lower right")
+    return fig
+
+
+def plot_accountings(results: list[dict], cfg):
+    """RSD's FLOPs relative to target-only in both accountings (every token read and written; written or scored
+    tokens only), per PRM at δ = cfg.delta: one point per seed, bars at the mean."""
+    from ..core import plot
+
+    fig, ax = plot.subplots()
+    x = np.arange(len(PRMS))
+    for j, (key, label) in enumerate([("flop_ratio", "prefill counted"), ("generated_flop_ratio",
+                                                                          "written/scored tokens only")]):
+        vals = np.array([[r["rsd"][p][key] for p in PRMS] for r in results])
+        ax.bar(x + (j - 0.5) * 0.38, vals.mean(0), width=0.36, color=plot.PALETTE[j], alpha=0.7, label=label)
+        for row in vals:
+            ax.scatter(x + (j - 0.5) * 0.38, row, color="black", s=10, zorder=3)
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(x, [results[0]["prm_names"][p] for p in PRMS])
+    ax.set(title=f"RSD's compute at δ={cfg.delta} in two FLOP accountings", ylabel="FLOPs / target-only FLOPs")
+    ax.legend()
+    return fig
+
+
+def plot_acceptance(results: list[dict], cfg):
+    """The share of draft steps accepted against δ for the learned PRM, and at δ = cfg.delta for each PRM, with the
+    soft-ω ablation's rate (mean ± sd over seeds)."""
+    from ..core import plot
+
+    fig, ax = plot.subplots()
+    rate = [mean_sd(results, lambda r, i=i: r["sweep"][i]["acceptance_rate"]) for i in range(len(cfg.deltas))]
+    ax.errorbar(cfg.deltas, [a[0] for a in rate], yerr=[a[1] for a in rate], marker="^", capsize=3,
+                color=plot.PALETTE[2], label=results[0]["prm_names"]["learned"])
+    for k, name in enumerate(PRMS[:2]):
+        m, sd = mean_sd(results, lambda r, n=name: r["rsd"][n]["acceptance_rate"])
+        ax.errorbar([cfg.delta], [m], yerr=[sd], marker=PRM_MARKERS[name], capsize=3, ls="none",
+                    color=plot.PALETTE[k], label=results[0]["prm_names"][name])
+    m, sd = mean_sd(results, lambda r: r["soft"]["acceptance_rate"])
+    ax.axhspan(m - sd, m + sd, color=plot.PALETTE[5], alpha=0.2, label="soft ω(r) = r, learned PRM (± sd)")
+    ax.set(title="Draft steps accepted as the threshold rises", xlabel="threshold δ",
+           ylabel="accepted draft steps / all draft steps", ylim=(0, 1.05))
+    ax.legend(fontsize=8)
+    return fig
