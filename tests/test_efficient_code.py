@@ -5,6 +5,7 @@ import json
 import os
 import time
 
+import numpy as np
 import pytest
 
 from icml25 import efficient_code as E
@@ -175,6 +176,45 @@ def test_a_forged_result_line_is_rejected():
     assert r.status == "FAIL"
 
 
+def test_a_flooded_result_pipe_is_cut_off_at_its_cap(monkeypatch):
+    """A program that reaches the result pipe and writes without end cannot grow the parent's memory: the parent
+    reads at most RESULT_CAP bytes, then stops, and the run fails."""
+    from icml25.efficient_code import sandbox as S
+
+    monkeypatch.setattr(S, "RESULT_CAP", 1 << 16)
+    most = []
+    real = S._Lines._read
+
+    def watched(self, deadline):
+        ok = real(self, deadline)
+        most.append(self.read_total)
+        return ok
+
+    monkeypatch.setattr(S._Lines, "_read", watched)
+    src = MATCH_BUILTINS + ("def f(n):\n    B = real_builtins()\n    os = B.__import__('os')\n"
+                            "    block = b'x' * 65536\n"
+                            "    for _ in range(64):\n"
+                            "        for fd in range(3, 12):\n"
+                            "            try:\n                os.write(fd, block)\n"
+                            "            except OSError:\n                pass\n"
+                            "    return n\n")
+    r = run(src, static_check=False, limits=Limits(wall_s=3.0, cpu_s=2, repeats=1, min_time=0.01))
+    assert not r.passed
+    assert max(most) <= (1 << 16) + 65536  # one read past the cap at most, then the pipe is no longer read
+
+
+def test_et_is_the_calls_alone_as_measured():
+    """Decoding the performance input is outside the timed batch and nothing is subtracted: a program that ignores
+    a large input is timed at its own (tiny, positive) cost, and a slow one at its own."""
+    big = [list(range(200_000))]
+    fast = run_candidate("def f(xs):\n    return 0\n", [[[[1, 2]], 0]], big, limits=Limits(repeats=2, min_time=0.01))
+    slow = run_candidate("def f(xs):\n    return sum(xs) * 0\n", [[[[1, 2]], 0]], big,
+                         limits=Limits(repeats=2, min_time=0.01))
+    assert fast.passed and slow.passed
+    assert 0 < fast.time < 1e-5  # decoding 200 000 ints takes milliseconds; it is not in ET
+    assert slow.time > 100 * fast.time
+
+
 def test_no_process_can_be_started():
     src = MATCH_BUILTINS + ("def f(n):\n    B = real_builtins()\n    os = B.__import__('os')\n    out = []\n"
                             "    for start in (lambda: os.fork(), lambda: os.posix_spawn('/bin/sh', ['sh'], {})):\n"
@@ -298,6 +338,21 @@ def test_selected_candidate_passes_and_is_fastest_on_real_programs():
     e = execs[srcs.index(chosen)]
     assert e.passed and all(e.time <= o.time for o in execs if o.passed)
     assert not execs[-1].passed
+
+
+def test_paired_log_et_ratio_compares_the_same_tasks_only():
+    nan = float("nan")
+    a = P.Evaluation(0.75, 1.0, 1.0, 1.0, [], [0.0, -2.0, 1.0, nan])
+    b = P.Evaluation(0.75, 1.0, 1.0, 1.0, [], [1.0, nan, 0.0, 5.0])
+    assert P.paired_log_et_ratio(a, b) == pytest.approx(((0.0 - 1.0) + (1.0 - 0.0)) / 2)  # tasks 0 and 2 only
+    none = P.Evaluation(0.0, nan, nan, nan, [], [nan] * 4)
+    assert np.isnan(P.paired_log_et_ratio(a, none))
+    runs = {7: {"c": P_arm(a), "b": P_arm(b)}, 8: {"c": P_arm(none), "b": P_arm(b)}}
+    assert E.paired_log_et_ratios(runs, [7, 8], "c", "b") == [pytest.approx(0.0)]  # seed 8 has no common task
+
+
+def P_arm(evaluation):
+    return P.Arm("x", 1.0, [], evaluation)
 
 
 def test_normalised_is_the_ratio_to_the_canonical_measurement():

@@ -24,8 +24,9 @@
 #   \mathrm{TMU} = \int m(t)\,dt \approx \sum_i \tfrac12 (m_i + m_{i-1})(t_i - t_{i-1}),$$
 #
 # and reports them normalised by a canonical solution's: $\mathrm{NET} = \mathrm{ET}/\mathrm{ET}_\text{canonical}$
-# averaged over tasks (likewise NMU, NTMU). Here ET is the minimum over repeats of the mean time per call on a
-# large performance input, MU the `tracemalloc` peak and TMU the trapezoid integral of traced memory.
+# averaged over tasks (likewise NMU, NTMU). Here ET is the minimum over repeats of the mean CPU time per call on
+# a large performance input, MU the process's resident high-water mark and TMU the integral of its resident memory
+# over a timed batch, per call (measured from outside the sandbox, below).
 #
 # **Parameters** (`full` scale: 20× larger performance inputs and 30 repeated runs per program).
 
@@ -73,13 +74,16 @@ cfg
 # the fix; it never falls back to a weaker sandbox.
 #
 # **How ET, MU and TMU are measured.** Each candidate gets one fresh sandbox. After it has answered the unit
-# tests, the same runner serves *batches* on the parent's command: "call the entry `L` times on fresh copies of the
-# performance input" and "only decode the input `L` times". Around each batch the parent reads the runner's CPU
-# time (the scheduler's nanosecond count) from outside, so the sandbox's start-up is in no measurement. ET is the
-# cheapest of `repeats` call batches minus the cheapest decode batch, divided by `L` (`L` grows from 1 until a
-# batch costs at least `min_time` of CPU). MU is the process's resident high-water mark, as the paper's `mprof`
-# reports it, and TMU the difference of the call and decode batches' memory-time integrals per call, sampled from
-# `/proc` every millisecond. Below, a gallery of programs, each run with the static check on and off; the unit test
+# tests, the same runner serves *batches* on the parent's command: "decode `L` fresh copies of the performance
+# input" (untimed), then "call the entry once on each prepared copy". Around each call batch the parent reads the
+# runner's CPU time (the scheduler's nanosecond count) from outside, so neither the sandbox's start-up nor the
+# decoding of the input is in any measurement. ET is the cheapest of `repeats` call batches divided by `L`, as
+# measured: nothing subtracted, no floor (`L` grows from 1 until a batch costs at least `min_time` of CPU, so
+# even a constant-time solution is timed over many calls). MU is the process's resident high-water mark, as the
+# paper's `mprof` reports it, and TMU the call batch's memory-time integral per call, sampled from `/proc` every
+# millisecond. A program that escaped the restricted builtins could still end a call batch early by writing its
+# end marker itself and look fast: the isolation does not depend on the static check, the timing of such a
+# program does. Below, a gallery of programs, each run with the static check on and off; the unit test
 # `f(3) == 3` passes only for a program that answers correctly.
 
 # %%

@@ -116,30 +116,31 @@ shares = [f"mix={p:g}" for p in cfg.mix_shares]
 x = np.array([[runs[s][k].train_net for k in shares] for s in cfg.seeds])
 y = np.array([[runs[s][k].evaluation.net for k in shares] for s in cfg.seeds])
 ok = np.isfinite(x) & np.isfinite(y)
-r = float(np.corrcoef(x[ok], y[ok])[0, 1]) if ok.sum() > 2 else float("nan")
 fig, ax = plot.subplots()
 for j, (p, color) in enumerate(zip(cfg.mix_shares, plot.PALETTE)):
     ax.scatter(x[ok[:, j], j], y[ok[:, j], j], color=color, s=40, label=f"fastest-correct share {p:g}")
 scale_kind = "log" if ok.any() else "linear"  # a model that solves nothing has no NET
-ax.set(xscale=scale_kind, yscale=scale_kind, title=f"Training-set NET against generated NET (Pearson r = {r:.2f})",
+ax.set(xscale=scale_kind, yscale=scale_kind, title="Training-set NET against generated NET",
        xlabel="training-set NET (×canonical)", ylabel="generated-code NET (×canonical)")
 ax.legend();
 
 # %% [markdown]
 # ## Claim checks
 #
-# Both criteria were fixed in `icml25.efficient_code` before the first run. `faster` also declares a noise floor
-# (added with the one-sandbox-per-candidate measurement, before its verdict was seen): the canonical solutions of
-# the first seed's held-out tasks are measured again in fresh sandboxes, and the median change of ET must stay
-# below the 10% the criterion counts as the smallest effect.
+# `faster` compares the two models on the same held-out tasks: per seed, the mean over the tasks both solve of
+# log(ET of C's program / ET of B's). It also declares a noise floor: the canonical solutions of the first seed's
+# held-out tasks are measured again in fresh sandboxes, and the median change of ET must stay below the 10% the
+# criterion counts as the smallest effect.
 
 # %%
 pb, pc = metric["random_correct"]["pass_at_1"], metric["fastest_correct"]["pass_at_1"]
 nb, nc = metric["random_correct"]["net"], metric["fastest_correct"]["net"]
 held_out = E.tasks.split_tasks(E.tasks.all_tasks(cfg.families, cfg.constants), cfg.n_test, cfg.seeds[0])[1]
 et_noise = E.pipeline.et_noise(held_out, measure)  # the first seed's held-out tasks, re-measured
-faster = check(E.FASTER, seeds=cfg.seeds, scale=scale,
-               measured={"log_net_ratio": E.log_ratios(nc, nb), "pass_at_1_change": list(np.subtract(pc, pb)),
+faster = check(E.FASTER, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
+               measured={"log_et_ratio": E.paired_log_et_ratios(runs, cfg.seeds, "fastest_correct",
+                                                                "random_correct"),
+                         "pass_at_1_change": list(np.subtract(pc, pb)),
                          "et_noise": et_noise,
                          "pass_fastest_per_seed": pc, "pass_random_correct_per_seed": pb,
                          "net_fastest_per_seed": nc, "net_random_correct_per_seed": nb},
@@ -160,10 +161,10 @@ y_null = np.array([rng.permutation(row) for row in y])
 passes = np.array([[runs[s][k].evaluation.pass_at_1 for k in shares] for s in cfg.seeds])
 measured = {"spearman_rho": E.spearman_per_seed(x, y), "min_pass_at_1": float(passes.min()),
             "train_net_spread": [float(np.nanmax(row) / np.nanmin(row)) for row in x]}
-corr = check(E.CORRELATION, seeds=cfg.seeds, scale=scale, measured=measured,
-             null=dict(measured, spearman_rho=E.spearman_per_seed(x, y_null)),
+corr = check(E.CORRELATION, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
+             measured=measured, null=dict(measured, spearman_rho=E.spearman_per_seed(x, y_null)),
              our_value=f"Spearman ρ per seed {[round(v, 2) for v in measured['spearman_rho']]} over "
-                       f"{len(cfg.mix_shares)} shares (Pearson r of raw means, for reference: {r:.2f})")
+                       f"{len(cfg.mix_shares)} shares")
 plot.show_verdicts(corr)
 
 # %% [markdown]
@@ -171,8 +172,7 @@ plot.show_verdicts(corr)
 #
 # The numbers above are computed when the notebook runs; the claim boxes give the verdicts. At this scale the
 # mechanism is blunt: a tiny LM trained on one program per task learns, per family, the solution that dominates
-# its training set, and greedy decoding writes that one. Dataset C's programs are (almost) all the canonical
-# efficient ones, so its model writes efficient code wherever it writes correct code; B inherits the generators'
-# mix of naive and efficient solutions. What this cannot show: whether a 7B model *generalises* efficiency to new
-# kinds of problems, as the paper's EffiBench results suggest, rather than copying the solution style it was
-# given for the same kind of problem.
+# its training set, and greedy decoding writes that one. Dataset C holds the fastest *correct candidate* of each
+# task, which is the canonical efficient solution only where a generator proposed it. What this cannot show:
+# whether a 7B model *generalises* efficiency to new kinds of problems, as the paper's EffiBench results suggest,
+# rather than copying the solution style it was given for the same kind of problem.

@@ -20,22 +20,26 @@ from .pipeline import Measurer, build_datasets, candidate_pool, evaluate, finetu
 from .sandbox import Execution, Limits, run_candidate
 
 __all__ = ["pipeline", "sandbox", "tasks", "Measurer", "build_datasets", "candidate_pool", "evaluate", "finetune", "run_seed",
-           "select_fastest", "Execution", "Limits", "run_candidate", "config", "FASTER", "CORRELATION", "log_ratios",
-           "spearman_per_seed"]
+           "select_fastest", "Execution", "Limits", "run_candidate", "config", "FASTER", "CORRELATION",
+           "paired_log_et_ratios", "spearman_per_seed"]
+
+CALIBRATION_SEEDS = [0, 1, 2]
+"""The seeds the chapter's regime (training length, shares, limits) was developed and first decided on; contract v2
+decides on fresh seeds from 100."""
 
 config = make_config({
-    "smoke": {"seeds": [0], "families": ["sum_mult", "member", "gen_sum"], "constants": [3, 4, 5, 6],
+    "smoke": {"seeds": [100], "calibration_seeds": CALIBRATION_SEEDS, "families": ["sum_mult", "member", "gen_sum"], "constants": [3, 4, 5, 6],
               "n_test": 4, "perf_size": 1, "noise_runs": 3, "model": "nano", "steps": 40, "generator_steps": 10,
               "batch_size": 16, "lr": 1e-2, "max_tokens": 16, "mix_shares": [0.0, 0.5, 1.0], "workers": 2},
-    "ci": {"seeds": [0, 1, 2], "families": list(tasks.FAMILIES), "constants": [3, 4, 5, 6, 7, 8, 9, 10],
+    "ci": {"seeds": [100, 101, 102], "calibration_seeds": CALIBRATION_SEEDS, "families": list(tasks.FAMILIES), "constants": [3, 4, 5, 6, 7, 8, 9, 10],
            "n_test": 16, "perf_size": 4, "noise_runs": 3, "model": "nano", "steps": 150, "generator_steps": 40,
            "batch_size": 24, "lr": 1e-2, "max_tokens": 16, "mix_shares": [0.0, 0.5, 1.0], "workers": 2},
-    "full": {"seeds": [0, 1, 2, 3, 4], "families": list(tasks.FAMILIES), "constants": list(range(3, 23)),
+    "full": {"seeds": [100, 101, 102, 103, 104], "calibration_seeds": CALIBRATION_SEEDS, "families": list(tasks.FAMILIES), "constants": list(range(3, 23)),
              "n_test": 40, "perf_size": 20, "noise_runs": 30, "model": "Qwen/Qwen2.5-Coder-1.5B-Instruct", "steps": 1500,
              "generator_steps": 500, "batch_size": 64, "lr": 1e-5, "max_tokens": 256,
              "mix_shares": [0.0, 0.25, 0.5, 0.75, 1.0], "workers": 4},
 },
-    seeds=SEED, families=one_of(*tasks.FAMILIES), constants=COUNT, n_test=COUNT, perf_size=COUNT, noise_runs=COUNT,
+    seeds=SEED, calibration_seeds=SEED, families=one_of(*tasks.FAMILIES), constants=COUNT, n_test=COUNT, perf_size=COUNT, noise_runs=COUNT,
     steps=COUNT, generator_steps=COUNT, batch_size=COUNT, lr=POSITIVE,
     max_tokens=COUNT, mix_shares=FRACTION, workers=COUNT)
 
@@ -49,10 +53,11 @@ NOISE_FLOOR = -math.log(0.9)
 stays below the smallest effect `FASTER` counts (10%)."""
 
 
-def log_ratios(a, b) -> list[float]:
-    """Per seed, log(a / b) over the seeds where both are finite (a model that solved nothing has no NET)."""
-    return [math.log(x / y) for x, y in zip(a, b) if x is not None and y is not None and math.isfinite(x)
-            and math.isfinite(y)]
+def paired_log_et_ratios(runs: dict, seeds, arm: str, baseline: str) -> list[float]:
+    """Per seed, the mean over the held-out tasks both `arm` and `baseline` solve of log(ET_arm / ET_baseline)
+    (:func:`pipeline.paired_log_et_ratio`), over the seeds where they solve one in common."""
+    out = [pipeline.paired_log_et_ratio(runs[s][arm].evaluation, runs[s][baseline].evaluation) for s in seeds]
+    return [v for v in out if math.isfinite(v)]
 
 
 def spearman_per_seed(x, y) -> list[float]:
@@ -73,23 +78,24 @@ FASTER = Claim(
     paper_statement="Fine-tuning on the fastest correct solutions makes the generated code faster without hurting "
                     "correctness (Qwen2.5-Coder-7B-Instruct on EffiBench: ET -48.4%, pass@1 44.8% -> 57.7%)",
     paper_value="ET 0.52x of the base model, pass@1 +12.9 points",
-    criterion="Paired by seed: log(NET of the fastest-correct model / NET of the random-correct model) below 0 "
-              "(95% t interval; refuted when it lies wholly above log 0.9, i.e. less than 10% faster), AND the "
-              "change in pass@1 above -0.05 (non-inferiority)",
-    effects=[Effect("log_net_ratio", "log_net_ratio", direction="less", min_effect=math.log(0.9)),
+    criterion="Paired by seed and, within a seed, by held-out task: the mean over the tasks both models solve of "
+              "log(ET of the fastest-correct model's program / ET of the random-correct model's) below 0 (95% t "
+              "interval over seeds; refuted when it lies wholly above log 0.9, i.e. less than 10% faster), AND "
+              "the change in pass@1 above -0.05 (non-inferiority)",
+    effects=[Effect("log_et_ratio", "log_et_ratio", direction="less", min_effect=math.log(0.9)),
              Effect("pass_at_1_change", "pass_at_1_change", null=-0.05)],
     preconditions=[at_least("fastest_learns", "pass_fastest_per_seed", LEARNS,
                             f"the fastest-correct model solves >= {LEARNS:.0%} of held-out tasks on every seed"),
                    at_least("random_correct_learns", "pass_random_correct_per_seed", LEARNS,
                             f"the random-correct model solves >= {LEARNS:.0%} of held-out tasks on every seed"),
-                   at_least("paired_seeds", lambda m: len(m["log_net_ratio"]), 3,
-                            "at least 3 seeds where both models solve a task"),
+                   at_least("paired_seeds", lambda m: len(m["log_et_ratio"]), 3,
+                            "at least 3 seeds where both models solve a task in common"),
                    at_most("et_noise_floor", "et_noise", NOISE_FLOOR,
                            f"re-measuring the canonical solutions in fresh sandboxes moves ET by a median factor "
                            f"below exp({NOISE_FLOOR:.3f}), the smallest effect the criterion counts")],
-    examples=({"log_net_ratio": [-0.7, -0.6, -0.65], "pass_at_1_change": [0.0, 0.02, 0.01],
+    examples=({"log_et_ratio": [-0.7, -0.6, -0.65], "pass_at_1_change": [0.0, 0.02, 0.01],
                "pass_fastest_per_seed": [0.5] * 3, "pass_random_correct_per_seed": [0.5] * 3, "et_noise": 0.03},
-              {"log_net_ratio": [0.0, -0.02, 0.01], "pass_at_1_change": [0.0, 0.05, 0.0],
+              {"log_et_ratio": [0.0, -0.02, 0.01], "pass_at_1_change": [0.0, 0.05, 0.0],
                "pass_fastest_per_seed": [0.5] * 3, "pass_random_correct_per_seed": [0.5] * 3, "et_noise": 0.03}),
 )
 
@@ -108,7 +114,7 @@ CORRELATION = Claim(
                             "on every seed the training sets' NET spans at least a factor 1.2 across the shares"),
                    at_least("seeds_ranked", lambda m: len(m["spearman_rho"]), 3,
                             "at least 3 seeds with three or more models that solve a task")],
-    examples=({"spearman_rho": [1.0, 0.5, 1.0], "min_pass_at_1": 0.4, "train_net_spread": [2.0, 1.8, 2.2]},
+    examples=({"spearman_rho": [1.0, 0.5, 1.0, 1.0], "min_pass_at_1": 0.4, "train_net_spread": [2.0, 1.8, 2.2]},
               {"spearman_rho": [-0.5, 0.5, 0.0], "min_pass_at_1": 0.4, "train_net_spread": [2.0, 1.8, 2.2]}),
     needs_null=True, null_description="the generated NETs permuted among the shares within each seed",
 )

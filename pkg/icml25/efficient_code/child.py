@@ -5,9 +5,10 @@ text ``python -I -S -c`` is given, so nothing of it lies on a file the candidate
 It reads one JSON job as the first line of stdin: the candidate's ``source`` and ``entry``, the unit-test
 ``inputs`` (never their expected outputs: the parent compares) and the performance input ``perf``. It writes the
 candidate's outputs on the unit-test inputs as one JSON line to the job's file descriptor ``fd`` (a pipe to the
-parent). Then it serves *batches*, one command line of stdin each: ``call N`` calls the entry N times on fresh
-copies of ``perf``, ``decode N`` only decodes ``perf`` N times; after each it writes ``ok`` on the pipe and waits
-for the next command (the parent reads the runner's CPU time and memory from ``/proc`` before and after, from
+parent). Then it serves *batches*, one command line of stdin each: ``prepare N`` decodes fresh copies of
+``perf`` (untimed; N of them, or as many as `PREPARED_BYTES` of input text allow), ``call N`` calls the entry N
+times, on the prepared copies in turn, so a timed batch holds the calls and nothing else (where copies are reused,
+a program that changes its input sees its own change; the unit tests decide correctness before any timing); after each it writes ``ok`` on the pipe and waits for the next command (the parent reads the runner's CPU time and memory from ``/proc`` before and after, from
 outside, so no clock the candidate could touch enters a measurement). End of stdin ends the runner. The
 restricted builtins and import hook below are defence in depth only; nothing depends on them."""
 
@@ -17,6 +18,7 @@ import os
 import sys
 
 EXIT_MEMORY, EXIT_RAISED = 3, 4  # the performance input ran out of memory / raised
+PREPARED_BYTES = 16 << 20  # the prepared copies of the performance input hold at most this much JSON text
 ALLOWED_MODULES = ("math", "heapq", "itertools", "collections", "bisect", "functools")
 SAFE_BUILTINS = ("abs", "all", "any", "bool", "dict", "divmod", "enumerate", "filter", "float", "frozenset", "int",
                  "isinstance", "len", "list", "map", "max", "min", "pow", "range", "reversed", "round", "set",
@@ -68,15 +70,15 @@ def main():
             outputs.append({"error": f"{type(e).__name__}: {str(e)[:120]}"})
     results.write(json.dumps({"outputs": outputs}) + "\n")
     results.flush()
+    prepared = []
     for line in commands:
         kind, n = line.split()
         try:
-            if kind == "decode":
-                for _ in range(int(n)):
-                    json.loads(perf)
+            if kind == "prepare":
+                prepared = [json.loads(perf) for _ in range(max(1, min(int(n), PREPARED_BYTES // len(perf))))]
             else:
-                for _ in range(int(n)):
-                    fn(*json.loads(perf))
+                for i in range(int(n)):
+                    fn(*prepared[i % len(prepared)])
         except MemoryError:
             os._exit(EXIT_MEMORY)
         except BaseException:

@@ -8,6 +8,8 @@ TMU, then MU, then the program text, so the choice is deterministic. A task with
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -160,6 +162,14 @@ class Evaluation:
     nmu: float
     ntmu: float
     programs: list[str]
+    log_et: list[float]  # per held-out task (in order), log ET of the program written; NaN where it fails
+
+
+def paired_log_et_ratio(a: Evaluation, b: Evaluation) -> float:
+    """Mean over the held-out tasks both models solve of log(ET_a / ET_b): each task's canonical denominator cancels,
+    and both models are compared on the same tasks (NaN when they solve none in common)."""
+    both = np.isfinite(a.log_et) & np.isfinite(b.log_et)
+    return float(np.mean(np.subtract(a.log_et, b.log_et)[both])) if both.any() else float("nan")
 
 
 def evaluate(model, tok, tasks: Sequence[T.Task], measure: Measurer, max_tokens: int) -> Evaluation:
@@ -169,7 +179,8 @@ def evaluate(model, tok, tasks: Sequence[T.Task], measure: Measurer, max_tokens:
     canon = measure.canonical(tasks)
     ratios = np.array([normalised(e, canon[t]) for t, e in zip(tasks, execs) if e.passed]).reshape(-1, 3)
     means = ratios.mean(0) if len(ratios) else np.full(3, np.nan)
-    return Evaluation(float(np.mean([e.passed for e in execs])), *map(float, means), progs)
+    log_et = [math.log(e.time) if e.passed else math.nan for e in execs]
+    return Evaluation(float(np.mean([e.passed for e in execs])), *map(float, means), progs, log_et)
 
 
 def lm_sampler(pool_tasks: Sequence[T.Task], tok, cfg, seed: int):

@@ -13,17 +13,19 @@ says how to install or enable it; there is no weaker fallback.
 
 **Measurements the candidate cannot forge.** The runner (:mod:`.child`) never sees the expected outputs: it
 reports the candidate's outputs over a pipe, and the parent compares them. One sandbox start serves one
-candidate: after its outputs, the parent asks the same runner for *batches* (``call L``: the entry `L` times on
-fresh copies of the performance input; ``decode L``: only decoding the input `L` times) and reads, from outside,
+candidate: after its outputs, the parent asks the same runner for *batches* (``prepare L``: decode up to `L`
+fresh copies of the performance input, untimed; ``call L``: the entry `L` times on the prepared copies in turn)
+and reads, from outside,
 the runner's CPU time (``/proc/<pid>/schedstat``, nanoseconds) and resident high-water mark before and after each
 batch, and its resident memory every `interval` seconds while a batch runs. So the sandbox's start-up is in no
 measurement, and no clock the candidate could touch is in any. `L` grows from 1 until a batch costs at least
 `min_time` of CPU. Standard output is never read.
 
-- ET, execution time: (minimum over `repeats` call batches − minimum over `repeats` decode batches) / `L`;
+- ET, execution time: minimum over `repeats` call batches / `L`, as measured: nothing is subtracted and there is
+  no floor (decoding the input is outside the timed batch, so no subtraction is needed);
 - MU, peak memory: the runner's resident high-water mark after the call batches (bytes: the whole process's
   peak, as the paper's ``mprof`` reports it);
-- TMU, memory-time: the time-integral of the runner's resident memory, call batch minus decode batch, per call.
+- TMU, memory-time: the time-integral of the runner's resident memory during the call batch, per call.
 
 A program that escaped the restricted builtins could end a batch early (write ``ok`` itself) and look fast, as
 it could exit early under any scheme that lets it run the calls; what it can *reach* does not depend on this.
@@ -62,6 +64,9 @@ EXIT_MEMORY, EXIT_RAISED = 3, 4  # the runner's exit codes (child.py)
 PYTHON = os.environ.get("ICML25_SANDBOX_PYTHON", "/usr/bin/python3")
 #: processes the sandbox's user may have: bubblewrap and the runner (PID 1 of its namespace); a fork is refused
 NPROC = 2
+#: the most bytes the parent reads from a runner's result pipe; a runner that writes more is cut off (its report
+#: is lost and the run fails), so a program that reaches the pipe cannot grow the parent's memory
+RESULT_CAP = 1 << 20
 _UIDS = itertools.count()
 
 
@@ -160,7 +165,7 @@ def launch_command(limits: Limits, uid: int, info_fd: int) -> list[str]:
 class Batch:
     """One batch the runner served, measured from outside."""
 
-    kind: str  # "call" or "decode"
+    kind: str  # "prepare" or "call"
     calls: int
     cpu: float  # the runner's CPU seconds during the batch
     area: float  # byte·seconds of the runner's resident memory during the batch
@@ -228,10 +233,12 @@ def _sample_memory(pid: int, interval: float, out: dict, busy: threading.Event, 
 
 
 class _Lines:
-    """Lines from the runner's result pipe, read with a deadline, while its stderr is drained (first 4 KiB kept)."""
+    """Lines from the runner's result pipe (at most `RESULT_CAP` bytes in all), read with a deadline, while its
+    stderr is drained (first 4 KiB kept)."""
 
     def __init__(self, res_r: int, err_r: int):
         self.fds, self.res_r, self.buf, self.err = [res_r, err_r], res_r, b"", b""
+        self.read_total = 0
 
     def next(self, deadline: float) -> bytes | None:
         """The next line (without its newline); None at end of file or at the deadline."""
@@ -258,7 +265,11 @@ class _Lines:
             if not chunk:
                 self.fds.remove(fd)
             elif fd == self.res_r:
+                self.read_total += len(chunk)
                 self.buf += chunk
+                if self.read_total > RESULT_CAP:  # stop reading: the runner then blocks until it is killed
+                    self.fds.remove(fd)
+                    self.buf = b""
             else:
                 self.err += chunk[:4096 - len(self.err)]
         return True
@@ -446,21 +457,23 @@ def _round_up(x: float) -> int:
 
 def _timed(batch, limits: Limits) -> dict | None:
     """ET, MU and TMU from the batches of one runner (see the module docstring); None if the runner stopped."""
+    def prepared(kind: str, n: int) -> Batch | None:
+        """A timed batch of `n` calls, on copies of the input decoded just before, outside the batch."""
+        return batch(kind, n) if batch("prepare", n) is not None else None
+
     calls = 1
     while True:  # more calls until a batch costs at least min_time of CPU
-        run = batch("call", calls)
+        run = prepared("call", calls)
         if run is None:
             return None
         if run.cpu >= limits.min_time or calls >= limits.max_calls:
             break
         calls = _round_up(min(limits.max_calls, calls * min(100.0, max(2.0, limits.min_time / max(run.cpu, 1e-6)))))
-    runs = [run] + [batch("call", calls) for _ in range(limits.repeats - 1)]
-    decodes = [batch("decode", calls) for _ in range(limits.repeats)]
-    if None in runs or None in decodes:
+    runs = [run] + [prepared("call", calls) for _ in range(limits.repeats - 1)]
+    if None in runs:
         return None
-    return {"calls": calls, "time": max((min(r.cpu for r in runs) - min(d.cpu for d in decodes)) / calls, 1e-9),
-            "peak": float(max(r.hwm for r in runs)),
-            "area": max((min(r.area for r in runs) - min(d.area for d in decodes)) / calls, 0.0)}
+    return {"calls": calls, "time": min(r.cpu for r in runs) / calls, "peak": float(max(r.hwm for r in runs)),
+            "area": min(r.area for r in runs) / calls}
 
 
 def run_candidate(source: str, tests: list, perf: list, entry: str = "f", limits: Limits = Limits(),
