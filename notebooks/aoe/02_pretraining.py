@@ -81,7 +81,7 @@ for label, color in zip(sorted({r["label"] for r in tuning}), plot.PALETTE):
 ax.set(xscale="log", title=f"Held-out language (seed {cfg.tune_seed}): validation loss against learning rate",
        xlabel="learning rate", ylabel="validation NLL (nats/token)")
 ax.legend()
-display(Markdown(f"{'Searched now' if searched_now else 'Loaded from the cache'}; chosen: "
+display(Markdown(f"The search ({'trained now' if searched_now else 'loaded from the zoo cache'}) chose: "
                  + ", ".join(f"{k} **{v:.3g}**" for k, v in chosen.items())
                  + (f"; at the grid's edge: {', '.join(edge)}." if edge else "; both inside the grid.")))
 
@@ -239,7 +239,7 @@ plot.show_verdicts(v_deep)
 # Both use the compiled `expert_ffn` kernel; AoE additionally computes all $n$ low-rank projections.
 
 # %%
-tps = aoe.throughput(cfg, cfg.seeds[0])
+tps = aoe.throughput(cfg, seed)
 claimed_bench = [label for label in tps if label != "MoE"][0]
 fig, ax = plot.subplots()
 ax.boxplot([np.array(v) / 1e3 for v in tps.values()], tick_labels=list(tps))
