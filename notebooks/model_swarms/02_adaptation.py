@@ -243,7 +243,8 @@ plot.show_verdicts(v_low)
 
 # %%
 def verdict_line(v):
-    e = "; ".join(f"{x['name']} {x['estimate']:.3f} [{x['ci_low']:.3f}, {x['ci_high']:.3f}]"
+    n3 = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731  (no interval: no spread, or too few units)
+    e = "; ".join(f"{x['name']} {n3(x['estimate'])} [{n3(x['ci_low'])}, {n3(x['ci_high'])}]"
                   for x in v.record["effects"])
     return f"- `{v.claim.id}`: **{v.label}** ({e}). {v.record['reason']}."
 
