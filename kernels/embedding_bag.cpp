@@ -54,7 +54,7 @@ std::pair<int64_t, int64_t> forward(const scalar_t* V, const int64_t* idx, const
   int64_t low = 0, high = 0;
   if (S) low = high = idx[0];
   auto row = [V, D, N](int64_t i) { return V + std::min(std::max(i, int64_t(0)), N - 1) * D; };
-#pragma omp parallel for schedule(static) reduction(min : low) reduction(max : high)
+#pragma omp parallel for schedule(static) reduction(min : low) reduction(max : high) if (S * D >= kParallelValues)
   for (int64_t b = 0; b < B; ++b) {
     scalar_t* ob = out + b * D;
     for (int64_t s = b * K; s < (b + 1) * K; ++s) {
@@ -185,7 +185,7 @@ template <typename scalar_t, typename Dst>
 void sum_runs(const Runs& runs, const int64_t* rows, const scalar_t* V, const scalar_t* w, const scalar_t* g,
               scalar_t* grad, scalar_t* gw, int64_t K, int64_t D, Dst dst, bool zero_rows) {
   const int64_t U = int64_t(runs.start.size()) - 1;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (int64_t(runs.order.size()) * D >= kParallelValues)
   for (int64_t r = 0; r < U; ++r) {
     if (r + kPrefetch < U) prefetch_row(V + rows[r + kPrefetch] * D, D);
     scalar_t* row = grad + dst(r) * D;

@@ -76,14 +76,14 @@ void for_each_group(const at::Tensor& offset, F f) {
 // dst[p] = src[row(p)] for every sorted position p, rows of length n.
 template <typename scalar_t, typename Row>
 void gather_rows(scalar_t* dst, const scalar_t* src, int64_t S, int64_t n, Row row) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (S * n >= kParallelValues)
   for (int64_t p = 0; p < S; ++p) std::memcpy(dst + p * n, src + row(p) * n, n * sizeof(scalar_t));
 }
 
 // y[t] = sum_j w[t,j] * O[pos[t*k+j]]: the weighted scatter-add back, as one gather per token.
 template <typename scalar_t>
 void combine(const scalar_t* O, const scalar_t* w, const int64_t* pos, scalar_t* y, int64_t T, int64_t k, int64_t d) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T * k * d >= kParallelValues)
   for (int64_t t = 0; t < T; ++t) {
     scalar_t* yt = y + t * d;
     for (int64_t c = 0; c < d; ++c) yt[c] = 0;
@@ -100,7 +100,7 @@ void combine(const scalar_t* O, const scalar_t* w, const int64_t* pos, scalar_t*
 template <typename scalar_t>
 void output_grads(const scalar_t* gy, const scalar_t* w, const scalar_t* O, const int64_t* slot, scalar_t* dO,
                   scalar_t* gw, int64_t S, int64_t k, int64_t d) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (S * d >= kParallelValues)
   for (int64_t p = 0; p < S; ++p) {
     const int64_t s = slot[p];
     const scalar_t* g = gy + (s / k) * d;
@@ -118,7 +118,7 @@ void output_grads(const scalar_t* gy, const scalar_t* w, const scalar_t* O, cons
 template <typename scalar_t>
 void scatter_gate_grad(const scalar_t* dG, const int64_t* pos, const int64_t* index, scalar_t* gg, int64_t T,
                        int64_t k, int64_t E, int64_t dg) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T * k * dg >= kParallelValues)
   for (int64_t t = 0; t < T; ++t)
     for (int64_t j = 0; j < k; ++j) {
       scalar_t* ggt = gg + (t * E + index[t * k + j]) * dg;

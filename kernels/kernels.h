@@ -4,6 +4,10 @@
 #include <ATen/ATen.h>
 #include <vector>
 
+// Threads only pay off on loops that touch at least this many values; on smaller ones (a smoke run, a tiny model)
+// the fork and join cost more, and on a loaded machine a join waits for a descheduled thread.
+constexpr int64_t kParallelValues = int64_t(1) << 15;
+
 // Block-scaled fake quantisation of a contiguous float32 or float64 [rows, L] tensor onto an ExMy grid with
 // M = man_bits mantissa bits, smallest normal exponent emin and largest finite value fpmax, written into `out`
 // (x's shape and dtype; may be x itself); block <= 0 means no scaling.

@@ -91,13 +91,15 @@ def test_bad_shapes_are_named():
 
 
 @pytest.mark.parametrize("d_low", [None, 3])
-def test_experts_split_among_threads_equal_the_loop(d_low):
-    # two or more groups per thread: each thread runs whole experts (the parallel path of the kernel)
+@pytest.mark.parametrize("T, d", [(64, 8), (2048, 16)])  # the gathers and sums on one thread, then on several
+def test_experts_split_among_threads_equal_the_loop(d_low, T, d):
+    # two or more groups per thread: each thread runs whole experts (the parallel path of the kernel); from
+    # kParallelValues values on (T k d >= 2^15) the gathers and weighted sums are shared among the threads too
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        x, routing, experts, gate = moe_inputs(64, 8, 6, 8, 2, seed=3, d_low=d_low)
-        dy = torch.randn(64, 8, generator=torch.Generator().manual_seed(3))
+        x, routing, experts, gate = moe_inputs(T, d, 6, 8, 2, seed=3, d_low=d_low)
+        dy = torch.randn(T, d, generator=torch.Generator().manual_seed(3))
         for expected, actual in zip(outputs_and_grads(expert_ffn_reference, x, routing, experts, gate, dy),
                                     outputs_and_grads(expert_ffn, x, routing, experts, gate, dy)):
             torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
