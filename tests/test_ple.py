@@ -214,6 +214,6 @@ def test_principled_start_from_any_causal_lm(family_checkpoints, family):
         assert torch.allclose(base.model(input_ids=ids).logits, new_model(input_ids=ids).logits[..., :len(old)],
                               atol=1e-6)
     cfg = ple.config("smoke", model=str(path))
-    policy, tok = ple.start_model(cfg, 0)
+    policy, tok = ple.start_model(cfg)
     assert tok(ple.with_principle("3+4|"), add_special_tokens=False)["input_ids"][0] == len(old)
     assert policy.get_input_embeddings().num_embeddings == len(old) + 1

@@ -66,7 +66,7 @@ cfg
 # gap PLE wants to close.
 
 # %%
-policy, tok = ple.start_model(cfg, seed)
+policy, tok = ple.start_model(cfg)
 queries = ple.training_queries(cfg, seed, 0)
 pairs = ple.generate_pairs(policy, tok, queries, seeding.torch_generator(seed, "ple-method"))
 for p, y, yp, r, rp in list(zip(pairs.problems, pairs.plain, pairs.principle, pairs.reward_plain,

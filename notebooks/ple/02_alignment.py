@@ -35,7 +35,8 @@
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0  # not used: the runs use `seeds` and `ablation_seeds`
-seeds = None  # seeds of the main methods; None: the scale's value
+seeds = None  # verdict seeds of the main methods (queries, sampling, evaluation samples); None: the scale's value
+start_seed = None  # the seed under which the one start model is fine-tuned from the zoo draft
 ablation_seeds = None  # seeds of the ablations; None: the scale's value
 ablations = None  # ablation methods; None: the scale's value (ci: none, for time; full: all three)
 n_iterations = None  # PLE iterations; None: the scale's value
@@ -56,7 +57,7 @@ from icml25 import ple
 from icml25.core import check, plot
 
 plot.use_style()
-cfg = ple.config(scale, seeds=seeds, ablation_seeds=ablation_seeds, ablations=ablations, n_iterations=n_iterations,
+cfg = ple.config(scale, seeds=seeds, start_seed=start_seed, ablation_seeds=ablation_seeds, ablations=ablations, n_iterations=n_iterations,
                  n_queries=n_queries, train_steps=train_steps, n_eval=n_eval, tau0=tau0, alpha=alpha,
                  model=model)
 cfg
@@ -122,11 +123,13 @@ plt.show()
 #
 # The criteria, effects and preconditions were fixed in `icml25.ple` before these runs. `closes_gap` reads only
 # the plain-prompt policy after training against the *starting* gap, so making the principle-guided prompt worse
-# cannot pass it.
+# cannot pass it; and it is checked beside its null, SFT-only, which trains on the same D_sft batches (half exact
+# reference solutions) and never generates: those alone move the plain policy towards clean answers, so PLE's share
+# of the gap must beat SFT-only's, seed for seed of the same pipeline.
 
 # %%
 final = {m: np.array([r.final["plain"] for r in runs[m]]) for m in runs}
-v_beats = check(ple.BEATS_SFT, seeds=cfg.seeds, scale=scale,
+v_beats = check(ple.BEATS_SFT, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
                 measured={k: measured[k] for k in ("ple_minus_sft", "ple_minus_raft", "ple_minus_dpo",
                                                    "initial_gap", "eval_sem")},
                 our_value=f"final plain reward: PLE {final['ple'].mean():.3f}, SFT {final['sft'].mean():.3f}, "
@@ -134,10 +137,12 @@ v_beats = check(ple.BEATS_SFT, seeds=cfg.seeds, scale=scale,
 plot.show_verdicts(v_beats)
 
 # %%
-v_gap = check(ple.CLOSES_GAP, seeds=cfg.seeds, scale=scale,
+null_gap = ple.summary(runs, method="sft")
+v_gap = check(ple.CLOSES_GAP, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
               measured={k: measured[k] for k in ("share_of_gap_closed", "initial_gap", "eval_sem")},
+              null={k: null_gap[k] for k in ("share_of_gap_closed", "initial_gap", "eval_sem")},
               our_value=f"PLE closes {np.mean(measured['share_of_gap_closed']):.2f} of the starting gap "
-                        f"{np.mean(measured['initial_gap']):.3f}")
+                        f"{np.mean(measured['initial_gap']):.3f}; SFT-only {np.mean(null_gap['share_of_gap_closed']):.2f}")
 plot.show_verdicts(v_gap)
 
 # %% [markdown]
@@ -154,7 +159,8 @@ lines = [f"- **Verdicts:** `beats_sft` {v_beats.label}, `closes_gap` {v_gap.labe
          "- **Final plain reward** (mean over seeds): " + ", ".join(
              f"{ple.LABELS[m]} {final[m].mean():.3f}" for m in cfg.methods) + f"; highest: {ple.LABELS[best]}.",
          f"- **PLE closes** {np.mean(measured['share_of_gap_closed']):.2f} of the starting gap (per seed: "
-         + ", ".join(f"{x:.2f}" for x in measured["share_of_gap_closed"]) + ")."]
+         + ", ".join(f"{x:.2f}" for x in measured["share_of_gap_closed"]) + "), SFT-only "
+         f"{np.mean(null_gap['share_of_gap_closed']):.2f} on the same D_sft batches without generated answers."]
 if abl:
     lines.append("- **Ablations** (seeds " + ", ".join(map(str, cfg.ablation_seeds)) + "): " + ", ".join(
         f"{ple.LABELS[m]} {v:.3f}" for m, v in abl.items()) + f", against PLE {final['ple'].mean():.3f}.")

@@ -59,29 +59,35 @@ ZOO_BASE = "arith-draft"  # the policy the principled start is fine-tuned from a
 # answers score alike, so the principle cannot help there). The learning rate is the draft's own (1e-2): at 3e-3
 # the start did not fit its demonstrations and could not use the principle (see the chapter page). The premise
 # of the method, π(·|P⊕x) better than π(·|x), is measured at the start of every run (precondition `premise`).
+# The start is fine-tuned from the zoo draft of `base_seed` (one draft: a draft per seed would cost minutes each).
 START = {
-    "smoke": dict(n_train=500, steps=20, batch_size=32, lr=1e-2, sloppiness=0.5, max_ops=3),
-    "ci": dict(n_train=4000, steps=200, batch_size=64, lr=1e-2, sloppiness=0.5, max_ops=3),
-    "full": dict(n_train=20000, steps=1000, batch_size=64, lr=1e-2, sloppiness=0.5, max_ops=3),
+    "smoke": dict(n_train=500, steps=20, batch_size=32, lr=1e-2, sloppiness=0.5, max_ops=3, base_seed=0),
+    "ci": dict(n_train=4000, steps=200, batch_size=64, lr=1e-2, sloppiness=0.5, max_ops=3, base_seed=0),
+    "full": dict(n_train=20000, steps=1000, batch_size=64, lr=1e-2, sloppiness=0.5, max_ops=3, base_seed=0),
 }
+#: the start recipe was chosen on seed 0's premise gap, and the earlier rounds decided on seeds 0-2
+CALIBRATION_SEEDS = [0, 1, 2]
 
 _COMMON = dict(lr=1e-3, tau0=0.2, alpha=0.9, sft_temperature=0.1, dpo_beta=0.1, sft_sloppiness=0.5, max_ops=3)
 config = make_config({
-    "smoke": dict(_COMMON, model=ZOO_BASE, seeds=[0], ablation_seeds=[0], n_iterations=2, n_queries=32,
-                  train_steps=4, batch_size=16, n_eval=32, methods=list(METHODS), ablations=[]),
-    "ci": dict(_COMMON, model=ZOO_BASE, seeds=[0, 1, 2], ablation_seeds=[0], n_iterations=3, n_queries=64,
-               train_steps=10, batch_size=32, n_eval=150, methods=list(METHODS), ablations=[]),
-    "full": dict(_COMMON, model="meta-llama/Llama-3.1-8B-Instruct", seeds=[0, 1, 2, 3, 4],
-                 ablation_seeds=[0, 1, 2, 3, 4], n_iterations=8, n_queries=512, train_steps=40, batch_size=64,
+    "smoke": dict(_COMMON, model=ZOO_BASE, seeds=[100], calibration_seeds=CALIBRATION_SEEDS, start_seed=100,
+                  ablation_seeds=[100], n_iterations=2, n_queries=32, train_steps=4, batch_size=16, n_eval=32, methods=list(METHODS), ablations=[]),
+    "ci": dict(_COMMON, model=ZOO_BASE, seeds=list(range(100, 108)), calibration_seeds=CALIBRATION_SEEDS,
+               start_seed=100, ablation_seeds=[100], n_iterations=3, n_queries=64, train_steps=10, batch_size=32,
+               n_eval=600, methods=list(METHODS), ablations=[]),
+    "full": dict(_COMMON, model="meta-llama/Llama-3.1-8B-Instruct", seeds=list(range(100, 108)),
+                 calibration_seeds=CALIBRATION_SEEDS, start_seed=100, ablation_seeds=list(range(100, 105)), n_iterations=8, n_queries=512, train_steps=40, batch_size=64,
                  n_eval=1000, methods=list(METHODS), ablations=list(ABLATIONS)),
 },
     lr=POSITIVE, tau0=NONNEGATIVE, alpha=Range(gt=0, le=1), sft_temperature=POSITIVE, dpo_beta=POSITIVE,
-    sft_sloppiness=FRACTION, max_ops=COUNT, seeds=SEED, ablation_seeds=SEED, n_iterations=COUNT,
+    sft_sloppiness=FRACTION, max_ops=COUNT, seeds=SEED, calibration_seeds=SEED, start_seed=SEED,
+    ablation_seeds=SEED, n_iterations=COUNT,
     n_queries=COUNT, train_steps=COUNT, batch_size=COUNT, n_eval=COUNT, methods=one_of(*METHODS),
     ablations=one_of(*ABLATIONS))
 
-# Claims, fixed before any experiment ran. Every effect is one value per seed, from the same start model, the same
-# SFT batches and the same evaluation samples (common random numbers), so methods are paired by seed.
+# Claims, fixed before any experiment ran. Every effect is one value per seed, from the same start model (one start,
+# `start_seed`, for every seed: the verdicts are about methods trained from it), the same SFT batches and the same
+# evaluation samples (common random numbers), so methods are paired by seed.
 PREMISE_GAP = 0.05  # the principle-guided prompt must beat the plain one at the start by at least this
 EVAL_SEM = 0.03  # the standard error of the start model's mean held-out reward may be at most this
 
@@ -111,10 +117,12 @@ CLOSES_GAP = Claim(
     paper_value="qualitative (the method's premise)",
     criterion="per seed, the share of the starting gap that PLE's plain-prompt policy closes: (final plain reward − "
               "start plain reward) / (start principle reward − start plain reward); the 95% t interval lies above "
-              "0; refuted if wholly below 0.2. Only the plain policy's reward after training enters, so a "
-              "principle-guided prompt that got worse cannot pass it",
+              "0, refuted if wholly below 0.2; and PLE's shares beat those of SFT-only, which trains on the same "
+              "D_sft batches and never sees a principle-guided answer (one-sided permutation test, same seeds)",
     effects=[Effect("share_of_gap_closed", "share_of_gap_closed", min_effect=0.2)],
     preconditions=[_PREMISE, _REPEAT],
+    needs_null=True,
+    null_description="SFT-only: the same start, iterations and D_sft batches without any generated answer",
     examples=({"share_of_gap_closed": [0.6, 0.5, 0.7], "initial_gap": [0.2] * 3, "eval_sem": [0.02] * 3},
               {"share_of_gap_closed": [-0.1, 0.05, -0.05], "initial_gap": [0.2] * 3,
                "eval_sem": [0.02] * 3}),
@@ -250,7 +258,7 @@ def build_start(base_model, base_tokenizer, cfg, seed: int):
 
 @zoo.register("ple-start", START)
 def _build_start(cfg, seed: int):
-    base = zoo.get(ZOO_BASE, cfg.scale, seed)
+    base = zoo.get(ZOO_BASE, cfg.scale, cfg.base_seed)
     model, tok, info = build_start(base.model, base.tokenizer, cfg, seed)
     return model, tok, info | {"base_path": str(base.path.name)}
 
@@ -438,15 +446,23 @@ class Run:
     ranked_share: list[float] = field(default_factory=list)
 
 
-def start_model(cfg, seed: int):
-    """The principled starting model from `cfg.model`: for the zoo's draft the zoo entry `ple-start` (trained once
-    per scale and seed, cached); for any other causal LM (a zoo name, a `save_pretrained` folder, a Hub id)
-    :func:`build_start` at the scale's `START` settings, once per process. A fresh copy on every call."""
+def start_model(cfg):
+    """The principled starting model from `cfg.model`, built under `cfg.start_seed`: for the zoo's draft the zoo
+    entry `ple-start` (trained once per scale and start seed, cached); for any other causal LM (a zoo name, a
+    `save_pretrained` folder, a Hub id) :func:`build_start` at the scale's `START` settings, once per process. A
+    fresh copy on every call."""
     if cfg.model == ZOO_BASE:
-        z = zoo.get("ple-start", cfg.scale, seed)
+        z = zoo.get("ple-start", cfg.scale, cfg.start_seed)
         return z.model, z.tokenizer
-    model, tok = _built_start(cfg.model, cfg.scale, seed)
+    model, tok = _built_start(cfg.model, cfg.scale, cfg.start_seed)
     return copy.deepcopy(model), tok
+
+
+def warm_up_start(cfg) -> None:
+    """What the book's builder runs before the notebooks: the zoo entry `ple-start` at `cfg.start_seed` when
+    `cfg.model` is the zoo's draft (nothing for another checkpoint, which the notebooks fine-tune themselves)."""
+    if cfg.model == ZOO_BASE:
+        zoo.get("ple-start", cfg.scale, cfg.start_seed)
 
 
 @functools.cache
@@ -465,7 +481,7 @@ def run_method(method: str, cfg, seed: int, eval_problems: Sequence[arithmetic.P
     """Iterate `method` from the principled starting model for `cfg.n_iterations` iterations."""
     if method not in METHODS + ABLATIONS:
         raise ValueError(f"unknown method {method!r}; valid methods: {', '.join(METHODS + ABLATIONS)}")
-    model, tok = start_model(cfg, seed)
+    model, tok = start_model(cfg)
     taus = method_tau(method, cfg)
     run = Run(method, seed, start)
     g = torch_generator(seed, "ple-generate", method)
@@ -491,9 +507,9 @@ def eval_problems(cfg) -> list[arithmetic.Problem]:
 
 
 def start_evaluations(cfg) -> dict[int, dict[str, float]]:
-    """Every seed's start model on the held-out queries (shared by all its methods)."""
+    """The start model on the held-out queries, with every seed's evaluation samples (shared by its methods)."""
     problems = eval_problems(cfg)
-    return {s: evaluate(*start_model(cfg, s), problems, eval_generator(s, "start"))
+    return {s: evaluate(*start_model(cfg), problems, eval_generator(s, "start"))
             for s in dict.fromkeys([*cfg.seeds, *cfg.ablation_seeds])}
 
 
@@ -507,10 +523,11 @@ def run_all(cfg, methods: Sequence[str] | None = None, starts: dict | None = Non
                 for s in (cfg.ablation_seeds if m in ABLATIONS else cfg.seeds)] for m in methods}
 
 
-def summary(runs: dict[str, list[Run]]) -> dict[str, list[float]]:
+def summary(runs: dict[str, list[Run]], method: str = "ple") -> dict[str, list[float]]:
     """The claims' per-seed measurements: PLE's final plain reward minus each baseline's (paired by seed), the
-    share of the starting gap PLE's plain policy closes, the starting gap, and the evaluation's standard error."""
-    ple_runs = runs["ple"]
+    share of the starting gap `method`'s plain policy closes (PLE's; SFT-only's for closes_gap's null), the
+    starting gap, and the evaluation's standard error."""
+    ple_runs = runs[method]
     out = {f"ple_minus_{m}": [p.final["plain"] - b.final["plain"] for p, b in zip(ple_runs, runs[m], strict=True)]
            for m in ("sft", "raft", "dpo") if m in runs}
     gap0 = [r.start["principle"] - r.start["plain"] for r in ple_runs]
