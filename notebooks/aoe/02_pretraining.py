@@ -263,6 +263,6 @@ display(Markdown(
     f"{aoe.mean_sd3(gap.mean(1))} nats averaged over layers (**{v_conf.label}**; at initialisation, before any "
     f"training, the same gap is {aoe.mean_sd3(gap0.mean(1))}), {aoe.mean_sd3(gap[:, 0])} in layer 0 and "
     f"{aoe.mean_sd3(gap[:, -1])} in layer {cfg.n_layers - 1}, a slope of {aoe.mean_sd3(slopes)} nats per layer "
-    f"(larger deeper: **{v_deep.label}**); throughput at d = {cfg.bench_shape[0]} {np.mean(ratio):.0%} of the "
-    f"MoE's (**{v_tp.label}**). These verdicts are about {cfg.steps} steps of a {cfg.n_layers}-layer model on "
+    f"(larger deeper: **{v_deep.label}**); the throughput, a timing of this machine, is in its own cell above. "
+    f"These verdicts are about {cfg.steps} steps of a {cfg.n_layers}-layer model on "
     f"{len(cfg.seeds)} seeds; the paper's gains are measured after 100B tokens on models a thousand times larger."))
