@@ -215,6 +215,33 @@ def test_et_is_the_calls_alone_as_measured():
     assert slow.time > 100 * fast.time
 
 
+def test_the_seccomp_filter_refuses_the_kernel_surfaces_a_program_has_no_use_for():
+    """A program that escaped the restricted builtins and reaches raw system calls (ctypes) gets EPERM from
+    keyctl, perf_event_open, io_uring_setup, bpf, userfaultfd and ptrace: the filter, not the namespaces, stops
+    them (without it these calls fail with other errors, or succeed)."""
+    import errno
+
+    calls = {"keyctl": 250, "perf_event_open": 298, "io_uring_setup": 425, "bpf": 321, "userfaultfd": 323,
+             "ptrace": 101}  # x86-64 numbers
+    src = MATCH_BUILTINS + ("def f(n):\n    B = real_builtins()\n    ctypes = B.__import__('ctypes')\n"
+                            "    libc = ctypes.CDLL(None, use_errno=True)\n    out = []\n"
+                            f"    for nr in {list(calls.values())}:\n"
+                            "        ctypes.set_errno(0)\n"
+                            "        r = libc.syscall(nr, 0, 0, 0, 0, 0)\n"
+                            "        out.append(ctypes.get_errno() if r == -1 else 'ok')\n"
+                            "    return out\n")
+    r = run_candidate(src, [[[3], [errno.EPERM] * len(calls)]], [3], limits=FAST, static_check=False)
+    assert r.status == "PASS", r.detail
+
+
+def test_as_another_user_than_root_the_sandbox_says_why_it_cannot_start(monkeypatch):
+    from icml25.efficient_code import sandbox as S
+
+    monkeypatch.setattr(S.os, "getuid", lambda: 1000)
+    with pytest.raises(S.SandboxUnavailable, match="needs root"):
+        S.sandboxed({"source": "def f():\n    return 1\n", "entry": "f", "inputs": [[]], "perf": []}, FAST)
+
+
 def test_no_process_can_be_started():
     src = MATCH_BUILTINS + ("def f(n):\n    B = real_builtins()\n    os = B.__import__('os')\n    out = []\n"
                             "    for start in (lambda: os.fork(), lambda: os.posix_spawn('/bin/sh', ['sh'], {})):\n"

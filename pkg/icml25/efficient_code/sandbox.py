@@ -5,7 +5,10 @@
 counts this sandbox alone): new user, PID, network, IPC, UTS and cgroup namespaces; a read-only view of ``/usr``
 (the system interpreter and its libraries) and nothing else of the host; a private, size-limited tmpfs as the
 only writable place; a private ``/proc`` that shows only the sandbox's processes; an empty environment; a new
-session; ``--die-with-parent``. Resource limits bound CPU seconds, address space, file size and processes (the
+session; ``--die-with-parent``; a seccomp filter (libseccomp, :data:`SECCOMP_DENIED`) that refuses the kernel
+surfaces a program has no use for (tracing, keyrings, performance counters, BPF, io_uring, namespaces, mounts).
+It needs root, to run each candidate as a user of its own. Resource limits bound CPU seconds, address space,
+file size and processes (the
 candidate cannot fork or spawn). On timeout the parent kills bubblewrap, its PID namespace's init dies with it,
 and the kernel kills every process left in the namespace; every wait is bounded, so the caller is back within
 ``wall_s`` + 1 s whatever the candidate does. No bubblewrap, or user namespaces refused: :class:`SandboxUnavailable`
@@ -141,24 +144,89 @@ def check_source(source: str) -> str | None:
 # ----------------------------------------------------------------------------------------------- the sandbox
 
 
-def sandbox_command(limits: Limits, info_fd: int) -> list[str]:
+#: system calls the sandbox refuses (EPERM) by a seccomp filter, beside the namespaces: the kernel surfaces a
+#: program has no use for and escapes have used (tracing, keyrings, performance counters, BPF, io_uring,
+#: userfaultfd, namespaces and mounts, modules, kexec)
+SECCOMP_DENIED = ("ptrace", "process_vm_readv", "process_vm_writev", "keyctl", "add_key", "request_key",
+                  "perf_event_open", "bpf", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+                  "unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "personality", "kexec_load",
+                  "kexec_file_load", "init_module", "finit_module", "delete_module", "acct", "swapon", "swapoff",
+                  "reboot", "syslog", "quotactl", "lookup_dcookie", "name_to_handle_at", "open_by_handle_at")
+
+
+@cache
+def seccomp_program() -> bytes:
+    """The seccomp BPF program bubblewrap installs (``--seccomp``) before it runs the runner: allow every system
+    call but those of `SECCOMP_DENIED`, which fail with EPERM. Compiled by libseccomp (through ctypes) for this
+    machine's architecture."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
+    try:
+        lib = ctypes.CDLL(name)
+    except OSError:
+        raise SandboxUnavailable("libseccomp is not installed: `apt-get install libseccomp2` (Debian/Ubuntu); the "
+                                 "sandbox needs it for its system-call filter") from None
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SCMP_ACT_ALLOW, SCMP_ACT_ERRNO(EPERM)
+    ctx = lib.seccomp_init(allow)
+    try:
+        for call in SECCOMP_DENIED:
+            number = lib.seccomp_syscall_resolve_name(call.encode())
+            if number >= 0 and lib.seccomp_rule_add(ctx, deny, number, 0) != 0:
+                raise SandboxUnavailable(f"libseccomp refused a rule for {call!r}")
+        r, w = os.pipe()
+        try:
+            if lib.seccomp_export_bpf(ctx, w) != 0:
+                raise SandboxUnavailable("libseccomp could not export the system-call filter")
+            os.close(w)
+            w = None
+            out = b""
+            while chunk := os.read(r, 65536):
+                out += chunk
+            return out
+        finally:
+            os.close(r)
+            if w is not None:
+                os.close(w)
+    finally:
+        lib.seccomp_release(ctx)
+
+
+def _seccomp_fd() -> int:
+    """A pipe's read end holding `seccomp_program()`, for bubblewrap's ``--seccomp`` (it reads it once)."""
+    r, w = os.pipe()
+    os.write(w, seccomp_program())  # a few hundred bytes: well within the pipe's buffer
+    os.close(w)
+    os.set_inheritable(r, True)
+    return r
+
+
+def sandbox_command(limits: Limits, info_fd: int, seccomp_fd: int | None = None) -> list[str]:
     """The bubblewrap command line that runs the runner under the system interpreter; bubblewrap writes the
-    sandbox's pid to `info_fd`."""
-    return ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+    sandbox's pid to `info_fd` and installs the seccomp filter it reads from `seccomp_fd`."""
+    filter_ = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+    return ["bwrap", *filter_, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
             "--clearenv", "--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64",
             "/lib64", "--symlink", "usr/bin", "/bin", "--proc", "/proc", "--dev", "/dev",
             "--size", str(limits.tmpfs_mb * 2**20), "--tmpfs", "/tmp", "--chdir", "/tmp",
             "--as-pid-1", "--info-fd", str(info_fd), "--", PYTHON, "-I", "-S", "-c", RUNNER]
 
 
-def launch_command(limits: Limits, uid: int, info_fd: int) -> list[str]:
+def launch_command(limits: Limits, uid: int, info_fd: int, seccomp_fd: int | None = None) -> list[str]:
     """The whole command: util-linux's ``setpriv`` becomes a user of our own (when we are root) and ``prlimit``
     sets the limits, each replacing itself by the next program, so no Python code runs between fork and exec and
     the parent can spawn without copying its address space (a fork of a parent holding torch cost 0.2 s a run)."""
     mem = limits.memory_mb * 2**20
     limit = ["prlimit", f"--as={mem}", f"--cpu={limits.cpu_s}", "--fsize=0", "--core=0", f"--nproc={NPROC}", "--"]
     drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"] if os.getuid() == 0 else []
-    return drop + limit + sandbox_command(limits, info_fd)
+    return drop + limit + sandbox_command(limits, info_fd, seccomp_fd)
 
 
 @dataclass(frozen=True)
@@ -301,6 +369,11 @@ def sandboxed(job: dict, limits: Limits, driver=None) -> _Run:
     if shutil.which("bwrap") is None:
         raise SandboxUnavailable("bubblewrap is not installed: `apt-get install bubblewrap` (Debian/Ubuntu), then "
                                  "re-run; generated code is never run without it")
+    if os.getuid() != 0:
+        raise SandboxUnavailable("the sandbox runs each candidate as a user of its own (setpriv), so that its "
+                                 "process limit counts that sandbox alone, which needs root: run the build as root "
+                                 "(as CI does, in its container); as another user the limit would count all of "
+                                 "your processes and the sandbox could not start")
     missing = [tool for tool in ("setpriv", "prlimit") if shutil.which(tool) is None]
     if missing:
         raise SandboxUnavailable(f"{' and '.join(missing)} (util-linux) not found: the sandbox sets its user and "
@@ -331,13 +404,15 @@ def _sandboxed_as(uid: int, job: dict, limits: Limits, driver) -> _Run:
     info_r, info_w = os.pipe()
     os.set_inheritable(res_w, True)
     os.set_inheritable(info_w, True)
+    seccomp_r = _seccomp_fd()
     start = time.perf_counter()
     deadline = start + limits.wall_s
-    proc = subprocess.Popen(launch_command(limits, uid, info_w), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"}, start_new_session=True,
-                            pass_fds=(res_w, info_w))
+    proc = subprocess.Popen(launch_command(limits, uid, info_w, seccomp_r), stdin=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"},
+                            start_new_session=True, pass_fds=(res_w, info_w, seccomp_r))
     os.close(res_w)
     os.close(info_w)
+    os.close(seccomp_r)
     samples, busy, done = {"peak": 0, "phase": None}, threading.Event(), threading.Event()
     pid = _read_pid(info_r, deadline)
     sampler = threading.Thread(target=_sample_memory, args=(pid, limits.interval, samples, busy, done), daemon=True)
