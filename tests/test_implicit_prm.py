@@ -236,14 +236,39 @@ def test_claim_measurements_are_paired_per_seed_differences():
         return {"step_auc": step, "train": {"outcome_auc": 0.8, "step_auc": 0.7 + step / 10}, "best_of": {4: bo}}
 
     runs = {s: {"arms": {"ce": arm(0.6 + s, {"prm_min": 0.5, "majority": 0.4, "random": 0.3}),
-                         "ce_n1": arm(0.5, {"prm_min": 0.35 + s, "majority": 0.4, "random": 0.3}),
-                         "control": arm(0.9, {"prm_min": 0.7, "majority": 0.4, "random": 0.3})}}
+                         "ce_n1": arm(0.5, {"prm_min": 0.35 + s, "majority": 0.4, "random": 0.3})},
+                "position": {"step_auc": 0.55},
+                "verifiers": {4: {"oracle": 0.7, "noisy": 0.45, "majority": 0.4, "random": 0.3}}}
             for s in (0, 1)}
     m = ip.claim_measurements(runs, 4)
     assert m["step_auc"] == [0.6, 1.6] and m["n1_minus_random"] == pytest.approx([0.05, 1.05])
     assert m["prm_minus_majority"] == pytest.approx([0.1, 0.1])
-    assert m["control_minus_majority"] == pytest.approx([0.3, 0.3])
+    assert m["oracle_minus_majority"] == pytest.approx([0.3, 0.3]) and m["noisy_minus_random"] == pytest.approx([0.15] * 2)
     assert m["train_step_auc"] == pytest.approx([0.76, 0.86]) and m["n1_train_step_auc"] == pytest.approx([0.75] * 2)
+    null = ip.null_measurements(runs, 4)
+    assert null["step_auc"] == [0.55, 0.55] and null.keys() == m.keys()
+
+
+def test_within_prompt_step_auc_ignores_which_prompt_is_harder():
+    """Pooled over prompts, a score that only says which prompt is hard separates right from wrong steps; within
+    each prompt it is at chance."""
+    labels = [[True, False], [True, True], [False], [True, False]]  # prompts 0, 0, 1, 1
+    hard = [np.array([0.0, 0.0]), np.array([0.0, 0.0]), np.array([-1.0]), np.array([-1.0, -1.0])]
+    assert ip.within_prompt_step_auc(hard, labels, [0, 0, 1, 1]) == pytest.approx(0.5)
+    assert ip.roc_auc([x for r in hard for x in r[:2]], [True, False, True, True, False, True, False]) > 0.5
+    right = [np.array([1.0, -1.0]), np.array([1.0, 1.0]), np.array([-1.0]), np.array([1.0, -1.0])]
+    assert ip.within_prompt_step_auc(right, labels, [0, 0, 1, 1]) == 1.0
+
+
+def test_step_verifiers_and_the_position_null():
+    problems = arithmetic.sample_problems(2, 0, max_ops=3)
+    labels = [[[True, True], [True, False]], [[False], []]]
+    cands = ip.Candidates(problems, [["a", "b"], ["c", "d"]], np.zeros((2, 2), int), np.zeros((2, 2), bool), labels)
+    v = ip.verifier_scores(cands, 0.0, 0)
+    assert v["oracle"].tolist() == [[1.0, 0.0], [0.0, 0.0]] and np.array_equal(v["noisy"], v["oracle"])
+    flipped = ip.verifier_scores(cands, 1.0, 0)["noisy"]
+    assert flipped.tolist() == [[0.0, 0.0], [1.0, 0.0]]
+    assert [r.tolist() for row in ip.position_rewards(cands) for r in row] == [[-1, -2], [-1, -2], [-1], []]
 
 
 def test_training_stops_at_the_first_check_that_reaches_the_bound(pair, monkeypatch):

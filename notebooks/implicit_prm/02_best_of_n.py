@@ -31,20 +31,30 @@
 #    right more often than a random candidate or a majority vote over final answers?
 # 3. **Data efficiency**: does CE still help with one response per instruction, where DPO has no pairs at all?
 #
-# Two things make the verdicts evidence. A **positive control** scores the same candidates with an implicit PRM that
-# certainly knows the task: $\pi_\theta$ = the zoo's *target* reasoner, $\pi_{\mathrm{ref}}$ = the draft, no training.
-# It is the upper bound of this setup, and a precondition of every claim is that it is detected (if even it fails,
-# the evaluation cannot see a working PRM). And every trained PRM must have **learned what it was trained on**: its
-# outcome reward separates right from wrong *training* responses (AUC at least `implicit_prm.LEARNED_AUC`).
-# Every PRM trains until its step rewards separate right from wrong steps of its *training* responses (step AUC at
-# least `implicit_prm.LEARNED_STEP_AUC` on its first `check_responses` training responses, checked every
+# **The regime.** Candidates are the draft's solutions, sampled at temperature `candidate_temperature` (1.5) on
+# problems of at most `test_max_ops` (3) operations, and the best-of-N claims are read at $N$ = `claim_n` (4). The
+# referee's probes on the calibration seeds (0-2) showed why: on 4-5 operations none of the draft's right answers
+# has right steps (it guesses the digit), so a process reward has nothing to find there, and on easy problems at
+# temperature 1 majority voting over 16 is at its ceiling. Two declared preconditions check that the candidates of
+# *these* seeds leave room: the exact step verifier (a candidate scores 1 when every step is right) must beat the
+# baseline by `implicit_prm.HEADROOM` (**headroom**), and the same verifier with a share `verifier_noise` of its step
+# labels flipped, a PRM of known and imperfect quality, must beat it by `implicit_prm.CONTROL_MARGIN` (the
+# evaluation **can see a working PRM**). The earlier rounds' control, the target/draft log-ratio, is gone: on
+# these problems the draft is the stronger model, so that log-ratio rewarded the target's errors. And every trained
+# PRM must have **learned what it was trained on**: its outcome reward separates right from wrong *training*
+# responses (AUC at least `implicit_prm.LEARNED_AUC`). The step-signal claim is checked beside a **null**: a score
+# that knows only each step's position (earlier steps score higher, $r_t = -t$), on the same candidates, which also
+# separates right from wrong steps wherever errors come late.
+# Every PRM trains until its step rewards separate right from wrong steps *within* the prompts of its training
+# responses (mean within-prompt step AUC at least `implicit_prm.LEARNED_STEP_AUC` on its first `check_responses`
+# training responses, checked every
 # `eval_every` steps, at most `train_steps`): the step labels decide only when training stops, never a gradient.
 # The training-set preconditions are measured on all its training responses, not only those the stop rule checks. The best-of-N claims need their PRM to have reached that
 # regime; the step-signal claim does not (step signal from outcome labels is what it tests).
 # Besides CE the notebook trains the other objectives of the paper (DPO, KTO, NCA), CE at three β, and CE started
 # from the draft (a model too small to learn the task) on `arm_seeds`. At `ci` that list is empty: a PRM from the
 # target costs about ten times a draft-based one per step on one CPU core, so the ci build trains only the two CE
-# PRMs the claims read (and the positive control, which needs no training); `smoke` runs the extra arms to exercise
+# PRMs the claims read; `smoke` runs the extra arms to exercise
 # the code and `full` runs them on every seed.
 #
 # $\pi_{\mathrm{ref}}$ is frozen, so its token log-probs of the candidates and of the training responses are
@@ -53,12 +63,12 @@
 #
 # **Parameters.** `seeds` vary the training prompts, the sampled training responses, the PRM's training batches
 # and the test problems and candidates; the zoo models are those of `ref_seed`. At `full` scale:
-# 4000 prompts × 8 responses, 1000 training steps, 500 test problems × 64 candidates, 5 seeds.
+# 4000 prompts × 8 responses, 1000 training steps, 500 test problems × 64 candidates, 8 seeds.
 
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0
-seeds = None  # seeds of the experiment; None: the scale's value
+seeds = None  # verdict seeds of the experiment; None: the scale's value
 beta = None  # β of the implicit reward
 n_prompts = None  # training instructions
 responses_per_prompt = None  # sampled responses per instruction for the main CE PRM
@@ -68,7 +78,11 @@ check_responses = None  # training responses (the first ones) the stopping check
 lr = None  # learning rate of every PRM
 n_test = None  # held-out problems
 n_candidates = None  # candidates sampled per held-out problem
-best_of = None  # the N of best-of-N
+best_of = None  # the N of best-of-N shown
+claim_n = None  # the N at which the best-of-N claims are read
+test_max_ops = None  # most operations of a held-out problem
+candidate_temperature = None  # sampling temperature of the candidates
+verifier_noise = None  # share of step labels flipped in the noisy verifier
 objectives = None  # objectives trained at `arm_seeds` (ce, dpo, kto, nca)
 betas = None  # β values of the CE sweep at `arm_seeds`
 arm_seeds = None  # seeds at which the objectives and the β sweep run
@@ -85,7 +99,9 @@ from icml25.core import check, models, plot, zoo
 plot.use_style()
 cfg = implicit_prm.config(scale, seeds=seeds, beta=beta, n_prompts=n_prompts,
                           responses_per_prompt=responses_per_prompt, train_steps=train_steps, eval_every=eval_every,
-                          check_responses=check_responses, lr=lr, n_test=n_test,
+                          check_responses=check_responses, lr=lr, n_test=n_test, claim_n=claim_n,
+                          test_max_ops=test_max_ops, candidate_temperature=candidate_temperature,
+                          verifier_noise=verifier_noise,
                           n_candidates=n_candidates, best_of=best_of, objectives=objectives, betas=betas,
                           arm_seeds=arm_seeds, model=model)
 cfg
@@ -93,8 +109,8 @@ cfg
 # %% [markdown]
 # ## The experiment
 #
-# `run_seed` samples `n_candidates` solutions per test problem from the draft at temperature 1, scores
-# them with the positive control, takes the main CE PRM (from the zoo, so the first notebook reuses it), trains the
+# `run_seed` samples `n_candidates` solutions per test problem from the draft at `candidate_temperature`, scores
+# them with the two step verifiers and the position-only null, takes the main CE PRM (from the zoo, so the first notebook reuses it), trains the
 # CE PRM on one response per instruction and, at `arm_seeds`, the other objectives, β values and the draft-based
 # PRM on the *same* instructions, and scores everything on the same candidates.
 
@@ -109,7 +125,7 @@ print(f"π_ref ({cfg.model}): {base.info['n_params']:,} parameters; generator ({
       f"{np.mean([r['train_accuracy'] for r in runs.values()]):.0%} of the time")
 stops = pd.DataFrame({a: {s: r["stopped_at"].get(a) for s, r in runs.items()} for a in runs[cfg.seeds[0]]["stopped_at"]})
 display(stops.rename_axis("seed").style.format(precision=0, na_rep="–").set_caption(
-    f"optimizer steps each PRM trained (it stops at training-set step AUC ≥ {implicit_prm.LEARNED_STEP_AUC}, "
+    f"optimizer steps each PRM trained (it stops at within-prompt training step AUC ≥ {implicit_prm.LEARNED_STEP_AUC}, "
     f"at most {cfg.train_steps})"))
 
 # %%
@@ -131,24 +147,25 @@ ax.legend();
 # ranks responses better than knowing only the base rate of right answers. Whether the PRM learned its training set
 # is measured directly below (training-set outcome AUC), and is a precondition of every claim.
 #
-# ## 1. Step signal: trained PRMs against the positive control
+# ## 1. Step signal: trained PRMs against the position-only null
 
 # %%
 def per_seed(arm, key, where=None):
     return np.array([(r["arms"][arm] if where is None else r["arms"][arm][where])[key] for r in runs.values()])
 
 
-shown = ["control", "ce", "ce_n1"]
-names = {"control": "positive control\n(target / draft)", "ce": f"CE, {cfg.responses_per_prompt} resp./instr.",
-         "ce_n1": "CE, 1 resp./instr."}
+shown = ["ce", "ce_n1"]
+names = {"ce": f"CE, {cfg.responses_per_prompt} resp./instr.", "ce_n1": "CE, 1 resp./instr."}
 fig, axes = plot.subplots(1, 2)
 x = np.arange(len(shown))
 for j, (where, label) in enumerate([("train", "training responses"), (None, "held-out candidates")]):
     v = np.array([per_seed(a, "step_auc", where) for a in shown])
     axes[0].bar(x + 0.4 * j - 0.2, v.mean(1), 0.4, yerr=v.std(1), capsize=3, color=plot.PALETTE[j], label=label)
 axes[0].axhline(0.5, color="grey", ls=":", label="chance")
+axes[0].axhline(np.mean([r["position"]["step_auc"] for r in runs.values()]), color=plot.PALETTE[3], ls="--",
+                label="null: step position only (held out)")
 axes[0].set_xticks(x, [names[a] for a in shown])
-axes[0].set(title="Step-level ROC AUC", ylabel=f"AUC (mean ± sd, {len(cfg.seeds)} seeds)", ylim=(0, 1.05))
+axes[0].set(title="Step-level ROC AUC (training: within prompts)", ylabel=f"AUC (mean ± sd, {len(cfg.seeds)} seeds)", ylim=(0, 1.05))
 axes[0].legend(fontsize=8)
 v = np.array([per_seed(a, "outcome_auc", "train") for a in shown])
 axes[1].bar(x, v.mean(1), yerr=v.std(1), capsize=3, color=plot.PALETTE[2], label="training-set outcome AUC")
@@ -165,23 +182,30 @@ axes[1].legend(fontsize=8);
 # "single" reward with min), the highest minimum partial sum $\min_t q^t$ (`prm_min_q`, "accumulative" with min)
 # or outcome reward (`prm_outcome`), majority voting with each vote weighted by $\sigma(\text{score})$ as the
 # official evaluation weights an implicit PRM's votes, with its scores in the official units (log-ratios × 0.001)
-# (`_vote`), the untrained baseline that picks the candidate
-# $\pi_{\mathrm{ref}}$ itself finds most likely (`ref_likelihood`), and the oracle (is any candidate right).
+# (`_vote`), the untrained baseline that picks the candidate the generator itself finds most likely
+# (`ref_likelihood`), and the oracle (is any candidate right). Right: the same baselines beside the two step
+# verifiers of known quality (exact, and with flipped step labels), on the same candidates.
 
 # %%
 Ns, N = list(cfg.best_of), max(cfg.best_of)
 selectors = ["random", "majority", "prm_min", "prm_min_vote", "ref_likelihood", "oracle"]
 fig, axes = plot.subplots(1, 2, sharey=True)
-for ax, arm in zip(axes, ("ce", "control")):
-    for k, c in zip(selectors, plot.PALETTE):
-        a = np.array([[r["arms"][arm]["best_of"][n][k] for n in Ns] for r in runs.values()])
-        ax.errorbar(Ns, a.mean(0), yerr=a.std(0), marker="o", capsize=3, color=c, label=k,
+for ax, (title, get, keys) in zip(axes, (
+        (f"Best-of-N, {names['ce']}", lambda r, n: r["arms"]["ce"]["best_of"][n], selectors),
+        ("Best-of-N, step verifiers of known quality", lambda r, n: r["verifiers"][n],
+         ["random", "majority", "oracle_steps", "noisy", "oracle"]))):
+    for k, c in zip(keys, plot.PALETTE):
+        key = "oracle" if k == "oracle_steps" else k
+        a = np.array([[(get(r, n)[key] if k != "oracle" else r["arms"]["ce"]["best_of"][n]["oracle"]) for n in Ns]
+                      for r in runs.values()])
+        ax.errorbar(Ns, a.mean(0), yerr=a.std(0), marker="o", capsize=3, color=c,
+                    label={"oracle_steps": "exact step verifier", "noisy": "noisy step verifier"}.get(k, k),
                     ls=":" if k == "oracle" else "-")
-    ax.set(xscale="log", title=f"Best-of-N, {names[arm].replace(chr(10), ' ')}", xlabel="N (candidates per problem)",
-           ylim=(0, 1.02))
+    ax.axvline(cfg.claim_n, color="grey", lw=0.8, ls="--")
+    ax.set(xscale="log", title=title, xlabel="N (candidates per problem)", ylim=(0, 1.02))
     ax.set_xticks(Ns, [str(n) for n in Ns])
-axes[0].set_ylabel(f"accuracy (mean ± sd, {len(cfg.seeds)} seeds)")
-axes[1].legend(ncols=2, fontsize=8);
+    ax.legend(ncols=2, fontsize=8)
+axes[0].set_ylabel(f"accuracy (mean ± sd, {len(cfg.seeds)} seeds)");
 
 # %% [markdown]
 # ## 3. Every arm: objectives, β, responses per instruction
@@ -196,7 +220,7 @@ rows = {}
 for arm in dict.fromkeys(a for r in runs.values() for a in r["arms"]):
     have = [r for r in runs.values() if arm in r["arms"]]
     rows[arm] = {"seeds": len(have), "held-out step AUC": np.mean([r["arms"][arm]["step_auc"] for r in have]),
-                 "train step AUC": np.mean([r["arms"][arm]["train"]["step_auc"] for r in have]),
+                 "train step AUC (within prompts)": np.mean([r["arms"][arm]["train"]["step_auc"] for r in have]),
                  "train outcome AUC": np.mean([r["arms"][arm]["train"]["outcome_auc"] for r in have]),
                  **{f"{k} @{N}": np.mean([r["arms"][arm]["best_of"][N][k] for r in have]) for k in keys}}
 base = {k: np.mean([r["arms"]["ce"]["best_of"][N][k] for r in runs.values()]) for k in ("random", "majority")}
@@ -208,42 +232,45 @@ display(table.style.format(precision=3).set_caption(
 # ## Claim checks
 #
 # The criteria, effects and preconditions were fixed in `icml25.implicit_prm` before any of these numbers existed.
-# Each effect is one paired value per seed (the PRM and the baseline on the same candidates).
+# Each effect is one paired value per seed (the PRM and the baseline on the same candidates), read at best-of-`claim_n`.
 
 # %%
-measured = implicit_prm.claim_measurements(runs, N)
+measured = implicit_prm.claim_measurements(runs, cfg.claim_n)
+null = implicit_prm.null_measurements(runs, cfg.claim_n)
 mean = {k: float(np.mean(v)) for k, v in measured.items()}
-v_step = check(implicit_prm.STEP_SIGNAL, seeds=cfg.seeds, scale=scale,
-               measured={k: measured[k] for k in ("step_auc", "train_outcome_auc", "control_step_auc")},
-               our_value=f"held-out step AUC {mean['step_auc']:.2f} (control {mean['control_step_auc']:.2f})")
+v_step = check(implicit_prm.STEP_SIGNAL, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
+               measured={k: measured[k] for k in ("step_auc", "train_outcome_auc")},
+               null={k: null[k] for k in ("step_auc", "train_outcome_auc")},
+               our_value=f"held-out step AUC {mean['step_auc']:.2f} (position only {np.mean(null['step_auc']):.2f})")
 plot.show_verdicts(v_step)
 
 # %%
-v_best = check(implicit_prm.BEST_OF_N, seeds=cfg.seeds, scale=scale,
+v_best = check(implicit_prm.BEST_OF_N, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
                measured={k: measured[k] for k in ("prm_minus_majority", "train_outcome_auc", "train_step_auc",
-                                                  "control_minus_majority")},
-               our_value=f"best-of-{N}: CE PRM − majority {mean['prm_minus_majority']:+.3f} "
-                         f"(control {mean['control_minus_majority']:+.3f})")
+                                                  "oracle_minus_majority", "noisy_minus_majority")},
+               our_value=f"best-of-{cfg.claim_n}: CE PRM − majority {mean['prm_minus_majority']:+.3f} (exact step "
+                         f"verifier {mean['oracle_minus_majority']:+.3f}, noisy {mean['noisy_minus_majority']:+.3f})")
 plot.show_verdicts(v_best)
 
 # %%
-v_one = check(implicit_prm.ONE_RESPONSE, seeds=cfg.seeds, scale=scale,
+v_one = check(implicit_prm.ONE_RESPONSE, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
               measured={k: measured[k] for k in ("n1_minus_random", "n1_train_outcome_auc", "n1_train_step_auc",
-                                                 "control_minus_random")},
-              our_value=f"best-of-{N}: CE on 1 response − random {mean['n1_minus_random']:+.3f}")
+                                                 "oracle_minus_random", "noisy_minus_random")},
+              our_value=f"best-of-{cfg.claim_n}: CE on 1 response − random {mean['n1_minus_random']:+.3f} (exact "
+                        f"step verifier {mean['oracle_minus_random']:+.3f})")
 plot.show_verdicts(v_one)
 
 # %% [markdown]
 # ## Why: what did outcome training change?
 #
 # A diagnostic, not a claim. Within each problem, does the trained reward $r_\theta(\mathbf y)$ rank the
-# candidates the way the reference's own likelihood $\log\pi_{\mathrm{ref}}(\mathbf y)$ does? (Each problem's
-# mean removed, so problem difficulty does not count.) A reward that only re-ranked candidates by likelihood would
-# match `ref_likelihood`.
+# candidates the way the generator's own likelihood $\log\pi_{\mathrm{gen}}(\mathbf y)$ (the draft's) does? (Each
+# problem's mean removed, so problem difficulty does not count.) A reward that only re-ranked candidates by the
+# generator's likelihood would match `ref_likelihood`.
 
 # %%
 corr = per_seed("ce", "corr_within_problem")
-print(f"within-problem corr(r_θ(y), log π_ref(y)): {corr.mean():+.2f} ± {corr.std():.2f} "
+print(f"within-problem corr(r_θ(y), log π_gen(y)): {corr.mean():+.2f} ± {corr.std():.2f} "
       f"(per seed: {', '.join(f'{c:+.2f}' for c in corr)})")
 
 # %% [markdown]
@@ -252,18 +279,20 @@ print(f"within-problem corr(r_θ(y), log π_ref(y)): {corr.mean():+.2f} ± {corr
 # Generated from this run's measurements.
 
 # %%
-ce, ctl = table.loc["ce"], table.loc["control"]
-best_arm = table[f"prm_min @{N}"].drop("control").idxmax()
+ce = table.loc["ce"]
+best_arm = table[f"prm_min @{N}"].idxmax()
 display(Markdown(
     f"- **Verdicts:** `step_signal` {v_step.label}, `best_of_n` {v_best.label}, `one_response` {v_one.label}.\n"
     f"- **Learning:** the CE PRM (from `{cfg.model}`) trained {', '.join(str(r['stopped_at']['ce']) for r in runs.values())} "
     f"steps (per seed; at most {cfg.train_steps}); its training-set outcome AUC is {ce['train outcome AUC']:.2f} "
-    f"(precondition ≥ {implicit_prm.LEARNED_AUC}), its training-set step AUC {ce['train step AUC']:.2f} "
+    f"(precondition ≥ {implicit_prm.LEARNED_AUC}), its within-prompt training step AUC "
+    f"{ce['train step AUC (within prompts)']:.2f} "
     f"(precondition of the best-of-N claims ≥ {implicit_prm.LEARNED_STEP_AUC}) and its held-out step AUC "
-    f"{ce['held-out step AUC']:.2f}.\n"
-    f"- **Positive control** (target / draft, untrained): held-out step AUC {ctl['held-out step AUC']:.2f}, "
-    f"best-of-{N} {ctl[f'prm_min @{N}']:.3f} against majority voting {base['majority']:.3f} and random "
-    f"{base['random']:.3f}: the upper bound of this setup.\n"
+    f"{ce['held-out step AUC']:.2f}, against {np.mean(null['step_auc']):.2f} for the step's position alone.\n"
+    f"- **Room and sight** at best-of-{cfg.claim_n}: the exact step verifier beats majority voting by "
+    f"{mean['oracle_minus_majority']:+.3f} and random choice by {mean['oracle_minus_random']:+.3f}; with "
+    f"{cfg.verifier_noise:.0%} of its step labels flipped by {mean['noisy_minus_majority']:+.3f} and "
+    f"{mean['noisy_minus_random']:+.3f}.\n"
     f"- **CE PRM, best-of-{N}:** min-step {ce[f'prm_min @{N}']:.3f}, min over q_t {ce[f'prm_min_q @{N}']:.3f}, "
     f"outcome {ce[f'prm_outcome @{N}']:.3f}, σ-weighted voting {ce[f'prm_min_vote @{N}']:.3f}.\n"
     f"- **Best trained arm** by min-step best-of-{N}: `{best_arm}` "
@@ -272,7 +301,7 @@ display(Markdown(
 # %% [markdown]
 # The Proposition guarantees only that the step rewards are *consistent* with the outcome reward; whether outcome
 # training makes them *informative* depends on the learned $\pi_\theta$ picking up which steps cause wrong answers,
-# rather than some other change of its distribution. The positive control shows what an informative log-ratio does
-# on exactly these candidates; the gap between it and the trained PRMs is what outcome training at this scale did
+# rather than some other change of its distribution. The step verifiers show what an informative step score does on
+# exactly these candidates; the gap between them and the trained PRMs is what outcome training at this scale did
 # not learn. A verdict decided with both preconditions met says something about the method at this scale; one with
 # a failed precondition says only that the experiment could not decide.
