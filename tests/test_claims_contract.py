@@ -316,10 +316,11 @@ def _claims_of(slug: str) -> list[Claim]:
 
 @pytest.mark.parametrize("slug", [c.slug for c in catalog.ALL])
 def test_every_claim_of_every_chapter_is_falsifiable(slug):
-    """Each chapter declares claims, and each comes out reproduced on its first example and not on its second,
+    """Each paper's chapter declares claims (the front chapter, the workbench, shows the reasoners' calibration
+    table instead), and each comes out reproduced on its first example and not on its second,
     which meets every precondition: a claim whose check cannot fail is a defect."""
     mine = _claims_of(slug)
-    assert mine, f"chapter {slug} declares no claim"
+    assert mine or slug == "workbench", f"chapter {slug} declares no claim"  # the front chapter calibrates only
     for claim in mine:
         claims.examples_behave(claim)
 
