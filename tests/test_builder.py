@@ -316,3 +316,13 @@ def test_scorecard_shows_three_verdicts_with_reasons_and_never_mixes_scales(proj
 def test_standardised_effect_whose_smallest_effect_is_the_null_uses_the_interval_half_width():
     e = {"direction": "less", "null": 0.01, "min_effect": 0.01, "estimate": 0.004, "ci_low": 0.002, "ci_high": 0.006}
     assert scorecard.standardised(e) == pytest.approx((3.0, 2.0, 4.0))  # (0.01 - x) / 0.002, the paper's side positive
+
+
+def test_rsd_s_learned_prms_are_trained_in_the_warm_up():
+    """rsd's three learned PRMs (one per verdict seed) train before the notebooks, after the shared reasoners."""
+    from icml25 import rsd
+
+    seeds = rsd.config("ci").seeds
+    assert build.shared_models(build.discover(["rsd"]), "ci") == (
+        [(n, s) for s in seeds for n in build.SHARED_ZOO] + [("rsd-prm", None)])
+    assert build.CHAPTER_RESULTS["rsd"] == ("rsd-prm", "warm_up")

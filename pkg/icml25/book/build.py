@@ -74,7 +74,8 @@ CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base"
 # what a chapter computes before its experiment and caches like a zoo model (`icml25.core.zoo.results`), run by the
 # warm-up too, so the chapter's runtime is its experiment's: {slug: (cache name, function of the chapter's module
 # that takes its config)}
-CHAPTER_RESULTS = {"memory_layers": ("memory-lr-search", "learning_rate_search"),
+CHAPTER_RESULTS = {"rsd": ("rsd-prm", "warm_up"),
+                   "memory_layers": ("memory-lr-search", "learning_rate_search"),
                    "state_tracking": ("st-trackers", "train_design"),
                    "knowledge_editing": ("ke-lifelong", "warm_up_lifelong")}
 # chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine
