@@ -68,7 +68,7 @@ cfg
 
 # %%
 runs, computed_now = di.experiment_results(cfg)  # cached: the book's builder computes it before the notebooks
-print(f"{len(runs)} interventions trained ({'computed now' if computed_now else 'read from the cache'})")
+print(f"{len(runs)} interventions trained, {'computed now' if computed_now else 'loaded from the cache (computed in the warm-up)'}")
 where = [f"layer {l}" for l in cfg.layers]
 measured = di.measure_claims(runs, cfg)
 LABEL = {"loreft": "LoReFT", "dreft": "D-ReFT", "noisy_loreft": "LoReFT + fixed noise (control)"}
