@@ -254,14 +254,18 @@ steerable = check(st.STEERABLE, measured={k: m[k] for k in (
 plot.show_verdicts(steerable)
 
 # %%
-two = check(st.TWO_MECHANISMS, measured={k: m[k] for k in (
-    "is_aa", "is_paa", "n_not_learned", "n_signatures_read", "labels")}, seeds=cfg.seeds,
-    calibration_seeds=cfg.calibration_seeds, scale=scale,
-    our_value=f"{m['n_aa']} AA-like, {m['n_paa']} PAA-like, {m['n_mixed_label']} mixed, "
-              f"{m['n_not_learned']} not learned, of {len(reports)} runs; against the shuffled parity "
-              f"{int(sum(m['null']['is_aa']))} AA-like, {int(sum(m['null']['is_paa']))} PAA-like",
-    null=m["null"])
-plot.show_verdicts(two)
+if m["is_aa"]:  # the null comparison needs learned runs to compare
+    two = check(st.TWO_MECHANISMS, measured={k: m[k] for k in (
+        "is_aa", "is_paa", "n_not_learned", "n_signatures_read", "labels")}, seeds=cfg.seeds,
+        calibration_seeds=cfg.calibration_seeds, scale=scale,
+        our_value=f"{m['n_aa']} AA-like, {m['n_paa']} PAA-like, {m['n_mixed_label']} mixed, "
+                  f"{m['n_not_learned']} not learned, of {len(reports)} runs; against the shuffled parity "
+                  f"{int(sum(m['null']['is_aa']))} AA-like, {int(sum(m['null']['is_paa']))} PAA-like",
+        null=m["null"])
+    plot.show_verdicts(two)
+else:
+    two = None
+    print("no run learned the task, so no run has a label: two_mechanisms is not checked here")
 
 # %%
 gen = check(st.AA_GENERALISES, measured={k: m[k] for k in (
@@ -329,7 +333,7 @@ lines.append(f"* **$S_5$.** One plain run of {cfg5.steps} steps on {cfg5.train_l
              f"(chance {1 / k5:.1%}): it " + ("met the precondition, label " + r5.label if r5.learned else
                                              "did not meet the precondition, so it gets no label") + ".")
 lines.append("* **Verdicts.** " + " ".join(f"`{v.claim.id}`: **{v.label}** ({v.record['reason']})."
-                                            for v in (steerable, two, gen)))
+                                            for v in (steerable, two, gen) if v is not None))
 display(Markdown("\n".join(lines)))
 
 # %% [markdown]
