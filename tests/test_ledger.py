@@ -5,7 +5,6 @@ verdicts without churn; the deviations page and the scorecard's badge are genera
 import copy
 import dataclasses
 import json
-import shutil
 
 import pytest
 
@@ -13,7 +12,7 @@ from icml25.book import build, cli, ledger, scorecard, toc
 from icml25.core import claims
 from icml25.core.claims import Claim, Effect, at_least
 
-CLAIM = "efficiency_oracle"  # a claim with a recorded c0d15e0 verdict (reproduced at ci)
+CLAIM = "efficiency_oracle"  # a claim of the test ledger with a c0d15e0 verdict (reproduced at ci)
 
 
 def test_every_claim_matches_its_ledger_or_records_a_deviation():
@@ -28,12 +27,27 @@ def test_every_claim_matches_its_ledger_or_records_a_deviation():
     assert not errors, "\n".join(errors)
 
 
+def demo_declaration(claim_id: str) -> dict:
+    """The declaration of a claim like rsd's, built through `Claim` (a test claim, not one of the chapter's)."""
+    claim = Claim("rsd", claim_id, "RSD needs fewer FLOPs", "up to 4.4x", "the FLOP ratio is below 1",
+                  [Effect("flop_ratio", "flop_ratio", direction="less", null=1.0, min_effect=0.9)],
+                  [at_least("target_strong", "target_accuracy", 0.85)],
+                  ({"flop_ratio": [0.5, 0.6], "target_accuracy": 0.9},
+                   {"flop_ratio": [1.0, 1.1], "target_accuracy": 0.9}))
+    claims.REGISTRY.pop(("rsd", claim_id))
+    return ledger.declaration(claim, {s: {"seeds": [0, 1, 2], "calibration_seeds": None} for s in ledger.SCALES})
+
+
 @pytest.fixture
 def book(tmp_path):
-    """A copy of the rsd chapter's committed ledger in a book of the test's own."""
-    (tmp_path / "book" / "rsd").mkdir(parents=True)
-    shutil.copy(ledger.path(build.BOOK, "rsd"), ledger.path(tmp_path / "book", "rsd"))
-    return tmp_path / "book"
+    """A book of the test's own whose rsd ledger registers three claims at c0d15e0, two with a verdict there."""
+    book = tmp_path / "book"
+    decls = {c: demo_declaration(c) for c in (CLAIM, "efficiency_noisy", "efficiency_learned")}
+    ledger.init(book, {"rsd": decls}, "c0d15e0", "2026-12-03")
+    for cid, verdict in ((CLAIM, "reproduced"), ("efficiency_noisy", "refuted")):
+        ledger.append_history(book, "rsd", cid, {"scale": "ci", "verdict": verdict, "hash": ledger.fingerprint(
+            decls[cid]), "commit": "c0d15e0", "date": "2026-12-03", "source": "referee audit"})
+    return book
 
 
 def ledgered(book) -> dict:
@@ -73,7 +87,7 @@ def test_added_and_removed_claims_need_an_entry_too(book):
     assert found == {"new_claim": ("added", ["claim added"]), "efficiency_noisy": ("removed", ["claim removed"])}
     added = ledger.deviate(book, "rsd", "new_claim", decls["rsd"]["new_claim"], "a new claim", "2026-12-03")
     removed = ledger.deviate(book, "rsd", "efficiency_noisy", None, "a sensitivity result, not a claim", "2026-12-03")
-    assert (added["verdict_seen"], removed["verdict_seen"]) == (False, True)  # efficiency_noisy was refuted
+    assert (added["verdict_seen"], removed["verdict_seen"]) == (False, True)  # efficiency_noisy had a verdict
     assert ledger.differences(book, decls) == [] and ledger.chain_errors(ledger.load(book, "rsd")) == []
     with pytest.raises(ledger.LedgerError, match="matches its ledger"):
         ledger.deviate(book, "rsd", CLAIM, decls["rsd"][CLAIM], "nothing changed", "2026-12-03")
