@@ -360,3 +360,8 @@ def test_every_verdict_is_decided_on_seeds_apart_from_calibration(slug):
             assert "calibration_seeds" in cfg, f"{slug}.config({scale!r}) names no calibration_seeds"
             shared = set(cfg.seeds) & set(cfg.calibration_seeds)
             assert not shared, f"{slug} at {scale}: verdict seeds {cfg.seeds} overlap calibration seeds {shared}"
+
+
+def test_a_verdict_held_back_by_the_unit_floor_asks_for_at_least_the_floor():
+    got = decide(BETTER, diff=STRONG[:3], b_acc=0.9)  # a clear effect on three units: the spread alone asks for 2
+    assert got["verdict"] == INCONCLUSIVE and got["units_needed"] == claims.MIN_UNITS

@@ -234,6 +234,13 @@ def _unit_floor(n: int, planned: int | None) -> str | None:
     return f"only {n} paired units: a decisive verdict needs {MIN_UNITS} ({plan})"
 
 
+def _with_floor(need: int | None, floor: str | None, planned: int | None) -> int | None:
+    """The units a verdict held back by the unit floor needs: at least what the floor asks, whatever the spread."""
+    if not floor:
+        return need
+    return max(need or 0, MIN_UNITS if planned is None else min(MIN_UNITS, planned))
+
+
 # ------------------------------------------------------------------------------------------------- decisions
 
 
@@ -305,7 +312,8 @@ class Effect:
         delta = abs((self.min_effect if self.min_effect is not None else est) - self.null)
         sd = float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
         out.update(verdict=verdict, note=note, sd=_nan_none(sd),
-                   units_needed=units_needed(sd, delta, 1 - self.confidence))
+                   units_needed=_with_floor(units_needed(sd, delta, 1 - self.confidence), floor,
+                                            self.planned_units))
         if self.design_sd is not None:
             out.update(design_sd=self.design_sd, planned_units=self.planned_units)
         return out
@@ -384,7 +392,7 @@ class Equivalence:
         out = {"name": self.name, "estimate": est, "ci_low": lo, "ci_high": hi, "n": int(len(x)),
                "method": f"TOST (paired t), {1 - 2 * self.alpha:.0%} interval", "direction": "equivalent",
                "margin": self.margin, "verdict": verdict, "note": note, "sd": _nan_none(sd),
-               "units_needed": units_needed(sd, room, 2 * self.alpha)}
+               "units_needed": _with_floor(units_needed(sd, room, 2 * self.alpha), floor, self.planned_units)}
         if self.design_sd is not None:
             out.update(design_sd=self.design_sd, planned_units=self.planned_units)
         return out
