@@ -237,8 +237,9 @@ def test_a_chapter_s_own_base_model_is_warmed_only_when_its_model_knob_names_it(
     from icml25 import dist_interventions  # no base_seed: one base model per seed of the experiment
 
     seeds = dist_interventions.config("ci").seeds
-    assert build.shared_models(build.discover(["dist_interventions"]), "ci") == [("dist-base", s) for s in seeds]
-    assert build.shared_models(build.discover(["dist_interventions"]), "full") == []
+    assert build.shared_models(build.discover(["dist_interventions"]), "ci") == (
+        [("dist-base", s) for s in seeds] + [("dist-runs", None)])  # then its runs, computed once in the warm-up
+    assert build.shared_models(build.discover(["dist_interventions"]), "full") == [("dist-runs", None)]
 
 
 def test_a_chapter_s_cached_preparation_is_warmed_and_then_read_back(tmp_path, monkeypatch):
@@ -247,7 +248,8 @@ def test_a_chapter_s_cached_preparation_is_warmed_and_then_read_back(tmp_path, m
     monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
     assert build.shared_models(build.discover(["memory_layers"]), "smoke") == [("memory-lr-search", None)]
     calls = []
-    monkeypatch.setattr(memory_layers, "tune_learning_rates", lambda cfg: calls.append(cfg) or [{"lr": 0.1}])
+    monkeypatch.setattr(memory_layers.experiment, "tune_learning_rates",  # where the search calls it
+                        lambda cfg: calls.append(cfg) or [{"lr": 0.1}])
     build._train_shared("memory-lr-search", "smoke", None)  # what the warm-up runs
     assert len(calls) == 1 and dict(calls[0]) == dict(memory_layers.config("smoke"))
     runs, now = memory_layers.learning_rate_search(memory_layers.config("smoke"))

@@ -65,7 +65,7 @@ KERNEL_START_S = 300  # a kernel's start-up (imports) on a loaded machine has ta
 SHARED_ZOO = ("arith-draft", "arith-target")
 SHARED_ZOO_USERS = ("workbench", "rsd")
 # chapters that start from the shared models at seed 0 only
-SHARED_ZOO_SEED0_USERS = ("implicit_prm", "mpo", "hybrid_winrate", "lora_init", "model_swarms")
+SHARED_ZOO_SEED0_USERS = ("implicit_prm", "ple", "mpo", "hybrid_winrate", "lora_init", "model_swarms")
 # a chapter's own zoo model that the warm-up trains too when the chapter's `model` knob names it (at its config's
 # `base_seed`, or else at each of its `seeds`), so the chapter's runtime is its experiment's:
 # {slug: (module that registers it, zoo name)}
@@ -76,6 +76,11 @@ CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base"
 # that takes its config)}
 CHAPTER_RESULTS = {"rsd": ("rsd-prm", "warm_up"),
                    "memory_layers": ("memory-lr-search", "learning_rate_search"),
+                   "aoe": ("aoe-lr-search", "learning_rate_search"),
+                   "ple": ("ple-start", "warm_up_start"),
+                   "rlthf": ("rlthf-targeting", "warm_up_targeting"),
+                   "dist_interventions": ("dist-runs", "warm_up_runs"),
+                   "ibcircuit": ("ib-masks", "warm_up_circuits"),
                    "state_tracking": ("st-trackers", "train_design"),
                    "knowledge_editing": ("ke-lifelong", "warm_up_lifelong")}
 # chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine

@@ -554,7 +554,7 @@ class Claim:
 
 def _permutation_p(x: np.ndarray, y: np.ndarray, direction: str) -> float:
     """One-sided p value that the mean of `x` lies beyond the mean of `y` in `direction` (independent samples)."""
-    if np.ptp(np.concatenate([x, y])) == 0:
+    if len(x) == 0 or np.ptp(np.concatenate([x, y])) == 0:  # no units, or no spread: nothing beats anything
         return 1.0
     res = stats.permutation_test((x, y), lambda a, b, axis: np.mean(a, axis=axis) - np.mean(b, axis=axis),
                                  permutation_type="independent", alternative=direction, n_resamples=9999,
