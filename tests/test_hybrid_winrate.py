@@ -164,8 +164,6 @@ def test_zoo_experiment_saving_matches_rho_squared_on_a_known_population():
 
 
 def test_likelihood_scores_equal_a_plain_reference():
-    import torch
-
     from icml25.core import arithmetic, tinylm
 
     tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
@@ -174,11 +172,7 @@ def test_likelihood_scores_equal_a_plain_reference():
     sols = [p.solution for p in problems[:2]] + ["A1"]
     got = hw.likelihood_scores(model, tok, problems, sols, batch_size=2)
     for p, sol, g in zip(problems, sols, got):
-        ids = tok(p.prompt + sol, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-        start = len(tok(p.prompt, add_special_tokens=False)["input_ids"])
-        with torch.no_grad():
-            logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, :-1], -1)
-        lp = [float(logp[t - 1, ids[t]]) for t in range(start, len(ids))]
+        lp = _solution_logps(model, tok, p.prompt, sol)
         assert g == pytest.approx(np.exp(np.mean(lp)), rel=1e-5)
 
 
@@ -216,8 +210,6 @@ def test_normal_interval_covers_at_the_papers_sample_sizes():
 
 def test_solution_features_equal_a_plain_reference():
     """Mean and minimum token log-probability of each solution, end token included."""
-    import torch
-
     from icml25.core import arithmetic, tinylm
 
     tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
@@ -226,11 +218,7 @@ def test_solution_features_equal_a_plain_reference():
     sols = [problems[0].solution, "A7", problems[2].solution]
     got = hw.solution_features(model, tok, problems, sols, batch_size=2)
     for p, sol, g in zip(problems, sols, got):
-        ids = tok(p.prompt + sol, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-        start = len(tok(p.prompt, add_special_tokens=False)["input_ids"])
-        with torch.no_grad():
-            logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, :-1], -1)
-        lp = [float(logp[t - 1, ids[t]]) for t in range(start, len(ids))]
+        lp = _solution_logps(model, tok, p.prompt, sol)
         assert g == pytest.approx([np.mean(lp), np.min(lp)], rel=1e-5)
 
 
@@ -264,3 +252,14 @@ def test_zoo_null_permutes_the_judge_and_keeps_the_labels():
     assert np.array_equal(real[hw.ZOO_JUDGE].z, null[hw.ZOO_JUDGE].z)
     assert sorted(real[hw.ZOO_JUDGE].s) == pytest.approx(sorted(null[hw.ZOO_JUDGE].s))
     assert real[hw.ZOO_JUDGE].rho > 0.3 and abs(null[hw.ZOO_JUDGE].rho) < 0.1
+
+
+def _solution_logps(model, tok, prompt, sol):
+    """The plain reference: each log-probability of the solution's tokens (and the end token) after the prompt."""
+    import torch
+
+    ids = tok(prompt + sol, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    start = len(tok(prompt, add_special_tokens=False)["input_ids"])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, :-1], -1)
+    return [float(logp[t - 1, ids[t]]) for t in range(start, len(ids))]
