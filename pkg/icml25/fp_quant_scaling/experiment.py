@@ -25,11 +25,11 @@ from scipy.optimize import least_squares
 
 from tqdm.auto import tqdm
 
-from .core import tinylm
-from .core.claims import Claim, Effect, Precondition, at_most
-from .core.config import COUNT, NONNEGATIVE, POSITIVE, SEED, Range, make_config
-from .core.seeding import numpy_rng, one_thread, torch_generator
-from .ops import FPFormat, fp_quantize
+from ..core import tinylm
+from ..core.claims import Claim, Effect, Precondition, at_most
+from ..core.config import COUNT, NONNEGATIVE, POSITIVE, SEED, Range, make_config
+from ..core.seeding import numpy_rng, one_thread, torch_generator
+from ..ops import FPFormat, fp_quantize
 
 CONVENTION = "paper"  # every code is a finite value (E4M3 tops out at 480), as the paper's QPyTorch simulation
 

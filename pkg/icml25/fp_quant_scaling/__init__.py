@@ -1,0 +1,16 @@
+r"""Scaling Laws for Floating-Point Quantization Training (Sun et al., ICML 2025).
+
+Training with the inputs of every linear layer's GEMMs rounded to a low-precision float format ExMy (E exponent
+bits, M mantissa bits, one scaling factor per block of B elements) follows one law (the paper's unified law):
+
+$$L(N, D, E, M, B) = \frac{n}{N^\alpha} + \frac{d}{D^\beta} + \epsilon
+    + \frac{D^\beta}{N^\alpha}\,\frac{\log_2 B}{\gamma\,(E+0.5)^\delta\,(M+0.5)^\nu}.$$
+
+This module holds the law with the paper's Table 2 constants, the quantities derived from it (critical data size,
+optimal exponent/mantissa split, cost-optimal precision), a `QLinear` that quantises what the paper quantises
+(on the compiled kernel `icml25.ops.fp_quantize`), a tiny-LM training experiment on a synthetic Markov
+language (one small model, many tokens per parameter, every format paired with full precision on the same
+seed), and the least-squares fit of the law to our own runs.
+"""
+
+from .experiment import *  # noqa: F401,F403
