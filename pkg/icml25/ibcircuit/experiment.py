@@ -37,10 +37,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .core import models, zoo
-from .core.claims import Claim, Effect, Equivalence, at_least
-from .core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, make_config
-from .core.seeding import numpy_rng, one_thread, seeded, torch_generator
+from ..core import models, zoo
+from ..core.claims import Claim, Effect, Equivalence, at_least
+from ..core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, make_config
+from ..core.seeding import numpy_rng, one_thread, seeded, torch_generator
 
 # --------------------------------------------------------------------------------------------------------------
 # A tiny transformer whose head outputs can be intervened on
@@ -1078,7 +1078,7 @@ GREATER_THAN = Claim(
 
 def plot_masks(result, cfg):
     """The learned mask λ per head (★ marks the true circuit) and the mask-optimisation loss curve."""
-    from .core import plot
+    from ..core import plot
 
     fig, axes = plot.subplots(1, 2, figsize=(9, 3))
     im = axes[0].imshow(result.ib.lam.reshape(cfg.n_layers, cfg.n_heads), vmin=0, vmax=1, cmap="viridis")
@@ -1095,7 +1095,7 @@ def plot_masks(result, cfg):
 def plot_faithfulness(results, cfg, task: str, recovery: str):
     """KL to the full model and the recovered fraction of the task metric (`recovery`) against circuit size,
     for every method (mean ± sd over seeds), with the exhaustive optimum."""
-    from .core import plot
+    from ..core import plot
 
     sizes = np.arange(cfg.n_layers * cfg.n_heads + 1)
     fig, axes = plot.subplots(1, 2, figsize=(10, 3.8))
@@ -1119,7 +1119,7 @@ def plot_faithfulness(results, cfg, task: str, recovery: str):
 
 def plot_ranking(summary, cfg):
     """ROC-AUC of each method's head scores against the true circuit, and regret against the optimum by size."""
-    from .core import plot
+    from ..core import plot
 
     sizes = np.arange(cfg.n_layers * cfg.n_heads + 1)
     fig, axes = plot.subplots(1, 2, figsize=(10, 3.5))
