@@ -246,14 +246,20 @@ def test_a_chapter_s_cached_preparation_is_warmed_and_then_read_back(tmp_path, m
     from icml25 import memory_layers
 
     monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
-    assert build.shared_models(build.discover(["memory_layers"]), "smoke") == [("memory-lr-search", None)]
-    calls = []
+    assert build.shared_models(build.discover(["memory_layers"]), "smoke") == [("memory-runs", None)]
+    calls, trained = [], []
     monkeypatch.setattr(memory_layers.experiment, "tune_learning_rates",  # where the search calls it
-                        lambda cfg: calls.append(cfg) or [{"lr": 0.1}])
-    build._train_shared("memory-lr-search", "smoke", None)  # what the warm-up runs
+                        lambda cfg: calls.append(cfg) or [{"arch": "dense", "lr": 0.1, "loss": 1.0}])
+    monkeypatch.setattr(memory_layers.experiment, "scaling_experiment",
+                        lambda cfg, lrs: trained.append(lrs) or [{"arch": "dense", "accuracy": 0.5}])
+    build._train_shared("memory-runs", "smoke", None)  # what the warm-up runs: the search, then the runs
     assert len(calls) == 1 and dict(calls[0]) == dict(memory_layers.config("smoke"))
+    assert trained == [{"dense": 0.1}]  # at the rate the search chose
+    assert memory_layers.scaling_results(memory_layers.config("smoke"), {"dense": 0.1}) == (
+        [{"arch": "dense", "accuracy": 0.5}], False)  # read back by the notebook
+    assert memory_layers.scaling_results(memory_layers.config("smoke"), {"dense": 0.2})[1]  # other rates: computed
     runs, now = memory_layers.learning_rate_search(memory_layers.config("smoke"))
-    assert (runs, now, len(calls)) == ([{"lr": 0.1}], False, 1)  # the notebook reads the warm-up's result
+    assert (runs, now, len(calls)) == ([{"arch": "dense", "lr": 0.1, "loss": 1.0}], False, 1)  # the notebook reads the warm-up's result
     runs, now = memory_layers.learning_rate_search(memory_layers.config("smoke", seeds=[5], control_steps=3))
     assert not now and len(calls) == 1  # knobs the search does not read address the same result
     runs, now = memory_layers.learning_rate_search(memory_layers.config("smoke", steps=3))

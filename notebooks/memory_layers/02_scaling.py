@@ -150,11 +150,14 @@ display(Markdown("Chosen: " + ", ".join(f"{k} **{v:.3g}**" for k, v in lrs.items
 #
 # For each seed: every architecture on the fact world drawn from that seed (the runs of a seed are paired: same
 # facts, same batches), and dense and memory on the control task (`control_steps` steps of batch
-# `control_batch_size`). The loss is the cross-entropy of the scored tokens only.
+# `control_batch_size`). The loss is the cross-entropy of the scored tokens only. Like the search, the runs are
+# cached (`ml.scaling_results`, addressed by the knobs they read, the chosen rates and the code) and trained by the
+# builder's warm-up, so the build manifest lists their time under `zoo_warmup`.
 
 # %%
-runs = ml.scaling_experiment(cfg, lrs)
-print(f"{len(runs)} runs, {sum(r['seconds'] for r in runs):.0f} s of training")
+runs, trained_now = ml.scaling_results(cfg, lrs)
+print(f"{len(runs)} runs, {sum(r['seconds'] for r in runs):.0f} s of training "
+      f"({'trained now' if trained_now else 'loaded from the zoo cache'})")
 names = [a.name for a in ml.architectures(cfg, task.vocab_size, 3)]
 facts = {a: ml.select(runs, arch=a, task=task.name) for a in names}
 fact_loss = {a: ml.select(runs, "loss", arch=a, task=task.name) for a in names}

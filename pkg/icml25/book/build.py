@@ -75,7 +75,7 @@ CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base"
 # warm-up too, so the chapter's runtime is its experiment's: {slug: (cache name, function of the chapter's module
 # that takes its config)}
 CHAPTER_RESULTS = {"rsd": ("rsd-prm", "warm_up"),
-                   "memory_layers": ("memory-lr-search", "learning_rate_search"),
+                   "memory_layers": ("memory-runs", "warm_up"),
                    "aoe": ("aoe-lr-search", "learning_rate_search"),
                    "ple": ("ple-start", "warm_up_start"),
                    "rlthf": ("rlthf-targeting", "warm_up_targeting"),

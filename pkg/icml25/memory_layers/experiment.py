@@ -3,7 +3,7 @@ ladder, the learning-rate search on a held-out world and the scaling runs."""
 
 from __future__ import annotations
 
-import inspect
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -240,6 +240,11 @@ NOT_IN_SEARCH = ("seeds", "calibration_seeds", "usage_every", "control_problems"
                  "lookup_tokens")
 
 
+def _sources():
+    """The code a cached search or run depends on: this module, the rest of the chapter, the MoE and the kernels."""
+    return (sys.modules[__name__], _data, _models, _product_keys, moe, ops.embedding_bag, ops.expert_ffn)
+
+
 def learning_rate_search(cfg) -> tuple[list[dict], bool]:
     """`tune_learning_rates(cfg)`, cached like a zoo model (`icml25.core.zoo.results`): addressed by the knobs it
     reads, this module's code and the code it trains with (the MoE layer, the kernels' front and sources), so the
@@ -247,9 +252,7 @@ def learning_rate_search(cfg) -> tuple[list[dict], bool]:
     Returns the runs and whether they were computed now."""
     settings = {k: v for k, v in dict(cfg).items() if k not in NOT_IN_SEARCH}
     settings["kernel_sources"] = ops.build.source_digest()
-    return zoo.results("memory-lr-search", settings, lambda: tune_learning_rates(cfg),
-                       sources=(inspect.getmodule(tune_learning_rates), _data, _models, _product_keys, moe, ops.embedding_bag,
-                                ops.expert_ffn))
+    return zoo.results("memory-lr-search", settings, lambda: tune_learning_rates(cfg), sources=_sources())
 
 
 def chosen_learning_rates(tuning: Sequence[dict]) -> dict[str, float]:
@@ -284,6 +287,25 @@ def scaling_experiment(cfg, lrs: dict[str, float]) -> list[dict]:
             runs.append(run(arch, control, cfg, seed, lrs[arch.name], cfg.control_batch_size,
                             steps=cfg.control_steps))
     return runs
+
+
+NOT_IN_RUNS = ("calibration_seeds", "lookup_sizes", "lookup_tokens")
+
+
+def scaling_results(cfg, lrs: dict[str, float]) -> tuple[list[dict], bool]:
+    """`scaling_experiment(cfg, lrs)`, cached like the search (addressed by the knobs the runs read, the learning
+    rates and the same code), so the builder's warm-up trains every model once and the notebook reads them back.
+    Returns the runs and whether they were computed now."""
+    settings = {k: v for k, v in dict(cfg).items() if k not in NOT_IN_RUNS}
+    settings.update(lrs=dict(lrs), kernel_sources=ops.build.source_digest())
+    return zoo.results("memory-runs", settings, lambda: scaling_experiment(cfg, lrs), sources=_sources())
+
+
+def warm_up(cfg) -> None:
+    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): the learning-rate search,
+    then the scaling runs at the rates it chose."""
+    tuning, _ = learning_rate_search(cfg)
+    scaling_results(cfg, chosen_learning_rates(tuning))
 
 
 def select(runs: Sequence[dict], key: str = "accuracy", **where) -> list:
