@@ -90,10 +90,12 @@ display(Markdown(f"The search ({'trained now' if searched_now else 'loaded from 
 #
 # The loss is the next-token cross-entropy plus each layer's auxiliary loss; the validation loss is the
 # cross-entropy alone on held-out sequences. All models of one seed see the same language and the same batches,
-# so their losses are compared seed by seed.
+# so their losses are compared seed by seed. The runs are cached like the search (`aoe.pretraining_results`) and
+# trained by the builder's warm-up, so the manifest lists their time under `zoo_warmup`.
 
 # %%
-runs = aoe.pretraining_experiment(cfg, chosen)
+runs, trained_now = aoe.pretraining_results(cfg, chosen)
+print(f"{len(runs)} runs ({'trained now' if trained_now else 'loaded from the zoo cache, trained by the warm-up'})")
 labels = [v[0] for v in aoe.variants(cfg)]
 for label in labels:
     r = [r for r in runs if r["label"] == label]

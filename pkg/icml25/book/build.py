@@ -76,7 +76,7 @@ CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base"
 # that takes its config)}
 CHAPTER_RESULTS = {"rsd": ("rsd-prm", "warm_up"),
                    "memory_layers": ("memory-runs", "warm_up"),
-                   "aoe": ("aoe-lr-search", "learning_rate_search"),
+                   "aoe": ("aoe-runs", "warm_up"),
                    "ple": ("ple-start", "warm_up_start"),
                    "rlthf": ("rlthf-targeting", "warm_up_targeting"),
                    "dist_interventions": ("dist-runs", "warm_up_runs"),
