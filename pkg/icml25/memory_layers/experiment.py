@@ -34,7 +34,7 @@ config = make_config({
               "d_model": 32, "n_keys": 16, "heads": 2, "knn": 4, "k_dim": 16, "dense_flop_multiples": [2.0],
               "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 5, "control_problems": 100, "control_batch_size": 16,
               "control_steps": 15, "lookup_sizes": [8, 16, 32], "lookup_tokens": 256},
-    "ci": {"seeds": [101, 102, 103], "calibration_seeds": CALIBRATION_SEEDS, "n_facts": 4096, "n_relations": 64,
+    "ci": {"seeds": list(range(101, 109)), "calibration_seeds": CALIBRATION_SEEDS, "n_facts": 4096, "n_relations": 64,
            "n_objects": 64, "steps": 400, "batch_size": 256,
            "lr_centres": {"dense": 3e-3, "memory": 3e-3, "dense 2x": 3e-3, "MoE": 3e-3}, "lr_factors": [1 / 3, 1, 3],
            "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
