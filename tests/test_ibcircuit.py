@@ -334,3 +334,13 @@ def test_any_family_ib_masks_train_and_exhaustive_needs_the_tiny_model(head_mode
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     with pytest.raises(ValueError, match="tiny transformer"):
         ib.exhaustive(model, prompts, ib.head_stats(model, prompts))
+
+
+def test_mask_cache_is_addressed_by_every_part_that_computes_the_masks():
+    """The cached IB masks are keyed by the code of each part the computation runs (the models and their training,
+    the prompts, the IB loss with its KL, the cached run itself), so changing any of them misses the cache."""
+    import inspect
+
+    computing = {inspect.getmodule(f) for f in (ib.load_models, ib.train_models, ib.IOITask, ib.GreaterThanTask,
+                                                ib.ib_circuits, ib.kl_from_full, ib.cached_ib_circuits)}
+    assert computing <= set(ib.MASK_SOURCES)
