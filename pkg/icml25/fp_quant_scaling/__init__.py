@@ -6,11 +6,17 @@ bits, M mantissa bits, one scaling factor per block of B elements) follows one l
 $$L(N, D, E, M, B) = \frac{n}{N^\alpha} + \frac{d}{D^\beta} + \epsilon
     + \frac{D^\beta}{N^\alpha}\,\frac{\log_2 B}{\gamma\,(E+0.5)^\delta\,(M+0.5)^\nu}.$$
 
-This module holds the law with the paper's Table 2 constants, the quantities derived from it (critical data size,
-optimal exponent/mantissa split, cost-optimal precision), a `QLinear` that quantises what the paper quantises
-(on the compiled kernel `icml25.ops.fp_quantize`), a tiny-LM training experiment on a synthetic Markov
-language (one small model, many tokens per parameter, every format paired with full precision on the same
-seed), and the least-squares fit of the law to our own runs.
+The package is split by idea: `law` (the law with the paper's Table 2 constants and what follows from it:
+critical data size, optimal exponent/mantissa split, cost-optimal precision), `quantize` (a `QLinear` that
+quantises what the paper quantises, on the compiled kernel `icml25.ops.fp_quantize`), `language` (a synthetic
+Markov language), `experiment` (a tiny LM trained on it: one small model, many tokens per parameter, every
+format paired with full precision on the same seed), `fit` (the least-squares fit of the law to our own runs)
+and `claims` (with the paired statistics they take).
 """
 
+from .claims import *  # noqa: F401,F403
 from .experiment import *  # noqa: F401,F403
+from .fit import *  # noqa: F401,F403
+from .language import *  # noqa: F401,F403
+from .law import *  # noqa: F401,F403
+from .quantize import *  # noqa: F401,F403

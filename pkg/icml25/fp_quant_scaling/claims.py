@@ -1,0 +1,126 @@
+"""The claims (fixed before any run) and the paired statistics they take: one value per seed; within a seed every
+format starts from the same weights and sees the same token stream, so the differences are paired."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..core.claims import Claim, Effect, Precondition, at_most
+from .experiment import Run, find_run
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Paired statistics (one value per seed)
+# --------------------------------------------------------------------------------------------------------------
+
+
+def penalty(runs: Sequence[Run], seeds, E, M, B) -> list[float]:
+    """Per seed: late held-out loss (`Run.late`) of ExMy at block B minus that of full precision (same seed)."""
+    return [find_run(runs, s, E, M, B).late - find_run(runs, s).late for s in seeds]
+
+
+def block_slope(runs: Sequence[Run], seeds, E, M, b_small, b_large) -> list[float]:
+    """Per seed: the rise of the late loss (`Run.late`) per doubling of the block size, (L(B_large) - L(B_small)) /
+    (log2 B_large - log2 B_small), at format ExMy (the law makes it linear in log2 B)."""
+    span = math.log2(b_large) - math.log2(b_small)
+    return [(find_run(runs, s, E, M, b_large).late - find_run(runs, s, E, M, b_small).late) / span
+            for s in seeds]
+
+
+def late_slope(run: Run, from_share: float) -> float:
+    """Least-squares slope of held-out loss against log2 D over the checkpoints with D >= `from_share` of the
+    last: positive once more data raises the loss (past the critical data size)."""
+    D, loss = np.array(run.D, float), np.array(run.loss)
+    keep = D >= from_share * D[-1] - 1e-9
+    return float(np.polyfit(np.log2(D[keep]), loss[keep], 1)[0])
+
+
+def loss_minimum(run: Run) -> int:
+    """D (tokens) of the checkpoint with the lowest held-out loss."""
+    return int(run.D[int(np.argmin(run.loss))])
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Claims (fixed before any run). Every effect takes one value per seed; within a seed every format starts
+# from the same weights and sees the same token stream, so the differences are paired.
+# --------------------------------------------------------------------------------------------------------------
+
+
+def penalty_resolution(m) -> float:
+    """The low-precision penalty's mean over seeds in units of its standard deviation over seeds."""
+    p = np.asarray(m["penalty"], float)
+    return float(p.mean() / p.std(ddof=1)) if len(p) > 1 and p.std(ddof=1) > 0 else 0.0
+
+
+RESOLVED = Precondition("penalty_resolved",
+                        "the low-precision penalty over full precision (paired per seed) is >= 3 times its sd "
+                        "over seeds (mean / sd)", penalty_resolution, lambda v: v >= 3)
+FP_LEARNS = Precondition("fp_learns",
+                         "full precision beats the unigram entropy by >= 0.1 nats on every seed (it uses the "
+                         "previous token)", lambda m: float(np.min(m["fp_gain"])), lambda v: v >= 0.1)
+
+_RESOLVED_OK = {"penalty": [0.04, 0.045, 0.05], "fp_gain": [0.3, 0.3, 0.3]}
+
+BLOCK_SIZE = Claim(
+    chapter="fp_quant_scaling", id="block_size",
+    paper_statement="At a fixed format the loss rises linearly with log2 of the block size B",
+    paper_value="loss linear in log2 B with positive slope (Fig. 5)",
+    criterion="At E2M1, the per-seed rise of the late held-out loss (mean over the second half's checkpoints) "
+              "per doubling of B (from B = 16 to 1024) "
+              "is above 0 (95% t interval)",
+    effects=[Effect("loss_rise_per_doubling_of_B", "block_slope")],
+    preconditions=[RESOLVED, FP_LEARNS],
+    examples=({**_RESOLVED_OK, "block_slope": [0.005, 0.006, 0.0055]},
+              {**_RESOLVED_OK, "block_slope": [-0.002, 0.0, -0.001]}),
+)
+
+EXPONENT_BITS = Claim(
+    chapter="fp_quant_scaling", id="exponent_bits",
+    paper_statement="Exponent bits contribute slightly more to the loss than mantissa bits (delta > nu), so at "
+                    "4 bits the best format is E2M1, not the mantissa-heavy E1M2",
+    paper_value="delta = 3.19 > nu = 2.95; E2M1 best at 4 bits",
+    criterion="At B = 1024, the per-seed late loss of E1M2 minus that of E2M1 is above 0 (95% t interval). "
+              "In this convention E1M2's grid is uniform (0 to 3.5 in steps of 0.5, like INT4), so this is a "
+              "float grid against an integer-like one",
+    effects=[Effect("e1m2_minus_e2m1_loss", "e1m2_minus_e2m1")],
+    preconditions=[RESOLVED, FP_LEARNS],
+    examples=({**_RESOLVED_OK, "e1m2_minus_e2m1": [0.01, 0.012, 0.011]},
+              {**_RESOLVED_OK, "e1m2_minus_e2m1": [-0.01, -0.012, -0.011]}),
+)
+
+FIT = Claim(
+    chapter="fp_quant_scaling", id="fit",
+    paper_statement="The unified law fits the runs and predicts runs it was not fitted on",
+    paper_value="fits 41M-679M; validated at 1.2B, 7B, 70B",
+    criterion="Per seed, each E2M1 run (B = 16, then B = 1024) is left out and the law (alpha, beta fixed) is "
+              "fitted to every checkpoint of the seed's other three runs; R^2 of the predicted penalty of the "
+              "left-out run over full precision at its checkpoints, averaged over the two, is above 0 (95% t "
+              "interval; refuted below 0.5)",
+    effects=[Effect("r2_on_held_out_runs", "r2_held_out", min_effect=0.5)],
+    preconditions=[RESOLVED, FP_LEARNS],
+    examples=({**_RESOLVED_OK, "r2_held_out": [0.8, 0.85, 0.9]},
+              {**_RESOLVED_OK, "r2_held_out": [-1.0, -0.5, -0.8]}),
+)
+
+CRITICAL_DATA = Claim(
+    chapter="fp_quant_scaling", id="critical_data",
+    paper_statement="A low-precision run has a critical data size: past it, more training tokens raise the loss",
+    paper_value="D_crit = [d gamma N^alpha (E+0.5)^delta (M+0.5)^nu / log2 B]^(1/(2 beta)); 0.4T tokens for "
+                "a 1B model in E2M1 at B = 128",
+    criterion="At E2M1, B = 1024, the per-seed slope of held-out loss against log2 D over the second half of "
+              "training is above 0 (95% t interval), and above full precision's slope on the same seed. "
+              "Judged only where the law fitted to the seed's other three runs (this one left out) puts D_crit "
+              "inside the tokens trained",
+    effects=[Effect("late_loss_slope_low_precision", "late_slope_low"),
+             Effect("late_slope_low_minus_fp", "late_slope_gap")],
+    preconditions=[RESOLVED, FP_LEARNS,
+                   at_most("dcrit_reached", "dcrit_over_trained", 1.0,
+                           "D_crit of the law fitted without this run / tokens trained <= 1 on every seed")],
+    examples=({**_RESOLVED_OK, "dcrit_over_trained": [0.5, 0.6, 0.4], "late_slope_low": [0.01, 0.012, 0.011],
+               "late_slope_gap": [0.02, 0.021, 0.019]},
+              {**_RESOLVED_OK, "dcrit_over_trained": [0.5, 0.6, 0.4], "late_slope_low": [-0.02, -0.021, -0.019],
+               "late_slope_gap": [0.0, 0.001, -0.001]}),
+)
