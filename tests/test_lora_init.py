@@ -376,3 +376,26 @@ def test_finetune_toy_equals_a_run_drawing_its_own_batches():
 def test_modular_problems_are_drawn_once_per_arguments():
     assert li.modular_problems(20, 3, stream="x") is li.modular_problems(20, 3, stream="x")
     assert li.modular_problems(20, 3, stream="x") != li.modular_problems(20, 4, stream="x")
+
+
+def _assert_same(a, b):
+    """Equal nested sweeps: the same keys, arrays equal element for element (NaN where NaN), numbers equal."""
+    if isinstance(a, dict):
+        assert set(a) == set(b)
+        for k in a:
+            _assert_same(a[k], b[k])
+    else:
+        np.testing.assert_array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+
+
+def test_toy_sweeps_read_back_from_the_cache_equal_the_direct_computation(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
+    cfg = li.config("smoke")
+    direct = li.toy_sweeps(cfg)
+    computed, now = li.toy_sweep_results(cfg)
+    read, later = li.toy_sweep_results(cfg)
+    assert now and not later
+    assert set(read["by_width"]) == set(cfg.widths)  # integer widths again, as the notebook keys them
+    _assert_same(computed, direct)
+    _assert_same(read, direct)
+    assert li.toy_sweep_results(li.config("smoke", lm_steps=3))[1] is False  # the Llama's knobs: same

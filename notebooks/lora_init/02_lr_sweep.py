@@ -55,16 +55,14 @@ cfg
 # ## The MLP toy: final test loss against learning rate
 #
 # Every (init, seed) pair shares its pretrained model, teacher, data stream and $A_0$ (and $B_0$), so differences
-# between inits are paired by seed. Both factors are drawn from $U(\pm\sqrt{s/n_\text{in}})$ with $s = 1$.
+# between inits are paired by seed. Both factors are drawn from $U(\pm\sqrt{s/n_\text{in}})$ with $s = 1$. Every toy
+# run of this page (this grid, each seed's finer rates, the init-scale and width sweeps below) is computed by
+# `lora_init.toy_sweeps` and cached (`lora_init.toy_sweep_results`), so the book's builder runs them in its warm-up.
 
 # %%
-toys = {s: lora_init.mlp_toy(cfg, s) for s in cfg.seeds}
-toy_grid = lora_init.lr_sweep(cfg, lambda m, lr, s: lora_init.finetune_toy(toys[s], cfg, m, lr, 1.0, s)["test_loss"],
-                              cfg.lrs)
-start = np.array([lora_init.pretrained_loss(toys[s]) for s in cfg.seeds])
-m = lora_init.lr_measurements(toy_grid, cfg.lrs, start)
-m |= lora_init.seed_best(toy_grid, cfg.lrs,
-                         lambda k, lr, s: lora_init.finetune_toy(toys[s], cfg, k, lr, 1.0, s)["test_loss"], cfg.seeds)
+sweeps, trained_now = lora_init.toy_sweep_results(cfg)
+print(f"The toy's sweeps: {'trained now' if trained_now else 'loaded from the zoo cache, trained by the warm-up'}")
+toy_grid, start, m = sweeps["grid"], sweeps["start"], sweeps["measured"]
 
 fig, ax = lora_init.plot_lr_sweep(toy_grid, cfg.lrs, "MLP toy: final loss vs learning rate (band: min-max over seeds)",
                                   "test MSE (target units²)")
@@ -133,7 +131,7 @@ ax.legend();
 # whose size grows linearly with $s$; Init[AB+] removes it from $W$.
 
 # %%
-scale_grid = lora_init.scale_sweep(cfg, toys, toy_grid, cfg.lrs)
+scale_grid = sweeps["scale_grid"]
 fig, ax = plot.subplots()
 for k in ("AB", "AB+"):
     v = scale_grid[k]
@@ -154,7 +152,7 @@ ax.legend();
 # is about the wide limit: if the mechanism is what the paper says, the gain should not shrink as $n$ grows.
 
 # %%
-by_width = {**lora_init.width_sweep(cfg, cfg.widths, cfg.width_lrs), cfg.width: m}
+by_width = {**sweeps["by_width"], cfg.width: m}
 lora_init.plot_width_sweep(by_width);
 for n in sorted(by_width):
     print(f"width {n}: η*(n) = {by_width[n]['lr_star']:.3g}" + ("" if by_width[n]["optimum_inside_grid"] else

@@ -36,6 +36,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -45,7 +46,7 @@ from peft import PeftModel
 from peft.tuners.lora import LoraLayer
 from torch import nn
 
-from .core import arithmetic, zoo
+from .core import adapters, arithmetic, zoo
 from .core.adapters import lora_model  # noqa: F401  (the chapter's LoRA; tests and notebooks call it from here)
 from .core.claims import Claim, Equivalence, Effect, at_least, at_most
 from .core.config import COUNT, NONNEGATIVE, POSITIVE, SEED, make_config
@@ -433,6 +434,59 @@ def scale_sweep(cfg, toys: dict, grid: dict[str, np.ndarray], lrs: Sequence[floa
     out = {m: np.array([[loss(m, i, s, c) for c in cfg.init_scales] for i, s in seeds]) for m in ("AB", "AB+")}
     out["A"] = np.array([loss("A", i, s, 1.0) for i, s in seeds])
     return out
+
+
+def toy_sweeps(cfg) -> dict:
+    """Every MLP-toy run notebook 02 reads: the learning-rate grid (`lr_sweep`), each seed's pretrained loss, the
+    claims' measurements (`lr_measurements` and `seed_best`), the init-scale sweep and the width sweep."""
+    toys = {s: mlp_toy(cfg, s) for s in cfg.seeds}
+
+    def run(mode, lr, s):
+        return finetune_toy(toys[s], cfg, mode, lr, 1.0, s)["test_loss"]
+
+    grid = lr_sweep(cfg, run, cfg.lrs)
+    start = np.array([pretrained_loss(toys[s]) for s in cfg.seeds])
+    measured = lr_measurements(grid, cfg.lrs, start) | seed_best(grid, cfg.lrs, run, cfg.seeds)
+    return {"grid": grid, "start": start, "measured": measured, "scale_grid": scale_sweep(cfg, toys, grid, cfg.lrs),
+            "by_width": width_sweep(cfg, cfg.widths, cfg.width_lrs)}
+
+
+#: config knobs the toy sweeps do not read (the tiny Llama's, and notebook 01's curve)
+NOT_IN_TOY_SWEEPS = ("calibration_seeds", "lm_lrs", "lm_steps", "lm_batch_size", "lm_rank", "lm_eval", "lm_seeds",
+                     "model", "curve_lr")
+
+
+def _jsonable(x):
+    """`x` with every array a list and every number a Python number (dict keys as strings), for the cache."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (np.ndarray, list, tuple)):
+        return np.asarray(x, dtype=float).tolist()
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def _arrays(x):
+    """The inverse of `_jsonable` for the sweeps: every list an array again."""
+    if isinstance(x, dict):
+        return {k: _arrays(v) for k, v in x.items()}
+    return np.asarray(x, dtype=float) if isinstance(x, list) else x
+
+
+def toy_sweep_results(cfg) -> tuple[dict, bool]:
+    """`toy_sweeps(cfg)`, cached like a zoo model (`icml25.core.zoo.results`: addressed by the knobs it reads and
+    this module's code), so the book's builder runs it in its warm-up and the notebook reads it back; the widths'
+    keys come back as integers. Returns the sweeps and whether they were computed now."""
+    settings = {k: v for k, v in dict(cfg).items() if k not in NOT_IN_TOY_SWEEPS}
+    value, now = zoo.results("lora-toy-sweeps", settings, lambda: _jsonable(toy_sweeps(cfg)),
+                             sources=(sys.modules[__name__], adapters))
+    value = _arrays(value)
+    value["by_width"] = {int(n): v for n, v in value["by_width"].items()}
+    return value, now
+
+
+def warm_up(cfg) -> None:
+    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry)."""
+    toy_sweep_results(cfg)
 
 
 def step0_gradients(toy: Toy, cfg, seed: int = 0) -> dict[str, dict[str, float]]:

@@ -74,9 +74,10 @@ CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base"
 # what a chapter computes before its experiment and caches like a zoo model (`icml25.core.zoo.results`), run by the
 # warm-up too, so the chapter's runtime is its experiment's: {slug: (cache name, function of the chapter's module
 # that takes its config)}
-CHAPTER_RESULTS = {"rsd": ("rsd-prm", "warm_up"),
+CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_runs"),
                    "memory_layers": ("memory-runs", "warm_up"),
                    "aoe": ("aoe-runs", "warm_up"),
+                   "lora_init": ("lora-toy-sweeps", "warm_up"),
                    "ple": ("ple-start", "warm_up_start"),
                    "rlthf": ("rlthf-targeting", "warm_up_targeting"),
                    "dist_interventions": ("dist-runs", "warm_up_runs"),
