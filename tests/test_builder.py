@@ -327,10 +327,11 @@ def test_standardised_effect_whose_smallest_effect_is_the_null_uses_the_interval
 
 
 def test_rsd_s_learned_prms_are_trained_in_the_warm_up():
-    """rsd's three learned PRMs (one per verdict seed) train before the notebooks, after the shared reasoners."""
+    """rsd's learned PRMs and runs (one per verdict seed) are computed before the notebooks, after the shared
+    reasoners."""
     from icml25 import rsd
 
     seeds = rsd.config("ci").seeds
     assert build.shared_models(build.discover(["rsd"]), "ci") == (
-        [(n, s) for s in seeds for n in build.SHARED_ZOO] + [("rsd-prm", None)])
-    assert build.CHAPTER_RESULTS["rsd"] == ("rsd-prm", "warm_up")
+        [(n, s) for s in seeds for n in build.SHARED_ZOO] + [("rsd-runs", None)])
+    assert build.CHAPTER_RESULTS["rsd"] == ("rsd-runs", "warm_up_runs")

@@ -282,3 +282,19 @@ def test_hard_threshold_interpolates_only_inside_the_sweep():
     assert rsd.hard_at_rate(sweep, 0.5) == pytest.approx(0.825)
     assert rsd.hard_at_rate(sweep, 0.2) == pytest.approx(0.9)
     assert np.isnan(rsd.hard_at_rate(sweep, 0.7)) and np.isnan(rsd.hard_at_rate(sweep, 0.1))
+
+
+def test_reasoning_results_are_cached_for_the_zoo_pair_and_computed_for_other_checkpoints(tmp_path, monkeypatch):
+    from icml25.rsd import experiment
+
+    monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(experiment, "reasoning_experiment",
+                        lambda cfg, seed: calls.append(seed) or {"seed": seed, "pair": (1, 2)})
+    cfg = rsd.config("smoke")
+    assert rsd.reasoning_results(cfg, 7) == ({"seed": 7, "pair": [1, 2]}, True)  # as JSON, computed now
+    assert rsd.reasoning_results(cfg, 7) == ({"seed": 7, "pair": [1, 2]}, False) and calls == [7]  # read back
+    assert rsd.reasoning_results(rsd.config("smoke", seeds=[3]), 7)[1] is False  # the seed list: same address
+    assert rsd.reasoning_results(rsd.config("smoke", delta=0.5), 7)[1] is True  # a knob it reads: another
+    other = rsd.config("smoke", draft_model="some/checkpoint")
+    assert rsd.reasoning_results(other, 7)[1] and rsd.reasoning_results(other, 7)[1]  # never cached

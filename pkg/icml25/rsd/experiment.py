@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Sequence
 
 import numpy as np
 from transformers import PreTrainedModel
 
-from ..core import arithmetic, flops, models, reasoners, zoo
+from ..core import arithmetic, flops, generation, models, reasoners, zoo
 from ..core.generation import generate
 from ..core.seeding import derive_seed, torch_generator
+from . import baselines, claims, decoding, prms as _prms, scales, speculative
 from .baselines import at_flops, best_of_n, majority_vote, sample
 from .claims import GRADED, PRMS
 from .decoding import Decoded, check_pair, decode, decode_single, random_rule, soft_rule, threshold_rule
-from .prms import NoisyOraclePRM, OraclePRM, learned_prm
+from .prms import NoisyOraclePRM, OraclePRM, learned_prm, warm_up as warm_up_prms
 from .speculative import speculative_cost
-from .scales import MAX_NEW_TOKENS
+from .scales import DRAFT_MODEL, MAX_NEW_TOKENS, TARGET_MODEL
 
 
 def generated_flops(d: Decoded, draft: PreTrainedModel, target: PreTrainedModel, prm_model=None) -> float:
@@ -119,6 +122,35 @@ def reasoning_experiment(cfg, seed: int) -> dict:
         c["flop_ratio"] = [f / t_flops for f in c["flops"]]
     out["parallel"] = curves
     return out
+
+
+def reasoning_results(cfg, seed: int) -> tuple[dict, bool]:
+    """:func:`reasoning_experiment` as JSON, and whether it was computed now. With the zoo's draft and target it is
+    cached like a zoo model (`icml25.core.zoo.results`), addressed by every knob of `cfg` but the seed lists, the
+    seed, the zoo addresses of the pair and of the learned PRM, and the chapter's code, so the book's builder runs
+    it in its warm-up and notebook 02 reads it back. Other checkpoints (whose weights no address sees) are computed
+    in place, every time."""
+    if cfg.draft_model != DRAFT_MODEL or cfg.target_model != TARGET_MODEL:
+        return _json(reasoning_experiment(cfg, seed)), True
+    models_used = {name: zoo.key(name, cfg.scale, seed) for name in (DRAFT_MODEL, TARGET_MODEL, "rsd-prm")}
+    settings = {k: v for k, v in dict(cfg).items() if k not in ("seeds", "calibration_seeds")}
+    settings.update(seed=seed, models=models_used)
+    sources = (sys.modules[__name__], baselines, claims, decoding, _prms, scales, speculative, arithmetic, flops,
+               generation, models, reasoners)
+    return zoo.results("rsd-runs", settings, lambda: reasoning_experiment(cfg, seed), sources=sources)
+
+
+def _json(value):
+    """`value` as the cache gives it back (tuples become lists, keys strings)."""
+    return json.loads(json.dumps(value))
+
+
+def warm_up_runs(cfg) -> None:
+    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): each seed's learned PRM
+    (:func:`icml25.rsd.prms.warm_up`), then each seed's :func:`reasoning_results`."""
+    warm_up_prms(cfg)
+    for s in cfg.seeds:
+        reasoning_results(cfg, s)
 
 
 def claim_measurements(results: Sequence[dict]) -> dict[str, dict[str, dict]]:
