@@ -33,12 +33,12 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from .core import arithmetic, models, zoo
-from .core.claims import Claim, Effect, at_least
-from .core.config import COUNT, POSITIVE, SEED, Range, make_config, one_of
-from .core.generation import encode_completions, generate, sequence_logprobs, token_logprobs
-from .core.seeding import numpy_rng, torch_generator
-from .core.train import train
+from ..core import arithmetic, models, zoo
+from ..core.claims import Claim, Effect, at_least
+from ..core.config import COUNT, POSITIVE, SEED, Range, make_config, one_of
+from ..core.generation import encode_completions, generate, sequence_logprobs, token_logprobs
+from ..core.seeding import numpy_rng, torch_generator
+from ..core.train import train
 
 CHAPTER = "implicit_prm"
 GENERATOR = "arith-draft"  # samples the training responses and the test candidates

@@ -1,0 +1,24 @@
+"""Free Process Rewards without Process Labels (Yuan et al., ICML 2025): the implicit process reward model.
+
+Parameterise an *outcome* reward as a log-likelihood ratio between a trained model π_θ and a frozen reference
+π_ref (the paper's Eq. 1 / Eq. 2)::
+
+    r_θ(y) = β · log π_θ(y) / π_ref(y)
+
+and train it on response-level labels only (cross-entropy, Eq. 5, or DPO). The Proposition then makes the
+partial sums of the token log-ratios a *process* reward for free::
+
+    q_θ^t = Σ_{i ≤ t} β · log π_θ(y_i | y_<i) / π_ref(y_i | y_<i)  =  β · log E_{π_ref(y | y_≤t)} exp(r_θ(y) / β)
+
+so a step's reward is r_t = q^t − q^{t−1}, read at the step boundaries (here the arithmetic task's `;`).
+Responses are scored by their worst step (min over t of r_t), their worst partial sum (min over t of q^t) or the
+outcome reward, and best-of-N picks the highest-scoring candidate, or votes with each vote weighted by σ(reward) as
+the official evaluation does (rewards there are the log-ratios times a fixed 0.001, `VOTE_COEF`).
+
+As in the paper, π_θ starts as a copy of π_ref and both are the same capable model (here the zoo's target
+reasoner); the responses it is trained on and the candidates it reranks come from a weaker generator (the draft).
+
+Everything below takes Hugging Face causal LMs, so the same code runs on a real policy/reference pair.
+"""
+
+from .training import *  # noqa: F401,F403
