@@ -407,7 +407,7 @@ def test_value_step_at_the_last_block_equals_the_full_forward(monkeypatch):
     world, tok, model = _world_and_model()
     _, requests = _requests(world, 2)
     fast = ke.optimise_values(model, tok, requests, 2, 6, 0.5)
-    monkeypatch.setattr(ke, "_final_norm", lambda m: None)  # no norm found: every step runs the whole model
+    monkeypatch.setattr(ke.values, "_final_norm", lambda m: None)  # no norm found: every step runs the whole model
     full = ke.optimise_values(model, tok, requests, 2, 6, 0.5)
     assert torch.allclose(fast[0], full[0], atol=1e-5) and np.allclose(fast[1], full[1], atol=1e-5)
 

@@ -2,6 +2,7 @@
 with the same settings, recomputed when a knob it reads changes; and its figure."""
 
 import math
+import pkgutil
 
 import matplotlib
 
@@ -21,7 +22,7 @@ def test_lifelong_is_computed_in_the_warm_up_and_read_back(tmp_path, monkeypatch
     assert build.CHAPTER_RESULTS["knowledge_editing"] == ("ke-lifelong", "warm_up_lifelong")
     assert ("ke-lifelong", None) in build.shared_models(build.discover(["knowledge_editing"]), "smoke")
     calls = []
-    monkeypatch.setattr(ke, "lifelong", lambda cfg: calls.append(cfg) or _FAKE)
+    monkeypatch.setattr(ke.experiment, "lifelong", lambda cfg: calls.append(cfg) or _FAKE)
     build._train_shared("ke-lifelong", "smoke", None)  # what the warm-up runs
     assert len(calls) == 1 and dict(calls[0]) == dict(ke.config("smoke"))
     res, now = ke.lifelong_results(ke.config("smoke"))  # what the notebook runs
@@ -33,7 +34,7 @@ def test_lifelong_is_computed_in_the_warm_up_and_read_back(tmp_path, monkeypatch
 def test_every_knob_the_stream_reads_and_the_base_model_address_the_result(tmp_path, monkeypatch):
     monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
     calls = []
-    monkeypatch.setattr(ke, "lifelong", lambda cfg: calls.append(cfg) or _FAKE)
+    monkeypatch.setattr(ke.experiment, "lifelong", lambda cfg: calls.append(cfg) or _FAKE)
     assert ke.lifelong_results(ke.config("smoke"))[1] and len(calls) == 1
     for knob in ({"seeds": [5]}, {"base_seed": 1}, {"n_windows": 3}, {"edits_per_window": 2}, {"v_steps": 3},
                  {"kl_factor": 0.5}, {"memit_lambda": 2.0}, {"c_texts": 10}, {"ft_steps": 2}, {"lora_rank": 2},
@@ -49,7 +50,7 @@ def test_every_knob_the_stream_reads_and_the_base_model_address_the_result(tmp_p
 def test_a_model_outside_the_zoo_is_computed_every_time(tmp_path, monkeypatch):
     monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
     calls = []
-    monkeypatch.setattr(ke, "lifelong", lambda cfg: calls.append(cfg) or _FAKE)
+    monkeypatch.setattr(ke.experiment, "lifelong", lambda cfg: calls.append(cfg) or _FAKE)
     for _ in range(2):
         res, now = ke.lifelong_results(ke.config("smoke", model="some/checkpoint"))
         assert now and res["setup"]["site"] == [1, "last"]  # the same JSON form as the cached path
@@ -57,6 +58,12 @@ def test_a_model_outside_the_zoo_is_computed_every_time(tmp_path, monkeypatch):
     ke.warm_up_lifelong(ke.config("smoke", model="some/checkpoint"))  # the warm-up leaves it to the notebook
     assert len(calls) == 2
 
+
+def test_the_cache_is_addressed_by_every_part_of_the_package_that_computes_it():
+    parts = {name for _, name, _ in pkgutil.iter_modules(ke.__path__)}
+    addressed = {m.__name__.rsplit(".", 1)[-1] for m in ke.experiment._sources()}
+    assert parts - addressed == {"figures"}  # a figure's code cannot change the runs
+    assert "knowledge_editing_world" in addressed  # the world the streams are drawn from
 
 def test_the_figure_has_every_metric_against_the_edits_so_far():
     run = {m: [0.5, 0.25, 0.0] for m in ke.METRICS} | {"retention_learned": [float("nan"), 1.0, 0.5]}
