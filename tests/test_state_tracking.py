@@ -466,7 +466,7 @@ def test_a_design_is_trained_together_and_a_run_does_not_depend_on_the_order_it_
     assert st.design_runs(cfg, 1, "plain") == [(s, c) for s in (0, 1) for c in st.CONDITIONS]
     assert st.design_runs(cfg, 7, "plain") == [(7, "plain")]
     first = st.trained_run(cfg, 1, "parity_aux")[0]
-    st._TRAINED.clear()
+    st.trackers._TRAINED.clear()
     st.trained_run(cfg, 0, "plain")
     again = st.trained_run(cfg, 1, "parity_aux")[0]  # from the same design, trained in the other order of asking
     assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values()))
@@ -481,13 +481,14 @@ def test_the_builder_s_warm_up_trains_the_design_and_the_notebook_only_loads_it(
     assert build.shared_models(build.discover(["state_tracking"]), "smoke") == [(st.WARM_UP, None)]
     calls = []
     real = st.train_trackers
-    monkeypatch.setattr(st, "train_trackers", lambda cfg, runs: calls.append((cfg.group_n, runs)) or real(cfg, runs))
-    st._TRAINED.clear()
+    monkeypatch.setattr(st.trackers, "train_trackers",
+                        lambda cfg, runs: calls.append((cfg.group_n, runs)) or real(cfg, runs))
+    st.trackers._TRAINED.clear()
     build._train_shared(st.WARM_UP, "smoke", None)  # what the warm-up runs
     seeds = st.config("smoke").seeds
     # once per design; the S5 run takes the first verdict seed, as the notebook's default `seed` does
     assert calls == [(3, [(s, c) for s in seeds for c in st.CONDITIONS]), (5, [(seeds[0], "plain")])]
-    st._TRAINED.clear()
+    st.trackers._TRAINED.clear()
     for c in st.CONDITIONS:  # the notebook's path (`measure_all` -> `get_tracker`) loads what the warm-up trained
         z = st.get_tracker(st.config("smoke"), seeds[0], c)
         assert not z.trained_now and z.path.name.startswith(f"st-s3-{c}-smoke-")

@@ -34,10 +34,10 @@ import torch.nn.functional as F
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
-from .core import models, tinylm, train, zoo
-from .core.claims import Claim, Effect, at_least, at_most
-from .core.config import COUNT, FRACTION, INDEX, NONNEGATIVE, POSITIVE, SEED, make_config, one_of
-from .core.seeding import numpy_rng, one_thread, torch_generator
+from ..core import models, tinylm, train, zoo
+from ..core.claims import Claim, Effect, at_least, at_most
+from ..core.config import COUNT, FRACTION, INDEX, NONNEGATIVE, POSITIVE, SEED, make_config, one_of
+from ..core.seeding import numpy_rng, one_thread, torch_generator
 
 SUPPORTED_N = (3, 5)
 PARITY_WORDS = ("even", "odd")
