@@ -195,7 +195,7 @@ def test_kto_and_nca_steps_raise_right_responses_and_lower_wrong_ones(pair):
 
 def test_nca_equals_its_formula_on_given_rewards(pair, monkeypatch):
     r = torch.tensor([0.3, -1.2, 0.5, 2.0])  # chosen 0.3, -1.2; rejected 0.5, 2.0
-    monkeypatch.setattr(ip, "implicit_reward", lambda *a: r)
+    monkeypatch.setattr(ip.objectives, "implicit_reward", lambda *a: r)
     s = torch.sigmoid
     want = np.mean([-math.log(s(w)) - 0.5 * math.log(s(-w)) - 0.5 * math.log(s(-lo))
                     for w, lo in ((r[0], r[2]), (r[1], r[3]))])
@@ -276,7 +276,7 @@ def test_training_stops_at_the_first_check_that_reaches_the_bound(pair, monkeypa
     problems = [arithmetic.parse_prompt(p) for p in PROMPTS]
     data = ip.Rollouts(problems, [0, 1, 2], COMPLETIONS, [True, False, True])
     aucs = iter([0.6, 0.85, 0.9])
-    monkeypatch.setattr(ip, "learning_metrics", lambda prm, d: {"step_auc": next(aucs), "outcome_auc": 1.0})
+    monkeypatch.setattr(ip.training, "learning_metrics", lambda prm, d: {"step_auc": next(aucs), "outcome_auc": 1.0})
     prm, run = ip.train_implicit_prm(ref, TOK, data, "ce", 0.5, steps=20, batch_size=3, lr=1e-3, seed=0,
                                      eval_every=4, stop_at=0.8)
     assert run.stopped_at == 8 and len(run.losses) == 8 and run.checks == [(4, 0.6), (8, 0.85)]

@@ -18,7 +18,22 @@ the official evaluation does (rewards there are the log-ratios times a fixed 0.0
 As in the paper, π_θ starts as a copy of π_ref and both are the same capable model (here the zoo's target
 reasoner); the responses it is trained on and the candidates it reranks come from a weaker generator (the draft).
 
-Everything below takes Hugging Face causal LMs, so the same code runs on a real policy/reference pair.
+Everything here takes Hugging Face causal LMs, so the same code runs on a real policy/reference pair.
+
+The package is split by idea: `reward` (token log-ratios, Eq. 1 and the Proposition's step rewards, the
+`ImplicitPRM`), `objectives` (cross-entropy, Eq. 5, DPO, NCA, KTO), `proposition` (the Proposition checked
+exactly on an enumerable model), `rollouts` (problems, outcome-labelled rollouts, test candidates), `training`
+(the training loop and its stop rule, π_ref's log-prob cache, the zoo PRM), `evaluation` (step AUC, first-error
+localisation, best-of-N, step verifiers of known quality), `scales` (models and settings), `experiment` (the
+arms and one seed's run) and `claims`.
 """
 
+from .claims import *  # noqa: F401,F403
+from .evaluation import *  # noqa: F401,F403
+from .experiment import *  # noqa: F401,F403
+from .objectives import *  # noqa: F401,F403
+from .proposition import *  # noqa: F401,F403
+from .reward import *  # noqa: F401,F403
+from .rollouts import *  # noqa: F401,F403
+from .scales import *  # noqa: F401,F403
 from .training import *  # noqa: F401,F403

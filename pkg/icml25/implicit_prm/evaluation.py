@@ -1,0 +1,201 @@
+"""Evaluation: step-level AUC, first-error localisation, best-of-N (argmax and σ-weighted votes), and the step
+verifiers of known quality."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..core import arithmetic
+from ..core.seeding import numpy_rng
+from .reward import ImplicitPRM, aggregate_steps
+from .rollouts import Candidates, Rollouts
+from .scales import CHAPTER, VOTE_COEF
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
+    """P(score of a positive > score of a negative), ties counting one half (Mann–Whitney)."""
+    s, y = np.asarray(scores, float), np.asarray(labels, bool)
+    if y.all() or not y.any():
+        return float("nan")
+    order = np.argsort(s, kind="mergesort")
+    ranks = np.empty(len(s))
+    sorted_s = s[order]
+    i = 0
+    while i < len(s):  # average ranks over ties
+        j = i
+        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    n_pos, n_neg = y.sum(), (~y).sum()
+    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def steps_to_first_error(labels: Sequence[bool]) -> int:
+    """How many steps count for step-level evaluation: up to and including the first wrong one."""
+    for t, ok in enumerate(labels):
+        if not ok:
+            return t + 1
+    return len(labels)
+
+
+def step_rewards_grid(prm: ImplicitPRM, cands: Candidates) -> list[list[np.ndarray]]:
+    prompts, texts = cands.flat
+    flat = prm.step_rewards(prompts, texts, on_missing="whole")
+    n = cands.correct.shape[1]
+    return [flat[i * n:(i + 1) * n] for i in range(len(cands.problems))]
+
+
+def step_metrics(rewards: list[list[np.ndarray]], cands: Candidates) -> dict[str, float]:
+    """Step AUC (steps up to the first error, and all steps), and first-error localisation: among solutions with
+    a wrong step, how often argmin_t r_t is the first wrong step, against picking a step at random."""
+    s_first, y_first, s_all, y_all, hits, chance = [], [], [], [], [], []
+    for r_row, l_row in zip(rewards, cands.step_labels):
+        for r, lab in zip(r_row, l_row):
+            if len(r) != len(lab):  # a malformed completion scored as one step; no step labels to compare
+                continue
+            k = steps_to_first_error(lab)
+            s_first += list(r[:k]); y_first += lab[:k]
+            s_all += list(r); y_all += lab
+            if not all(lab):
+                hits.append(int(np.argmin(r)) == k - 1)
+                chance.append(1 / len(lab))
+    return {"step_auc": roc_auc(s_first, y_first), "step_auc_all": roc_auc(s_all, y_all),
+            "first_error_hit": float(np.mean(hits)) if hits else float("nan"),
+            "first_error_chance": float(np.mean(chance)) if chance else float("nan")}
+
+
+def majority_pick(answers: np.ndarray, correct: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Expected accuracy of (weighted) majority voting over one group: the answer with the most (weighted) votes;
+    ties split evenly. Malformed answers (-1) get no vote unless nothing else does."""
+    w = np.ones(len(answers)) if weights is None else np.asarray(weights, float)
+    valid = answers >= 0
+    if not valid.any():
+        return float(correct.mean())
+    votes = {a: w[(answers == a)].sum() for a in set(answers[valid].tolist())}
+    best = max(votes.values())
+    winners = [a for a, v in votes.items() if np.isclose(v, best)]
+    return float(np.mean([correct[answers == a][0] for a in winners]))
+
+
+def argmax_pick(scores: np.ndarray, correct: np.ndarray) -> float:
+    """Accuracy of picking the highest-scoring candidate (ties split evenly)."""
+    top = np.isclose(scores, scores.max())
+    return float(correct[top].mean())
+
+
+def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int,
+              voted: Sequence[str] = ()) -> dict[str, float]:
+    """Best-of-`n` accuracy of every selector, averaged over the disjoint groups of `n` among the candidates.
+
+    Selectors: `random` (expected accuracy), `majority`, the argmax of each score in `scores` (e.g. `prm_min`,
+    `prm_outcome`, or `ref_likelihood`, the generator's own log-likelihood of the candidate), `<score>_vote` for the scores named in
+    `voted` (majority voting with each vote weighted by σ(score), the official evaluation's weighting of an implicit
+    PRM's votes), and `oracle` (any correct)."""
+    total = cands.correct.shape[1]
+    if n > total or n < 1:
+        raise ValueError(f"best-of-{n} needs 1 <= n <= {total} candidates")
+    acc: dict[str, list[float]] = {}
+    for p in range(len(cands.problems)):
+        for g in range(total // n):
+            sl = slice(g * n, (g + 1) * n)
+            ans, ok = cands.answers[p, sl], cands.correct[p, sl]
+            acc.setdefault("random", []).append(float(ok.mean()))
+            acc.setdefault("majority", []).append(majority_pick(ans, ok))
+            for name, s in scores.items():
+                acc.setdefault(name, []).append(argmax_pick(s[p, sl], ok))
+                if name in voted:
+                    acc.setdefault(f"{name}_vote", []).append(
+                        majority_pick(ans, ok, 0.5 * (1 + np.tanh(s[p, sl] / 2))))  # σ(s) without overflow
+            acc.setdefault("oracle", []).append(float(ok.any()))
+    return {k: float(np.mean(v)) for k, v in acc.items()}
+
+
+SCORES = {"prm_min": "min", "prm_min_q": "min_q", "prm_outcome": "sum"}
+
+
+def prm_scores(rewards: list[list[np.ndarray]], beta: float) -> dict[str, np.ndarray]:
+    """The response scores of the official evaluation: min single-step reward r_t, min partial sum q^t, and the
+    outcome reward (sum of the steps), in its units: the log-ratios times `VOTE_COEF` (the step rewards given here
+    carry β, which is divided out). A positive scale changes no argmax; it sets how far σ(score) is from ½."""
+    scale = VOTE_COEF / beta
+    return {name: scale * np.array([[aggregate_steps(r, how) for r in row] for row in rewards])
+            for name, how in SCORES.items()}
+
+
+def within_problem_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson correlation of two [P, N] score grids after removing each problem's mean (finite entries only):
+    does one score rank a problem's candidates like the other, ignoring how hard the problem is?"""
+    xs, ys = [], []
+    for ra, rb in zip(a, b):
+        ok = np.isfinite(ra) & np.isfinite(rb)
+        if ok.sum() >= 2:
+            xs.append(ra[ok] - ra[ok].mean())
+            ys.append(rb[ok] - rb[ok].mean())
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    return float((x @ y) / np.sqrt((x @ x) * (y @ y)))
+
+
+def evaluate_prm(prm: ImplicitPRM, cands: Candidates, best_of: Sequence[int]) -> dict:
+    """Step metrics and best-of-N for every N in `best_of`."""
+    rewards = step_rewards_grid(prm, cands)
+    scores = prm_scores(rewards, prm.beta)
+    extra = {}
+    if cands.ref_logprob is not None:
+        extra["corr_within_problem"] = within_problem_correlation(scores["prm_outcome"], cands.ref_logprob)
+        scores["ref_likelihood"] = cands.ref_logprob
+    return {**step_metrics(rewards, cands), **extra,
+            "best_of": {n: best_of_n(cands, scores, n, voted=tuple(SCORES)) for n in best_of}}
+
+
+def within_prompt_step_auc(rewards: Sequence[np.ndarray], labels: Sequence[Sequence[bool]],
+                           prompt_index: Sequence[int]) -> float:
+    """The step AUC within each prompt (its responses' steps up to and including the first error), averaged over
+    the prompts that have both a right and a wrong step: does the PRM rank a prompt's steps, not the prompts?"""
+    by_prompt: dict[int, tuple[list[float], list[bool]]] = {}
+    for r, lab, i in zip(rewards, labels, prompt_index):
+        if len(r) == len(lab):
+            k = steps_to_first_error(lab)
+            s, y = by_prompt.setdefault(i, ([], []))
+            s += list(r[:k]); y += list(lab[:k])
+    aucs = [roc_auc(s, y) for s, y in by_prompt.values() if any(y) and not all(y)]
+    return float(np.mean(aucs)) if aucs else float("nan")
+
+
+def learning_metrics(prm: ImplicitPRM, data: Rollouts) -> dict[str, float]:
+    """How well the PRM learned its training set: the AUC of the outcome reward r_θ(y) against the outcome labels
+    it was trained on, and (the stop rule's measure; the PRM never saw step labels) the mean within-prompt step AUC
+    on the same responses, with the pooled step AUC beside it (pooled over prompts it also ranks their difficulty)."""
+    rewards = prm.step_rewards(data.prompts, data.completions, on_missing="whole")
+    labels = [arithmetic.step_labels(data.problems[i], c) for i, c in zip(data.prompt_index, data.completions)]
+    s, y = [], []
+    for r, lab in zip(rewards, labels):
+        if len(r) == len(lab):
+            k = steps_to_first_error(lab)
+            s += list(r[:k]); y += lab[:k]
+    return {"outcome_auc": roc_auc([r.sum() for r in rewards], data.labels),
+            "step_auc": within_prompt_step_auc(rewards, labels, data.prompt_index),
+            "step_auc_pooled": roc_auc(s, y)}
+
+
+def position_rewards(cands: Candidates) -> list[list[np.ndarray]]:
+    """The null scorer of `step_signal`: each step's reward is minus its position (r_t = −t), no model at all."""
+    return [[-np.arange(1.0, len(lab) + 1) for lab in row] for row in cands.step_labels]
+
+
+def verifier_scores(cands: Candidates, noise: float, seed: int) -> dict[str, np.ndarray]:
+    """Response scores of two step verifiers of known quality: `oracle`, 1 when every step is right (the exact
+    verifier, min over its step labels), and `noisy`, the same with each step label flipped with probability
+    `noise`. A response without steps scores 0."""
+    rng = numpy_rng(seed, CHAPTER, "noisy-verifier")
+
+    def score(labels, flip):
+        lab = np.asarray(labels, bool)
+        if flip:
+            lab = lab ^ (rng.random(len(lab)) < noise)
+        return float(lab.min()) if len(lab) else 0.0
+
+    return {name: np.array([[score(lab, flip) for lab in row] for row in cands.step_labels])
+            for name, flip in (("oracle", False), ("noisy", True))}
