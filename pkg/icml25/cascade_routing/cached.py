@@ -1,0 +1,80 @@
+"""The chapter's expensive computations, cached like a zoo model (`icml25.core.zoo.results`: addressed by the knobs
+they read, the seed and the chapter's code), so the book's builder runs them in its warm-up (`warm_up`, its
+`CHAPTER_RESULTS` entry) and the notebooks read them back: each seed of the real pool (notebook 03: fitting the
+members, the estimators, every strategy's sweep and the positive control). Only the scikit-learn pool is cached;
+with `cfg.pool_models` (LM checkpoints) the cell is computed in place. What comes back equals the direct
+computation: the JSON values are turned back into arrays, tuples and a `RealRuns`."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import sklearn
+
+from ..core import zoo
+from . import benchmark, curves, experiment, real_pool, scales, strategies, supermodel
+from .real_pool import RealRuns, real_pool_cell
+
+REAL_POOL_RESULT = "cascade-real-pool"
+# knobs real_pool_cell does not read with the scikit-learn pool (the seed it runs is addressed on its own)
+NOT_IN_REAL_POOL = ("seeds", "calibration_seeds", "n_queries", "pool_sizes", "noise_levels", "n_domains",
+                    "pool_models", "lm_queries")
+
+
+def _sources():
+    """The modules whose code computes a cached result (the claims' declarations do not)."""
+    return (benchmark, curves, experiment, real_pool, scales, strategies, supermodel, sys.modules[__name__])
+
+
+def _jsonable(x):
+    """`x` with every array and tuple a list and every numpy number a Python one, for the cache."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def _cell(value: dict) -> dict:
+    """A cell of `evaluate` (and its positive control) back from JSON: each curve a (costs, qualities) pair of
+    arrays, the models' mean costs and qualities arrays."""
+    out = {**value,
+           "curves": {name: (np.asarray(c, float), np.asarray(q, float)) for name, (c, q) in value["curves"].items()},
+           "model_cost": np.asarray(value["model_cost"], float),
+           "model_quality": np.asarray(value["model_quality"], float)}
+    if "positive_control" in value:
+        out["positive_control"] = _cell(value["positive_control"])
+    return out
+
+
+def _runs(value: dict) -> RealRuns:
+    """A `RealRuns` back from JSON."""
+    return RealRuns(*(np.asarray(value[f], float) for f in ("correct", "flops", "confidence", "context")),
+                    tuple(value["labels"]))
+
+
+def real_pool_results(seed: int, cfg) -> tuple[RealRuns, dict, bool]:
+    """`real_pool_cell(seed, cfg)`, cached for the scikit-learn pool (addressed by the knobs it reads, the seed,
+    scikit-learn's version and the chapter's code); with `cfg.pool_models` computed in place. Returns the runs,
+    the cell and whether they were computed now."""
+    if cfg.pool_models:
+        return *real_pool_cell(seed, cfg), True
+    settings = {k: v for k, v in dict(cfg).items() if k not in NOT_IN_REAL_POOL}
+    settings.update(seed=seed, sklearn=sklearn.__version__)
+
+    def compute():
+        runs, cell = real_pool_cell(seed, cfg)
+        return {"runs": _jsonable(vars(runs)), "cell": _jsonable(cell)}
+
+    value, now = zoo.results(REAL_POOL_RESULT, settings, compute, sources=_sources())
+    return _runs(value["runs"]), _cell(value["cell"]), now
+
+
+def warm_up(cfg) -> None:
+    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): every seed of the real
+    pool."""
+    for seed in cfg.seeds:
+        real_pool_results(seed, cfg)
