@@ -69,11 +69,12 @@ plot.use_style()
 cfg = ms.config(scale, model=model, seeds=seeds, ablation_seeds=ablation_seeds, n_particles=n_particles,
                 max_iteration=max_iteration, patience=patience, n_dev=n_dev, n_test=n_test, tune_configs=tune_configs,
                 low_n_dev=low_n_dev)
-setup = ms.make_setup(cfg)
-no_adapter = np.zeros((1, setup.experts.shape[1]))
-base_test = ms.test_utility(setup, "single-task", no_adapter)[0]
-expert_test = ms.test_accuracy(setup, "single-task", np.eye(len(setup.experts)))
-own = pd.DataFrame(setup.own_domain).T.assign(target=expert_test)
+res, computed = ms.warm_up_runs(cfg)  # every run of this page, as the book's warm-up cached it
+display(Markdown("The runs below were computed now." if computed else
+                 "The runs below were read back from the cache the book's builder filled before this page ran "
+                 "(same settings, same code)."))
+base_test, expert_test = res["base_test"], np.array(res["expert_test"])
+own = pd.DataFrame(res["own_domain"]).T.assign(target=expert_test)
 own.columns = ["base, own domain", "expert, own domain", "expert, target"]
 display(own.round(3))
 display(Markdown(f"Base model without adapter on the target's test set: {base_test:.3f} exact-solution accuracy."))
@@ -90,7 +91,7 @@ display(Markdown(f"Base model without adapter on the target's test set: {base_te
 # set of 200 problems; the best mean is used for every search below. The test set is not used.
 
 # %%
-hyper, scored = ms.tune(setup, cfg)
+hyper, scored = res["hyper"], res["scored"]
 display(pd.DataFrame([{**h, "held-out dev accuracy": u} for h, u in scored]).round(3))
 display(Markdown("Chosen: " + ", ".join(f"{k} = {v:g}" for k, v in hyper.items()) + "."))
 
@@ -98,18 +99,18 @@ display(Markdown("Chosen: " + ", ".join(f"{k} = {v:g}" for k, v in hyper.items()
 # ## The searches
 
 # %%
-runs = {kind: [ms.run_seed(setup, cfg, kind, s, hyper, baselines=kind == "single-task") for s in cfg.seeds]
-        for kind in ms.UTILITIES}
-detail = runs["single-task"][cfg.seeds.index(seed) if seed in cfg.seeds else 0]["swarm"]
+runs = res["runs"]
+detail = runs["single-task"][cfg.seeds.index(seed) if seed in cfg.seeds else 0]["search"]
 fig, ax = plot.subplots()
-ax.plot(np.stack(detail.utilities), color="grey", alpha=0.35, lw=1)
-ax.plot(detail.g_history, lw=2.5, label="global best g")
-ax.plot(detail.g_worst_history, lw=2.5, label="global worst g_w")
+ax.plot(np.array(detail["utilities"]), color="grey", alpha=0.35, lw=1)
+ax.plot(detail["g_history"], lw=2.5, label="global best g")
+ax.plot(detail["g_worst_history"], lw=2.5, label="global worst g_w")
 ax.plot([], [], color="grey", label="particles")
 ax.set(title=f"Single-task search (seed {seed if seed in cfg.seeds else cfg.seeds[0]})", xlabel="iteration",
        ylabel="dev exact-solution accuracy")
 ax.legend();
-print(f"{detail.n_iterations} iterations, {detail.n_evaluations} utility calls, {detail.restarts} restarts")
+print(f"{detail['n_iterations']} iterations, {detail['n_evaluations']} utility calls, "
+      f"{detail['restarts']} restarts")
 
 # %% [markdown]
 # ## Dev and test accuracy against the baselines (single-task utility)
@@ -162,18 +163,16 @@ ax.legend();
 # the experts, so whatever share it gives is what the statistic shows by chance.
 
 # %%
-all_runs = [r["swarm"] for k in ms.UTILITIES for r in runs[k]]
-null_runs = [ms.null_run(setup, cfg, s, hyper, kind) for kind in ms.UTILITIES for s in cfg.seeds]
-ranks = np.array([r.initial_rank for r in all_runs])
-null_ranks = np.array([r.initial_rank for r in null_runs])
-n_swarm = len(all_runs[0].initial_utilities)
+ranks = np.array([r["search"]["initial_rank"] for k in ms.UTILITIES for r in runs[k]])
+null_ranks = np.array(res["null_initial_ranks"])
+n_swarm = len(runs["single-task"][0]["search"]["utilities"][0])
 fig, ax = plot.subplots()
 bins = np.arange(n_swarm + 1) - 0.5
 ax.hist([ranks, null_ranks], bins=bins, color=[plot.PALETTE[0], plot.PALETTE[7]], rwidth=0.85,
         label=["real utilities", "noise utility (null)"])
 ax.axvline(n_swarm / 2 - 0.5, ls="--", color=plot.PALETTE[1], label="weaker half starts here")
 ax.set(title="Initial rank of the particle that found the final global best", xlabel="initial rank (0 = best)",
-       ylabel=f"runs (of {len(all_runs)})")
+       ylabel=f"runs (of {len(ranks)})")
 ax.legend();
 
 # %% [markdown]
@@ -183,14 +182,7 @@ ax.legend();
 # without restarts.
 
 # %%
-variants = {"no repel": {"repel": 0.0}, "deterministic weights": {"weight_randomness": False},
-            "no restarts": {"restart_patience": None}}
-full_search = {s: r["test"]["swarm"] for s, r in zip(cfg.seeds, single)}
-ablation = {"Model Swarms": [full_search[s] if s in full_search else
-                             ms.run_seed(setup, cfg, "single-task", s, hyper, baselines=False)["test"]["swarm"]
-                             for s in cfg.ablation_seeds]}
-ablation |= {name: [ms.run_seed(setup, cfg, "single-task", s, hyper, baselines=False, **kw)["test"]["swarm"]
-                    for s in cfg.ablation_seeds] for name, kw in variants.items()}
+ablation = res["ablation"]  # the variants: ms.ABLATIONS
 fig, ax = plot.subplots()
 ax.bar(list(ablation), [np.mean(v) for v in ablation.values()], yerr=[np.std(v) for v in ablation.values()],
        capsize=3, color=[plot.PALETTE[1]] + [plot.PALETTE[0]] * 3)
@@ -210,7 +202,7 @@ for name, v in ablation.items():
 
 # %%
 swarm_test = np.array([r["test"]["swarm"] for r in single])
-gains = setup.expert_gain_own_domain
+gains = res["expert_gain_own_domain"]
 m_beats = {ms._key(b): swarm_test - np.array([r["test"][b] for r in single]) for b in ms.BASELINES}
 m_beats |= {"expert_gain_own_domain": gains,
             # dev accuracies are counts over n_dev problems, scored in float32: the gain is rounded to whole
@@ -223,17 +215,17 @@ v_beats = check(ms.BEATS_BASELINES, measured=m_beats, seeds=cfg.seeds, calibrati
 plot.show_verdicts(v_beats)
 
 # %%
-ind, null_ind = ms.weak_to_strong_indicators(all_runs), ms.weak_to_strong_indicators(null_runs)
+ind, null_ind = res["weak_to_strong"], res["null_weak_to_strong"]
 v_w2s = check(ms.WEAK_TO_STRONG, measured={**ind, "expert_gain_own_domain": gains}, seeds=cfg.seeds, scale=scale,
               calibration_seeds=cfg.calibration_seeds, null=null_ind,
               our_value=f"{np.mean(ind['not_initial_best']):.0%} not the initial best, "
-                        f"{np.mean(ind['from_weaker_half']):.0%} from the weaker half ({len(all_runs)} runs); "
+                        f"{np.mean(ind['from_weaker_half']):.0%} from the weaker half ({len(ranks)} runs); "
                         f"noise utility: {np.mean(null_ind['not_initial_best']):.0%} and "
                         f"{np.mean(null_ind['from_weaker_half']):.0%}")
 plot.show_verdicts(v_w2s)
 
 # %%
-low = [ms.low_data_run(setup, cfg, s, cfg.low_n_dev, hyper) for s in cfg.seeds]
+low = res["low"]
 m_low = {"swarm_minus_oracle": swarm_test - np.array([r["test"]["oracle"] for r in single]),
          "swarm_minus_oracle_low": [r["swarm"] - r["oracle"] for r in low], "expert_gain_own_domain": gains}
 v_low = check(ms.LOW_DATA, measured=m_low, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
