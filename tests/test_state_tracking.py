@@ -495,3 +495,19 @@ def test_the_builder_s_warm_up_trains_the_design_and_the_notebook_only_loads_it(
     z = st.get_tracker(st.s5_config("smoke"), seeds[0], "plain")
     assert not z.trained_now and len(calls) == 2
     assert st.train_design(st.config("full")) == []  # a checkpoint (not the zoo's tiny Llama): nothing to warm
+
+
+def test_the_zoo_key_covers_every_part_that_trains_the_trackers():
+    """The zoo hashes the module that registers the `st-…` entries; every other part whose code trains them enters
+    the key through the entries' `training_code` setting, so changing any of them trains the trackers again."""
+    import inspect
+
+    from icml25.core import zoo
+
+    training = {inspect.getmodule(f) for f in (st.trained_run, st.train_trackers, st.train_tracker, st.state_loss,
+                                               st.initial_model, st.sample_actions, st.state_sequence,
+                                               st.cayley_table)}
+    for name in ("st-s3-plain", "st-s5-parity_aux"):
+        entry = zoo._entry(name)
+        assert training <= {inspect.getmodule(entry.build), *st.TRAINING_SOURCES}
+        assert entry.config("ci").training_code == zoo.code_digest(st.TRAINING_SOURCES)

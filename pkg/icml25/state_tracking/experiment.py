@@ -1,0 +1,142 @@
+"""The experiment: every measurement and signature of each run, the null control's, and the claims' measurements
+over the runs that learned the task."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from threadpoolctl import threadpool_limits
+
+from ..core.seeding import one_thread, torch_generator
+from .group import shuffled_parity
+from .measurements import accuracy_by_position, corrupt, eval_actions, patching_map, probe_maps
+from .settings import eval_length
+from .signatures import (LEARNED_ACCURACY, SIGNATURES, VOTING, error_signature, label_run, patching_signature,
+                         probe_signature)
+from .task import state_sequence
+from .trackers import get_tracker
+from .training import CONDITIONS, predict_states
+
+@dataclass
+class RunReport:
+    condition: str
+    seed: int
+    accuracy: np.ndarray  # by position, 1 … eval_length
+    trained_accuracy: float  # accuracy at t = train_length
+    learned: bool  # trained_accuracy >= LEARNED_ACCURACY
+    signatures: dict  # SIGNATURES -> scaled value (0 AA, 1 PAA; NaN: not readable)
+    null_signatures: dict  # the same, read against shuffled_parity instead of ε (the null control)
+    n_errors: int  # errors the error signature read
+    probes: dict  # probe_maps
+    patching: dict  # "same"/"different" -> window map [L+1, T]
+    long_accuracy: float  # mean state accuracy beyond the training length, T < t <= 2T
+    label: str  # the rule's label, or "not learned" (excluded)
+    null_label: str  # the rule's label on null_signatures
+    losses: list
+
+
+def patching_maps(model, tokenizer, cfg, seed: int, mode: str = "window",
+                  colouring: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+    """Window (or prefix) patching maps for parity-keeping ("same") and parity-changing ("different")
+    corruptions of the first action (class-keeping and class-changing under `colouring`), on held-out stories of
+    the training length."""
+    clean = eval_actions(cfg, cfg.n_patch, cfg.train_length, "patch")
+    g = torch_generator(seed, "state_tracking", "corrupt", mode, *(() if colouring is None else ("null",)))
+    return {kind: patching_map(model, tokenizer, cfg.group_n, clean,
+                               corrupt(clean, 0, kind == "same", cfg.group_n, g, colouring), mode)
+            for kind in ("same", "different")}
+
+
+def signatures_of(model, tokenizer, cfg, seed: int, pred: torch.Tensor, states: torch.Tensor, accuracy,
+                  colouring: torch.Tensor | None = None) -> tuple[dict, int, dict, dict]:
+    """The three signatures of one run, read against ε (or `colouring`, for the null control): (signatures,
+    errors read, probe maps, patching maps)."""
+    n = cfg.group_n
+    z_err, n_err = error_signature(pred, states, accuracy, n, cfg.min_errors, colouring)
+    probes = probe_maps(model, tokenizer, cfg, eval_actions(cfg, cfg.n_probe, cfg.train_length, "probe"), colouring)
+    patching = patching_maps(model, tokenizer, cfg, seed, colouring=colouring)
+    signatures = {"errors": z_err, "probes": probe_signature(probes, n),
+                  "patching": patching_signature(patching, cfg.early_layer)}
+    return signatures, n_err, probes, patching
+
+
+def measure_run(cfg, seed: int, condition: str) -> RunReport:
+    """Every measurement of one run, on one torch thread (as the runs train) and one BLAS thread (the probes'
+    logistic regressions): these tiny products gain nothing from a second thread, whose OpenMP team stalls on a
+    busy machine (measured on the loaded machine: one run's measurements took 12.7 s with two BLAS threads, 2.1 s
+    with one; the six runs took 65-71 s of a two-thread notebook kernel)."""
+    with one_thread(), threadpool_limits(1):
+        return _measure_run(cfg, seed, condition)
+
+
+def _measure_run(cfg, seed: int, condition: str) -> RunReport:
+    z = get_tracker(cfg, seed, condition)
+    n, length = cfg.group_n, eval_length(cfg)
+    acts = eval_actions(cfg, cfg.n_eval, length, "eval")
+    states = state_sequence(acts, n)
+    pred = predict_states(z.model, acts, z.tokenizer, n)
+    acc = accuracy_by_position(pred, states)
+    signatures, n_err, probes, patching = signatures_of(z.model, z.tokenizer, cfg, seed, pred, states, acc)
+    null_signatures = signatures_of(z.model, z.tokenizer, cfg, seed, pred, states, acc, shuffled_parity(n))[0]
+    trained = float(acc[cfg.train_length - 1])
+    return RunReport(condition, seed, acc, trained, trained >= LEARNED_ACCURACY, signatures, null_signatures,
+                     n_err, probes, patching, long_accuracy=float(acc[cfg.train_length:].mean()),
+                     label=label_run(trained, [signatures[k] for k in VOTING]),
+                     null_label=label_run(trained, [null_signatures[k] for k in VOTING]),
+                     losses=list(z.info["losses"]))
+
+
+def measure_all(cfg) -> list[RunReport]:
+    return [measure_run(cfg, s, c) for c in CONDITIONS for s in cfg.seeds]
+
+
+def mean_map(reports: Sequence[RunReport], condition: str, get) -> tuple[np.ndarray, int]:
+    """`get(report)` (a probe or patching map) averaged over the runs of `condition` that learned the task, and
+    their number (an all-NaN map when none did)."""
+    maps = [get(r) for r in reports if r.condition == condition and r.learned]
+    if not maps:
+        return np.full_like(get(reports[0]), np.nan, dtype=float), 0
+    return np.mean(maps, axis=0), len(maps)
+
+
+def summarise(reports: Sequence[RunReport]) -> dict:
+    """The claims' measurements over the runs that learned the task (:data:`LEARNED_ACCURACY`); `labels` lists
+    every run, `n_not_learned` counts the excluded ones."""
+    learned = [r for r in reports if r.learned]
+    by_label = {lab: [r for r in learned if r.label == lab] for lab in ("AA-like", "PAA-like")}
+    by_seed = {(r.seed, r.condition): r for r in learned}
+    seeds = sorted({r.seed for r in learned})
+    # paired by seed: the same seed's plain and parity_aux runs (same data order and initialisation)
+    pairs = [(by_seed[s, "plain"], by_seed[s, "parity_aux"]) for s in seeds
+             if (s, "plain") in by_seed and (s, "parity_aux") in by_seed]
+    # seeds whose two runs got different labels: (the AA-like run, the PAA-like run)
+    mixed = [tuple(sorted(p, key=lambda r: r.label)) for p in pairs if {p[0].label, p[1].label} == {"AA-like",
+                                                                                                   "PAA-like"}]
+    out = {
+        "labels": [f"{r.condition}/s{r.seed}:{r.label}" for r in reports],
+        "n_not_learned": len(reports) - len(learned),
+        "n_mixed_label": sum(r.label == "mixed" for r in learned),
+        "n_aa": len(by_label["AA-like"]), "n_paa": len(by_label["PAA-like"]),
+        "long_accuracy_aa": [r.long_accuracy for r in by_label["AA-like"]],
+        "long_accuracy_paa": [r.long_accuracy for r in by_label["PAA-like"]],
+        "n_pairs": len(pairs),
+        "is_aa": [float(r.label == "AA-like") for r in learned],
+        "is_paa": [float(r.label == "PAA-like") for r in learned],
+        "aa_minus_paa_long_accuracy": [a.long_accuracy - b.long_accuracy for a, b in mixed],
+        "n_mixed_seeds": len(mixed),
+        "n_signatures_read": [sum(not math.isnan(r.signatures[k]) for k in VOTING) for r in learned],
+    }
+    # the null control: the same rule on the same learned runs, with ε replaced by shuffled_parity
+    out["null"] = {"is_aa": [float(r.null_label == "AA-like") for r in learned],
+                   "is_paa": [float(r.null_label == "PAA-like") for r in learned],
+                   "labels": [f"{r.condition}/s{r.seed}:{r.null_label}" for r in learned],
+                   "n_not_learned": out["n_not_learned"],
+                   "n_signatures_read": [sum(not math.isnan(r.null_signatures[k]) for k in VOTING)
+                                         for r in learned]}
+    for name in SIGNATURES:
+        out[f"steer_{name}_diff"] = [aux.signatures[name] - pl.signatures[name] for pl, aux in pairs]
+    return out

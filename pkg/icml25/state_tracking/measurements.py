@@ -1,0 +1,166 @@
+"""The measurements of a trained run: accuracy by position, parity-consistent errors, pooled linear probes of
+state and parity at every layer, and layer × token activation patching (the probes and patching as in the official
+code)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.linear_model import LogisticRegression
+
+from ..core import models
+from ..core.seeding import torch_generator
+from .group import elements, parity_table
+from .task import parity_of_states, sample_actions, state_sequence
+from .training import model_inputs, token_ids
+
+def eval_actions(cfg, n_seq: int, length: int, stream: str) -> torch.Tensor:
+    """Held-out action sequences, the same for every model (seeded by `stream`, not by the training seed)."""
+    return sample_actions(cfg.group_n, n_seq, length, torch_generator(0, "state_tracking", stream))
+
+
+def accuracy_by_position(pred: torch.Tensor, states: torch.Tensor) -> np.ndarray:
+    """Fraction of sequences whose predicted s_t is right, for t = 1 … T."""
+    return (pred == states).float().mean(0).numpy()
+
+
+def parity_chance(n: int) -> float:
+    """Parity-consistency of an error drawn uniformly from the wrong states: (n!/2 − 1)/(n! − 1)."""
+    g = len(elements(n))
+    return (g / 2 - 1) / (g - 1)
+
+
+def parity_consistent_errors(pred: torch.Tensor, states: torch.Tensor, n: int,
+                             where: torch.Tensor | None = None,
+                             colouring: torch.Tensor | None = None) -> tuple[float, int]:
+    """Among wrong predictions (at the positions `where`, a boolean mask over t; all when None), the fraction
+    with the true state's parity ε(s_t) (its class under `colouring`, when given); and the number of errors."""
+    wrong = pred != states
+    if where is not None:
+        wrong = wrong & torch.as_tensor(where)
+    n_err = int(wrong.sum())
+    if n_err == 0:
+        return float("nan"), 0
+    same = parity_of_states(pred, n, colouring) == parity_of_states(states, n, colouring)
+    return float((same & wrong).sum() / n_err), n_err
+
+
+@torch.no_grad()
+def hidden_states(model, actions: torch.Tensor, tokenizer, n: int) -> torch.Tensor:
+    """Residual stream at the position of every action: [layers + 1, batch, T, d] (layer 0 = embeddings)."""
+    out = model(input_ids=model_inputs(actions, tokenizer, n), output_hidden_states=True)
+    return torch.stack(out.hidden_states)[:, :, 1:].float()
+
+
+def pooled_probe(features: np.ndarray, labels: np.ndarray) -> tuple[float, np.ndarray]:
+    """One logistic-regression probe for one layer, pooled over positions as in the official code: features
+    [N, T, d] and labels [N, T] are flattened story by story, the probe is fitted on the first min(1000, 0.8 N T)
+    rows and scored on the rest. Returns (held-out accuracy, held-out accuracy at each position t = 1 … T)."""
+    n_seq, length, d = features.shape
+    x, y = features.reshape(-1, d), labels.reshape(-1)
+    split = min(1000, int(0.8 * len(x)))
+    probe = LogisticRegression(max_iter=5000).fit(x[:split], y[:split])
+    right = probe.predict(x[split:]) == y[split:]
+    pos = np.arange(split, len(x)) % length
+    return float(right.mean()), np.array([right[pos == t].mean() for t in range(length)])
+
+
+def probe_maps(model, tokenizer, cfg, actions: torch.Tensor,
+               colouring: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+    """State and parity probes at every layer (pooled over positions): {"state", "parity"}: [L+1] held-out
+    accuracy; {"state_by_t", "parity_by_t"}: [L+1, T], the same probes' accuracy at each position. With
+    `colouring`, the "parity" probe reads that 2-colouring of the state instead of ε."""
+    n = cfg.group_n
+    h = hidden_states(model, actions, tokenizer, n).numpy()  # [L+1, N, T, d]
+    states = state_sequence(actions, n)
+    out = {}
+    for name, lab in (("state", states), ("parity", parity_of_states(states, n, colouring))):
+        scores = [pooled_probe(layer, lab.numpy()) for layer in h]
+        out[name] = np.array([s for s, _ in scores])
+        out[f"{name}_by_t"] = np.stack([by_t for _, by_t in scores])
+    return out
+
+
+def resolving_layer(probe_map: np.ndarray, threshold: float) -> np.ndarray:
+    """For each position t, the first layer whose probe accuracy reaches `threshold` (NaN if none does): the
+    depth at which s_t becomes linearly decodable. AA predicts it grows like log t (one scan round per layer)."""
+    reached = probe_map >= threshold  # [layers, T]
+    first = reached.argmax(0).astype(float)
+    first[~reached.any(0)] = np.nan
+    return first
+
+
+def corrupt(actions: torch.Tensor, position: int, same_parity: bool, n: int, generator: torch.Generator,
+            colouring: torch.Tensor | None = None):
+    """Replace a_position by a different action of the same (or the other) parity (class under `colouring`)."""
+    par = parity_table(n) if colouring is None else colouring
+    out = actions.clone()
+    for i in range(actions.shape[0]):
+        a = int(actions[i, position])
+        pool = [k for k in range(len(elements(n))) if k != a and (par[k] == par[a]) == same_parity]
+        out[i, position] = pool[int(torch.randint(len(pool), (1,), generator=generator))]
+    return out
+
+
+PATCH_MODES = ("window", "prefix")
+
+
+def _residual(output):
+    """The residual stream in a module's output: a decoder block of some families returns a tuple whose first
+    entry it is (GPT-2), others the tensor itself (Llama, Qwen2 in current transformers)."""
+    return output[0] if isinstance(output, tuple) else output
+
+
+@torch.no_grad()
+def patching_map(model, tokenizer, n: int, clean: torch.Tensor, corrupted: torch.Tensor,
+                 mode: str = "window") -> np.ndarray:
+    """Activation patching over layers × tokens, as in the official code: the clean run, with the residual stream
+    at layer ℓ (0 = embeddings) and token t replaced by the corrupted run's (`mode="window"`: token t alone;
+    `"prefix"`: tokens 1 … t), scored at the last position by
+
+        NLD(ℓ, t) = (LD(x; h_ℓ,t ← h'_ℓ,t) − LD(x)) / (LD(x') − LD(x)),   clipped to [0, 1],
+
+    where LD = p(y') − p(y), y and y' are the clean and corrupted runs' predicted final states and p the softmax
+    over the state words. Averaged over the pairs whose two predictions differ. Returns [L+1, T]."""
+    if mode not in PATCH_MODES:
+        raise ValueError(f"unknown patching mode {mode!r}; valid: {', '.join(PATCH_MODES)}")
+    perm_ids, _ = token_ids(tokenizer, n)
+    modules = [model.get_input_embeddings(), *models.decoder_blocks(model)]
+
+    def probs(input_ids):
+        return model(input_ids=input_ids).logits[:, -1][:, perm_ids].softmax(-1)
+
+    x, x_c = model_inputs(clean, tokenizer, n), model_inputs(corrupted, tokenizer, n)
+    saved = []  # each module's corrupted output (hooks, not hidden_states: the last of those is after the norm)
+    handles = [mod.register_forward_hook(lambda _m, _i, o: saved.append(_residual(o).detach())) for mod in modules]
+    try:
+        p_corr = probs(x_c)
+    finally:
+        for h in handles:
+            h.remove()
+    p_clean = probs(x)
+    rows = torch.arange(clean.shape[0])
+    y, y_c = p_clean.argmax(-1), p_corr.argmax(-1)
+    keep = y != y_c
+
+    def ld(p):
+        return p[rows, y_c] - p[rows, y]
+
+    base, new = ld(p_clean), ld(p_corr)
+    out = np.zeros((len(modules), clean.shape[1]))
+    for i, (module, source) in enumerate(zip(modules, saved)):
+        for t in range(1, clean.shape[1] + 1):  # input index t holds a_t (index 0 is bos)
+            lo = t if mode == "window" else 1
+
+            def hook(_m, _inp, output, source=source, lo=lo, t=t):
+                hidden = _residual(output).clone()
+                hidden[:, lo:t + 1] = source[:, lo:t + 1]
+                return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+
+            handle = module.register_forward_hook(hook)
+            try:
+                nld = ((ld(probs(x)) - base) / (new - base)).clamp(0, 1)
+            finally:
+                handle.remove()
+            out[i, t - 1] = float(nld[keep].mean()) if keep.any() else float("nan")
+    return out

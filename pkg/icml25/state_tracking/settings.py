@@ -1,0 +1,122 @@
+"""The settings per scale, with the record of how the `ci` regime was calibrated (from the precondition alone), and
+the S5 run's."""
+
+from __future__ import annotations
+
+from ..core import tinylm
+from ..core.config import COUNT, FRACTION, INDEX, NONNEGATIVE, POSITIVE, SEED, make_config, one_of
+from .group import SUPPORTED_N
+from .training import CONDITIONS, TINY_MODEL
+
+# ci calibration (1 CPU thread on a shared, heavily loaded machine, seed 0 unless said; accuracy of s_T at t = T on
+# 1000 held-out stories; recorded before any claim was checked). Budget: about 4000 optimiser steps in all at
+# ~25 ms each. With a curriculum from 2 actions over the first half of 800 steps, T = 6 reached only 0.48 (0.43
+# with the parity objective; lr 1e-2: 0.38), although t <= 3 were right every time and t = 4 0.94. At T = 4, 500
+# steps with a half-length ramp gave 0.83 (0.77 with the parity objective, weight 1), 600 steps with a quarter ramp
+# 0.89 (0.80). The old design without a curriculum reached 0.93-0.96 at T = 4 in 600-1000 steps. Hence T = 4, a
+# short ramp (the first 10% of the steps at 2 and 3 actions), 700 steps, and a parity weight of 0.5; longer
+# stories are out of this budget.
+# Re-calibrated (a later session, from the precondition alone, before any verdict of the new regime was read):
+# that design took 191 s of the chapter's 150 s budget and one run in six missed the precondition (parity_aux
+# seed 2 at 0.884). For parity_aux seed 2 alone at T = 4: 400 steps at lr 6e-3 0.73; 2 blocks, 600 steps at lr
+# 4e-3 0.79; the wider `small` preset 0.84 at 350 and at 450 steps (0.75 at lr 5e-3), none learned within
+# ~20 s of CPU. At T = 3, 450 steps at lr 3e-3 reached 1.00 in 14 s. Hence T = 3 (stories of 6 actions at
+# evaluation) and 450 steps; the shorter training length is the price of a chapter in budget whose every run learns.
+# Re-calibrated again (issue 36, to pay for the S5 run below; from the precondition alone, no verdict of the new
+# setting read): T = 4 with batch 256 for 200 steps (17 s, as much CPU as 450 steps of batch 64) left parity_aux
+# seed 2 at 0.74, so T stays 3. At 350 steps, accuracy at t = 3 was 0.95 (parity_aux seed 2, the slowest run),
+# 1.00 (parity_aux seeds 0 and 1, plain seed 0), at 11 s of CPU each instead of 16 s. Hence 350 steps.
+# Issue "a longer training length" (a later session; the verdicts of this T = 3 regime were known, all three
+# inconclusive, before it started; nothing below was chosen from a verdict). Training got cheaper: a profile showed
+# the runs bound by per-operation overhead at batch 64 and by the matrix products beyond, so the six runs are now
+# trained together (:func:`train_trackers`: stacked weights, one forward of plain batched products, each run on its
+# own initialisation, batches, loss and clipping; equal to separate training up to float rounding, tested), at
+# 7.4 ms per run and step instead of 13 ms at T = 3 (9.2 ms at T = 4, 11 ms at T = 6). Whether T = 6 fits was then
+# measured from the precondition alone (accuracy of s_6 at t = 6 of all six runs, 500 held-out stories; one
+# thread on the loaded machine): curriculum from 2 actions over the first 30% of the steps, batch 64, lr 3e-3:
+# 1200 steps (75 s for the six runs) 0.65-0.81; the same at lr 8e-3 and 800 steps 0.47-0.87; 4 blocks, 800 steps
+# (60 s) 0.45-0.71; batch 32, 1600 steps (85 s) 0.62-0.90; no curriculum, 800 steps (80 s) 0.50-0.73. Every
+# setting spent two to three times the chapter's whole training time (about 35 s) and left most runs below 0.9
+# (t <= 3 were right every time; accuracy fell from t = 4 on). So T = 6 is out of this budget and T stays 3; the
+# batched training only makes the same design cheaper (its models differ from separately trained ones by float
+# rounding, which moved one run's label between "mixed" and "AA-like"; no verdict changed).
+# Issue 36, the length curriculum (a later session; the three verdicts of the T = 3 regime were known, all
+# inconclusive, before it started; nothing below was chosen from, or after reading, a verdict of the new setting).
+# The chapter's models are now trained in the book builder's warm-up (:func:`train_design`), whose time is not the
+# chapter's: about 300 s of one thread for the S3 design and the S5 run. T = 6 was calibrated again in that budget,
+# from the precondition alone (accuracy of s_6 at t = 6 of all six runs, 1000 held-out stories of the "eval"
+# stream; one thread, two calibrations at a time on the shared 2-core machine, so the seconds are upper bounds);
+# curriculum from 2 actions over the first 30% of the steps; :data:`LENGTH_CALIBRATION` holds every setting tried,
+# with each run's accuracy and the seconds. Batch 64, lr 3e-3: 3000 steps 0.83-0.98 (one run below 0.9), 4000
+# steps 0.92-1.00 (317 s); batch 128, 2000 steps 0.90-0.98 (two runs just below); lr 5e-3: 3000 steps 0.91-0.98
+# (251 s), 3500 steps 0.90-1.00 (310 s); lr 7e-3, 3000 steps 0.88-0.98 (two below). The accuracy of one run moves
+# by a few points between settings with no trend, so the setting chosen is the one whose slowest run has the
+# widest margin over the precondition, not the cheapest that passed once: hence T = 6 with 4000 steps of batch 64
+# at lr 3e-3 (slowest run 0.921; 317 s beside another calibration, 233 s for the whole warm-up, the S5 run
+# included, in a chapter build). The S5 run keeps its own learning rate (3e-3) and its settings.
+TRAIN_PRESETS = {
+    "smoke": {"group_n": 3, "preset": "nano", "n_layers": 2, "train_length": 4, "start_length": 2, "ramp": 0.5,
+              "batch_size": 32, "steps": 20, "lr": 3e-3, "parity_weight": 1.0, "parity_layer": 1},
+    "ci": {"group_n": 3, "preset": "micro", "n_layers": 3, "train_length": 6, "start_length": 2, "ramp": 0.3,
+           "batch_size": 64, "steps": 4000, "lr": 3e-3, "parity_weight": 0.5, "parity_layer": 1},
+    "full": {"group_n": 3, "preset": "base", "n_layers": 6, "train_length": 16, "start_length": 2, "ramp": 0.5,
+             "batch_size": 128, "steps": 20000, "lr": 1e-3, "parity_weight": 1.0, "parity_layer": 1},
+}
+TRAIN_KEYS = tuple(TRAIN_PRESETS["ci"])
+EARLIER_TRAIN_LENGTH = 3
+"""The `ci` training length before the length curriculum's calibration (its verdicts: all three inconclusive)."""
+CALIBRATION_RUNS = tuple(f"{c}/s{s}" for s in (0, 1, 2) for c in CONDITIONS)
+LENGTH_CALIBRATION = [
+    # (train_length, steps, batch_size, lr, ramp) -> accuracy at t = T of each run of `CALIBRATION_RUNS`, seconds
+    dict(zip(("train_length", "steps", "batch_size", "lr", "ramp", "accuracy_at_T", "seconds"), row))
+    for row in (
+        (6, 3000, 64, 3e-3, 0.3, (0.909, 0.965, 0.965, 0.827, 0.903, 0.979), 438),
+        (6, 2000, 128, 3e-3, 0.3, (0.957, 0.920, 0.964, 0.899, 0.976, 0.898), 494),
+        (6, 4000, 64, 3e-3, 0.3, (0.921, 0.967, 1.000, 1.000, 0.949, 0.979), 317),
+        (6, 3000, 64, 5e-3, 0.3, (0.946, 0.979, 0.946, 0.950, 0.908, 0.953), 251),
+        (6, 3500, 64, 5e-3, 0.3, (0.973, 0.977, 0.998, 0.975, 0.952, 0.902), 310),
+        (6, 3000, 64, 7e-3, 0.3, (0.878, 0.909, 0.950, 0.979, 0.974, 0.886), 282),
+    )]
+"""The `ci` calibration of the training length (issue 36), judged by the precondition alone: each setting tried,
+each run's held-out accuracy of s_T at t = T (runs in the order of `CALIBRATION_RUNS`) and the seconds of one
+thread that the six runs' batched training took (measured beside another calibration on the shared machine).
+Recorded when measured, not re-measured by the notebook, which prints it."""
+
+# S5 (120 states) at ci: one plain run, a cheap check that the whole pipeline (training, probes, patching,
+# signatures, the precondition) runs on S5, not a claim. Calibration (1 CPU thread, seed 0, before any S5 run was
+# labelled): 300 steps on 2-action stories (curriculum from 1) took 11 s and were right at t = 1 (a copy) and at
+# chance (0.01) at t = 2: composing two S5 actions is learning a 120 x 120 table, far beyond ci's budget, so the run
+# is expected to miss the precondition, and the notebook says so from its measured accuracy.
+S5_TRAIN = {"smoke": {"group_n": 5, "train_length": 2, "start_length": 2, "steps": 20},
+            "ci": {"group_n": 5, "n_layers": 2, "train_length": 2, "start_length": 2, "steps": 200, "lr": 3e-3},
+            "full": {"group_n": 5}}
+S5_PRESETS = {scale: dict(train, **S5_TRAIN[scale]) for scale, train in TRAIN_PRESETS.items()}
+
+CALIBRATION_SEEDS = (0, 1, 2)
+"""The seeds of the training-length calibration (:data:`LENGTH_CALIBRATION`) and of every earlier verdict of this
+chapter; contract v2 decides on fresh seeds from 100."""
+
+config = make_config({
+    scale: dict(train, model=model, seeds=seeds, calibration_seeds=list(CALIBRATION_SEEDS), length_factor=2, n_eval=n_eval, n_probe=n_probe, early_layer=1,
+                min_errors=30, n_patch=n_patch)
+    for (scale, train), model, seeds, n_eval, n_probe, n_patch in zip(
+        TRAIN_PRESETS.items(), (TINY_MODEL, TINY_MODEL, "openai-community/gpt2"),
+        ([100], [100, 101, 102], list(range(100, 110))),
+        (200, 2000, 4000), (100, 500, 2000), (20, 200, 400))
+},
+    group_n=one_of(*SUPPORTED_N), preset=one_of(*tinylm.PRESETS), n_layers=COUNT, train_length=COUNT,
+    start_length=COUNT, ramp=FRACTION, batch_size=COUNT, steps=COUNT, lr=POSITIVE, parity_weight=POSITIVE,
+    parity_layer=INDEX, seeds=SEED, calibration_seeds=SEED, length_factor=COUNT, n_eval=COUNT, n_probe=COUNT, early_layer=INDEX, min_errors=NONNEGATIVE,
+    n_patch=COUNT)
+
+
+PRESETS_BY_GROUP = {3: TRAIN_PRESETS, 5: S5_PRESETS}
+
+
+def s5_config(scale: str, **overrides):
+    """The settings of the S5 run at `scale`: the scale's, with :data:`S5_TRAIN` over them (then `overrides`)."""
+    return config(scale, **(S5_TRAIN[scale] | {k: v for k, v in overrides.items() if v is not None}))
+
+
+def eval_length(cfg) -> int:
+    return cfg.length_factor * cfg.train_length
