@@ -62,11 +62,16 @@ cfg
 
 # %% [markdown]
 # ## Fitting and running every member, for every seed
+#
+# Each seed's cell (members fitted and run, estimators, every strategy's sweep, the positive control) is cached by
+# `cr.real_pool_results`, which the book's builder runs before the notebooks (`cr.warm_up`); what is read back
+# equals computing it here (a unit test checks it). A pool of LMs (`pool_models`) is always computed here.
 
 # %%
 t0 = time.perf_counter()
-runs, cells = zip(*[cr.real_pool_cell(s, cfg) for s in cfg.seeds])
-print(f"{len(cfg.seeds)} seeds × {cfg.real_members} members in {time.perf_counter() - t0:.1f} s")
+runs, cells, now = zip(*[cr.real_pool_results(s, cfg) for s in cfg.seeds])
+print(f"{len(cfg.seeds)} seeds × {cfg.real_members} members: {sum(now)} computed now, {len(now) - sum(now)} read "
+      f"from the cache, in {time.perf_counter() - t0:.1f} s")
 shown = runs[cfg.seeds.index(seed)] if seed in cfg.seeds else runs[0]
 pd.DataFrame({"FLOPs per prediction": shown.flops[0].round(-1),
               "accuracy, mean over seeds": np.mean([r.correct.mean(0) for r in runs], 0).round(3),
