@@ -1,6 +1,6 @@
-"""The real pool's seeds read back from the cache (what notebook 03 reads after the builder's warm-up) equal the
-direct computation, with the same types: arrays where the code expects arrays, (costs, qualities) tuples, a
-`RealRuns`."""
+"""The benchmark's cells and the real pool's seeds read back from the cache (what notebooks 02 and 03 read after the
+builder's warm-up) equal the direct computation, with the same types: arrays where the code expects arrays,
+(costs, qualities) tuples, a `RealRuns`."""
 
 import dataclasses
 
@@ -30,12 +30,29 @@ def assert_same(a, b, where="value"):
         assert a == b, f"{where}: {a!r} vs {b!r}"
 
 
-def test_real_pool_read_back_from_the_cache_equals_the_direct_computation(tmp_path, monkeypatch):
-    """The builder's warm-up computes every seed; what the notebook then reads equals computing it in place."""
+def test_benchmark_read_back_from_the_cache_equals_the_direct_computation(tmp_path, monkeypatch):
     monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
-    cfg = cr.config("smoke", seeds=[100, 101])
+    cfg = cr.config("smoke", seeds=[100, 101], pool_sizes=[3], noise_levels=["low", "high"])
+    direct = cr.run_benchmark(cfg)
+    computed, n_now = cr.benchmark_results(cfg)
+    read, n_later = cr.benchmark_results(cfg)
+    assert (n_now, n_later) == (len(direct), 0) == (4, 0)
+    assert_same(computed, direct, "cells")
+    assert_same(read, direct, "cells")
+    assert_same(cr.claim_measurements(read), cr.claim_measurements(direct))
+    # a cell is addressed by itself: another seed list or the real pool's knobs leave it where it was
+    assert not cr.cached_benchmark_cell(3, "low", 101, cr.config("smoke", seeds=[101], real_n_fit=50))[1]
+    assert cr.cached_benchmark_cell(3, "low", 101, cr.config("smoke", n_queries=300))[1]
+
+
+def test_real_pool_read_back_from_the_cache_equals_the_direct_computation(tmp_path, monkeypatch):
+    """The builder's warm-up computes every seed (and every benchmark cell); what the notebook then reads equals
+    computing it in place."""
+    monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
+    cfg = cr.config("smoke", seeds=[100, 101], pool_sizes=[3], noise_levels=["low"])
     direct = [cr.real_pool_cell(s, cfg) for s in cfg.seeds]
     cr.warm_up(cfg)
+    assert cr.benchmark_results(cfg)[1] == 0
     read = [cr.real_pool_results(s, cfg) for s in cfg.seeds]
     assert not any(now for *_, now in read)
     for (runs, cell), (r_runs, r_cell, _) in zip(direct, read):

@@ -21,14 +21,14 @@ tabulated once per query (3^K entries, Sec. 5's "supermodel" values), so one λ 
 
 The package, one idea per module: `scales` (settings per scale), `claims`, `supermodel` (Eq. 4 and its table),
 `benchmark` (the synthetic RouterBench), `strategies`, `curves` (budgets, quality-cost curves, AUC), `experiment`
-(notebook 02's cells and the claims' measurements), `real_pool` and `cached` (notebook 03's seeds, cached for the
-book's warm-up: `warm_up`).
+(notebook 02's cells and the claims' measurements), `real_pool` and `cached` (notebook 02's cells and notebook 03's
+seeds, cached for the book's warm-up: `warm_up`).
 """
 
 from __future__ import annotations
 
 from .benchmark import Estimates, Pool, make_estimates, make_pool
-from .cached import real_pool_results, warm_up
+from .cached import benchmark_results, cached_benchmark_cell, real_pool_results, warm_up
 from .claims import (BEATS_BOTH, CLAIM_POOL_SIZES, CLAIMS, ESTIMATORS_MATTER, NON_INFERIORITY_MARGIN, OPTIMAL_CASCADE,
                      PAPER_SMALLEST_GAIN, REAL_POOL_BEATS_BOTH, cell_key)
 from .curves import (curves, lambda_grid, quality_cost_auc, remove_dominated, routing_for_budget, run_strategy,

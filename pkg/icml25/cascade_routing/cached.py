@@ -1,9 +1,10 @@
 """The chapter's expensive computations, cached like a zoo model (`icml25.core.zoo.results`: addressed by the knobs
 they read, the seed and the chapter's code), so the book's builder runs them in its warm-up (`warm_up`, its
-`CHAPTER_RESULTS` entry) and the notebooks read them back: each seed of the real pool (notebook 03: fitting the
-members, the estimators, every strategy's sweep and the positive control). Only the scikit-learn pool is cached;
-with `cfg.pool_models` (LM checkpoints) the cell is computed in place. What comes back equals the direct
-computation: the JSON values are turned back into arrays, tuples and a `RealRuns`."""
+`CHAPTER_RESULTS` entry) and the notebooks read them back: each (pool size, noise, seed) cell of the benchmark
+(notebook 02) and each seed of the real pool (notebook 03: fitting the members, the estimators, every strategy's
+sweep and the positive control). Only the scikit-learn pool is cached; with `cfg.pool_models` (LM checkpoints) its
+cell is computed in place. What comes back equals the direct computation: the JSON values are turned back into
+arrays, tuples and a `RealRuns`."""
 
 from __future__ import annotations
 
@@ -14,9 +15,14 @@ import sklearn
 
 from ..core import zoo
 from . import benchmark, curves, experiment, real_pool, scales, strategies, supermodel
+from .experiment import benchmark_cell
 from .real_pool import RealRuns, real_pool_cell
 
+BENCHMARK_RESULT = "cascade-benchmark"
 REAL_POOL_RESULT = "cascade-real-pool"
+# knobs benchmark_cell does not read (the cell it runs is addressed on its own)
+NOT_IN_BENCHMARK = ("seeds", "calibration_seeds", "pool_sizes", "noise_levels", "real_members", "real_n_fit",
+                    "pool_models", "lm_queries")
 # knobs real_pool_cell does not read with the scikit-learn pool (the seed it runs is addressed on its own)
 NOT_IN_REAL_POOL = ("seeds", "calibration_seeds", "n_queries", "pool_sizes", "noise_levels", "n_domains",
                     "pool_models", "lm_queries")
@@ -56,6 +62,24 @@ def _runs(value: dict) -> RealRuns:
                     tuple(value["labels"]))
 
 
+def cached_benchmark_cell(n_models: int, noise: str, seed: int, cfg) -> tuple[dict, bool]:
+    """`benchmark_cell(n_models, noise, seed, cfg)`, cached (addressed by the knobs it reads, the cell and the
+    chapter's code). Returns the cell and whether it was computed now."""
+    settings = {k: v for k, v in dict(cfg).items() if k not in NOT_IN_BENCHMARK}
+    settings.update(n_models=n_models, noise=noise, seed=seed)
+    value, now = zoo.results(BENCHMARK_RESULT, settings,
+                             lambda: _jsonable(benchmark_cell(n_models, noise, seed, cfg)), sources=_sources())
+    return _cell(value), now
+
+
+def benchmark_results(cfg) -> tuple[list[dict], int]:
+    """`run_benchmark(cfg)` cell by cell through the cache: every cell of cfg.pool_sizes × cfg.noise_levels ×
+    cfg.seeds, in that order, and how many were computed now."""
+    out = [cached_benchmark_cell(k, noise, s, cfg) for k in cfg.pool_sizes for noise in cfg.noise_levels
+           for s in cfg.seeds]
+    return [cell for cell, _ in out], sum(now for _, now in out)
+
+
 def real_pool_results(seed: int, cfg) -> tuple[RealRuns, dict, bool]:
     """`real_pool_cell(seed, cfg)`, cached for the scikit-learn pool (addressed by the knobs it reads, the seed,
     scikit-learn's version and the chapter's code); with `cfg.pool_models` computed in place. Returns the runs,
@@ -74,7 +98,8 @@ def real_pool_results(seed: int, cfg) -> tuple[RealRuns, dict, bool]:
 
 
 def warm_up(cfg) -> None:
-    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): every seed of the real
-    pool."""
+    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): every cell of the benchmark
+    and every seed of the real pool."""
+    benchmark_results(cfg)
     for seed in cfg.seeds:
         real_pool_results(seed, cfg)
