@@ -264,7 +264,15 @@ def test_straight_through_gradient_passes_dy_unchanged():
     dy = torch.randn(4, 16)
     y = fp_quantize_ste(x, 2, 1, block_size=8, convention="paper")
     y.backward(dy)
-    assert y.equal(fp_quantize(x, 2, 1, block_size=8, convention="paper")) and x.grad.equal(dy)
+    assert y.equal(fp_quantize(x.detach(), 2, 1, block_size=8, convention="paper")) and x.grad.equal(dy)
+
+
+def test_a_tensor_that_requires_grad_is_refused_instead_of_losing_its_gradient():
+    x = torch.randn(4, 16, requires_grad=True)
+    with pytest.raises(ValueError, match="fp_quantize_ste"):
+        fp_quantize(x, 4, 3, block_size=8)
+    with torch.no_grad():  # no graph is being built: nothing to lose
+        assert fp_quantize(x, 4, 3, block_size=8).equal(fp_quantize(x.detach(), 4, 3, block_size=8))
 
 
 def test_an_out_that_partially_overlaps_x_is_refused_on_both_paths():

@@ -147,9 +147,13 @@ def fp_quantize(x: torch.Tensor, exp_bits: int, man_bits: int, block_size: int |
     writes it into `out` (of `x`'s shape and dtype; `out=x` quantises in place). For a contiguous float32/float64
     CPU `x` quantised along its last axis (or flat), the compiled kernel reads `x` once and writes `out` once, with
     no temporary. Runs the compiled kernel when it built and `x` is on the CPU, the reference otherwise. No
-    gradient: see `fp_quantize_ste` for training.
+    gradient: a tensor that requires grad, with grad enabled, is refused (the result would silently be a
+    constant); use `fp_quantize_ste` for training, or pass `x.detach()`.
     """
     fmt = FPFormat(exp_bits, man_bits, convention)
+    if x.requires_grad and torch.is_grad_enabled():
+        raise ValueError("fp_quantize has no gradient and x requires grad: use fp_quantize_ste (straight-through) "
+                         "to train through the quantiser, or pass x.detach() for a constant")
     if out is not None and (out.shape != x.shape or out.dtype != x.dtype or out.device != x.device):
         raise ValueError(f"out must match x: got {list(out.shape)} {out.dtype} on {out.device}, expected "
                          f"{list(x.shape)} {x.dtype} on {x.device}")
