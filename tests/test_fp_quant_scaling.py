@@ -164,10 +164,12 @@ def test_a_run_left_out_of_the_fit_is_predicted_with_its_critical_data_size(held
                                rtol=1e-9)
     assert fit.r2 > 0.999999
     assert fit.dcrit == pytest.approx(float(fq.critical_data_size(1280, 2, 1, held.B, TOY)), rel=1e-4)
-    # without a quantisation term there is nothing to predict and no critical data size
+    # without a quantisation term there is nothing to predict and no critical data size within reach: the fit
+    # finds no positive term (gamma = inf, D_crit = inf) or, depending on the platform's rounding, a vanishing one
+    # (gamma ~ 1e14, D_crit ~ 1e19 tokens), never one within a billion times the last checkpoint
     flat = [fq.Run(r.spec, 0, r.N, r.D, fq.find_run(runs, 0).loss) for r in runs]
     none = fq.fit_held_out(flat, held)
-    assert none.dcrit == math.inf and np.allclose(none.predicted, 0, atol=1e-9)
+    assert none.dcrit > 1e9 * D.max() and np.allclose(none.predicted, 0, atol=1e-9)
 
 
 def test_points_table_has_a_row_per_checkpoint_with_nan_format_for_full_precision():
