@@ -179,3 +179,20 @@ def test_zoo_trains_on_one_thread_whatever_the_caller_uses(tmp_path, monkeypatch
         assert seen == [1] and torch.get_num_threads() == 2  # one thread inside, the caller's setting restored
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_zoo_key_covers_every_part_of_a_split_chapter_and_only_its_module_elsewhere(monkeypatch):
+    """rsd's learned PRM is registered in rsd/prms.py but trained with code from other parts (its scales): a change
+    there must change the address, or a stale model would be reused; a core entry's key stays its module's."""
+    import icml25.rsd
+    from icml25.core import reasoners, zoo
+
+    assert [m.__name__ for m in zoo.chapter_modules(icml25.rsd.prms)][:1] == ["icml25.rsd"]
+    assert icml25.rsd.scales in zoo.chapter_modules(icml25.rsd.prms)
+    assert zoo.chapter_modules(reasoners) == [reasoners]
+    before, core = zoo.key("rsd-prm", "smoke", 0), zoo.key("arith-draft", "smoke", 0)
+    real = zoo.inspect.getsource
+    monkeypatch.setattr(zoo.inspect, "getsource",
+                        lambda m: real(m) + ("# changed" if m is icml25.rsd.scales else ""))
+    assert zoo.key("rsd-prm", "smoke", 0) != before
+    assert zoo.key("arith-draft", "smoke", 0) == core  # a chapter's change leaves the shared models where they are

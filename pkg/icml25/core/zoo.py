@@ -18,10 +18,13 @@ modules that compute it, written once under a lock and renamed into place.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import inspect
 import json
 import os
+import pkgutil
 import shutil
+import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
@@ -85,14 +88,25 @@ def code_digest(sources: Sequence[ModuleType]) -> str:
     return hashlib.sha256(code.encode()).hexdigest()
 
 
+def chapter_modules(module: ModuleType) -> list[ModuleType]:
+    """`module`, or, when it is part of a chapter's package (`icml25.<slug>.<part>`), every part of that package in
+    name order: a chapter split by idea trains its models with code from several parts."""
+    package = module.__name__.rpartition(".")[0]
+    if package.count(".") != 1 or package.split(".")[1] in ("core", "ops", "book"):
+        return [module]
+    parts = sorted(p.name for p in pkgutil.iter_modules(sys.modules[package].__path__))
+    return [sys.modules[package]] + [importlib.import_module(f"{package}.{p}") for p in parts]
+
+
 def key(name: str, scale: str, seed: int) -> str:
     """The content address: entry name, its settings at `scale`, the seed, and the code that trains it — the
-    registering module and the core, including the shared reasoners, which chapter entries often start from (so a
+    registering module (every part of its chapter's package, for a chapter split by idea) and the core, including the shared reasoners, which chapter entries often start from (so a
     retrained reasoner also retrains what was built on it), and this module (which sets how models are trained)."""
     from . import arithmetic, facts, reasoners
 
     entry = _entry(name)
-    sources = (inspect.getmodule(entry.build), *_CORE_SOURCES, arithmetic, facts, reasoners, inspect.getmodule(key))
+    sources = (*chapter_modules(inspect.getmodule(entry.build)), *_CORE_SOURCES, arithmetic, facts, reasoners,
+               inspect.getmodule(key))
     blob = json.dumps({"name": name, "config": dict(entry.config(scale)), "seed": seed,
                        "code": code_digest(sources)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
