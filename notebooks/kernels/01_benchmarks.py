@@ -79,7 +79,7 @@ print(bench.table(rows, ceiling))
 #
 # Bars above 1 mean the compiled kernel is faster. The quantiser is judged against the memory ceiling instead: a
 # plain copy reads and writes every byte once, as the quantiser must, so it is the practical bound of such a pass
-# (not a hard one: a kernel can edge past `copy_`, as the unscaled quantiser has done on this machine).
+# (not a hard one: a kernel can edge past `copy_`; the table's "of ceil" column shows where each case sits).
 
 # %%
 labels = ["\n".join([r["kernel"], *r["label"].split(", ")]) for r in rows]  # one line per part, so they fit
@@ -177,22 +177,23 @@ ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8);
 #
 # The appendix's claims, declared in `icml25.kernels` before the benchmark runs: the embedding bag and the expert
 # layer beat their references on every case measured here by a declared margin; the quantiser, whose reference is a
-# dozen-pass loop that any one-pass kernel beats fifty times over, is held to the copy ceiling instead; and the
-# kernels' targets (the embedding bag against stock's faster gradient layout, the expert layer against the
+# dozen-pass loop that any one-pass kernel beats by far (the table's "x ref"), is held to the copy ceiling instead;
+# and the kernels' targets (the embedding bag against stock's faster gradient layout, the expert layer against the
 # per-expert loop, restated against the GEMM ceiling). The paired units are the timing rounds: each round runs every
 # contender of a case once, so a round gives one paired value per case. Each case is tested on whether its median
 # over the rounds clears its bar, by a sign test (the share of rounds at or above the bar, with an exact interval,
-# must exceed one half), and a claim over several cases holds when every case's test does, which is the test of
-# its binding case (the one with the fewest rounds at its bar; it is named below). A machine too noisy to time
-# (the copy ceiling's middle rounds spread too far) makes a verdict inconclusive, and so does a quantiser tensor
-# that fits in the cache (at `smoke`).
+# must exceed one half), and a claim over several cases holds when every case's test does, which is the test of its
+# binding case (the one with the fewest rounds at its bar; it is named below). A machine too noisy to time (the copy
+# ceiling's middle rounds spread too far) makes a verdict inconclusive, and so does a quantiser tensor that fits in
+# the cache (at `smoke`).
 #
 # **Why a sign test per case.** One slow round of any case should not decide a claim: the sign test per case moves
-# only where a round changes which side of its bar that case falls on, and needs the binding case at its bar in
-# 10 of 12 rounds. The noise gate, the copy's interquartile range over its median (at most 25%), is not moved by
-# one preempted round. The expert layer's GEMM ceiling is the best rate over the layer's own shapes and large square
-# products, and its target is 1.5x the loop, or 90% of the ceiling where 1.5x the loop would lie beyond that. How
-# these claims were declared before, and why each changed, is in the chapter's generated deviations section.
+# only where a round changes which side of its bar that case falls on, and needs the binding case at its bar in 10 of
+# 12 rounds (at `repeats` = 12, the `ci` and `full` value). The noise gate, the copy's interquartile range over its
+# median (at most 25%), is not moved by one preempted round. The expert layer's GEMM ceiling is the best rate over
+# the layer's own shapes and large square products, and its target is 1.5x the loop, or 90% of the ceiling where 1.5x
+# the loop would lie beyond that. How these claims were declared before, and why each changed, is in the chapter's
+# generated deviations section.
 #
 # **The timed unit and the threads.** A contender whose call is shorter than `icml25.ops.bench.MIN_UNIT_SECONDS`
 # is called as many times in a row as reach it, and its round's time is the mean per call (as `timeit` does): a
