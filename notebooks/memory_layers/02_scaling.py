@@ -24,8 +24,8 @@
 # relations) every model learns the facts in its embeddings and the comparison measures learning speed, not
 # capacity. At `ci` the world has many relations per subject (`n_facts` = 4096 = 64 × 64 at `ci`), so a fact
 # cannot be read off the subject's or the relation's embedding alone: the network must store the pairing. This
-# regime was chosen on calibration seeds (the referee's probes on seeds 0 and 1, where the dense models stayed
-# below 0.2 and the memory model above 0.6), never on the verdict seeds; the precondition `dense_has_headroom`
+# regime was chosen on calibration seeds (the referee's probes, where the dense models recalled far fewer facts
+# than the memory model), never on the verdict seeds; the precondition `dense_has_headroom`
 # checks, on the verdict seeds, that the dense model recalls at most half of the facts, so extra capacity has
 # something to add.
 #
