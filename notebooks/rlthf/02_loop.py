@@ -145,8 +145,9 @@ v = check(rlthf.NEAR_FULL, measured=measured, seeds=cfg.seeds, calibration_seeds
 plot.show_verdicts(v)
 
 # %% [markdown]
-# `targeting` reads the verdict seeds together with the targeting seeds (their loops run in the builder's warm-up):
-# the previous round's 3 seeds left it undecided, and its power line asked for about 20-25.
+# `targeting` reads the verdict seeds together with the `targeting_seeds` (their loops run in the builder's
+# warm-up): an earlier round's verdict seeds alone left it undecided, and the extra seeds bring the count to what
+# its power line asked for. The claim box says how many seeds it read.
 
 # %%
 v = check(rlthf.TARGETING, measured=measured, seeds=[*cfg.seeds, *map(int, targeting)],
