@@ -75,6 +75,7 @@ CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base"
 # warm-up too, so the chapter's runtime is its experiment's: {slug: (cache name, function of the chapter's module
 # that takes its config)}
 CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_runs"),
+                   "cascade_routing": ("cascade-runs", "warm_up"),
                    "memory_layers": ("memory-runs", "warm_up"),
                    "aoe": ("aoe-runs", "warm_up"),
                    "lora_init": ("lora-toy-sweeps", "warm_up"),
