@@ -31,7 +31,8 @@
 # (the reference implementation's Kaiming-uniform rule). At $s = 1$ this is PEFT's own default for $A$; the draws
 # come from a seeded stream, so all three modes share $A_0$ (and Init[AB], Init[AB+] share $B_0$).
 #
-# **Parameters.** At `full` scale: width 1024, 1000 fine-tuning steps, 5 seeds.
+# **Parameters.** At `full` scale: width 1024, 1000 fine-tuning steps, more seeds (`icml25.lora_init.config("full")`
+# lists every knob).
 
 # %% tags=["parameters"]
 scale = "ci"

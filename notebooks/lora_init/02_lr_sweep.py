@@ -21,7 +21,8 @@
 # on the tiny Llama fine-tuned with LoRA from mod-10 to mod-7 arithmetic. In both models LoRA is the PEFT
 # library's, re-initialised in place by `lora_init.init_lora`.
 #
-# **Parameters.** At `full` scale: 10 learning rates, 5 seeds, width 1024, 1000 steps; Llama 300 steps, rank 8.
+# **Parameters.** At `full` scale: 10 learning rates, more seeds, width 1024, 1000 steps; Llama 300 steps, rank 8
+# (`icml25.lora_init.config("full")` lists every knob).
 
 # %% tags=["parameters"]
 scale = "ci"

@@ -53,7 +53,7 @@ n_dev = None  # dev examples the utility sees (paper: 200)
 low_n_dev = None  # the smaller dev set of the low-data comparison
 n_test = None
 tune_configs = None  # draws from the official hyperparameter sweep tried on the tuning dev sets
-# full scale: 10 seeds, 50 iterations, patience 10, 5000 test problems, rank-8 experts trained 500 steps on
+# full scale: more seeds, 50 iterations, patience 10, 5000 test problems, rank-8 experts trained 500 steps on
 # 10,000 problems each, 20 sweep draws.
 
 # %%

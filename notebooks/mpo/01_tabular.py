@@ -17,7 +17,7 @@
 # stochastic weights with the true max-min optimum and count what each method pays to get there.
 #
 # **Parameters.** `scale` picks the preset; every other knob overrides it by name (`None`: the scale's value).
-# At `full` scale: 200 prompts × 256 responses, 10 000 BSMD steps, m up to 4096, 5 seeds.
+# At `full` scale: 200 prompts × 256 responses, 10 000 BSMD steps, m up to 4096, more seeds (`mpo.config("full")`).
 
 # %% tags=["parameters"]
 scale = "ci"

@@ -18,7 +18,7 @@
 # **even** — and MPO mixes them. Everything is now estimated from samples.
 #
 # **Parameters.** At `full` scale: 512 training prompts × 16 samples, 400 fine-tuning steps, 2000 test prompts,
-# a BSMD pool of 64 reference samples per prompt, 5 seeds.
+# a BSMD pool of 64 reference samples per prompt, more seeds (`lm_seeds` of `mpo.config("full")`).
 
 # %% tags=["parameters"]
 scale = "ci"

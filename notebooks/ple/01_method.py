@@ -44,7 +44,7 @@ n_iterations = None  # PLE iterations; None: the scale's value
 tau0 = None  # initial threshold τ₀ (paper: 0.2)
 alpha = None  # threshold decay α (paper: 0.9)
 model = None  # the base policy: a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
-# full scale: n_queries=512, n_iterations=8, 5 seeds (see icml25.ple.config("full"))
+# full scale: n_queries=512, n_iterations=8, its own seeds (see icml25.ple.config("full"))
 
 # %%
 import matplotlib.pyplot as plt

@@ -46,7 +46,7 @@ n_eval = None  # held-out queries
 tau0 = None  # initial threshold τ₀ (paper: 0.2)
 alpha = None  # threshold decay α (paper: 0.9)
 model = None  # the base policy: a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
-# full scale: 5 seeds, 8 iterations of 512 queries and 40 steps (icml25.ple.config("full"))
+# full scale: 8 iterations of 512 queries and 40 steps, its own seeds (icml25.ple.config("full"))
 
 # %%
 import matplotlib.pyplot as plt

@@ -48,7 +48,7 @@ beta0 = None  # initial back-off from the knee
 claim_budget = None  # the budget at which the claims are checked (paper: 6-7%)
 dpo_beta = None  # β of the downstream DPO loss
 dpo_candidates = None  # candidate responses per held-out prompt of the DPO policy
-# full scale: 5 seeds, 20000 pairs, budgets 1%–50% (icml25.rlthf.config("full"))
+# full scale: more seeds, 20000 pairs, budgets 1%–50% (icml25.rlthf.config("full"))
 
 # %%
 import matplotlib.pyplot as plt

@@ -36,7 +36,8 @@
 # The pair comes from the knobs `draft_model` and `target_model`: the zoo's pair at smoke and ci, any causal LM
 # checkpoint pair sharing one tokenizer otherwise (a step ends at the delimiter whatever number of tokens spells
 # it). `full` scale (documented, not run here): Qwen2.5-Math-1.5B-Instruct drafting for Qwen2.5-Math-7B-Instruct,
-# `n_test=500`, 5 seeds, ten thresholds, best-of-16, a micro-sized PRM trained on the draft's rollouts.
+# `n_test=500`, more seeds (`rsd.config("full")`), ten thresholds, best-of-16, a micro-sized PRM trained on the
+# draft's rollouts.
 
 # %% tags=["parameters"]
 scale = "ci"
