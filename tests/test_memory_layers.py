@@ -263,3 +263,25 @@ def test_moe_model_counts_its_layer_and_adds_the_balancing_loss():
     torch.testing.assert_close(total, ce + layer.aux_loss)
     torch.testing.assert_close(ml.task_loss(dense, x, t),
                                F.cross_entropy(dense(input_ids=x).logits.flatten(0, 1), t.flatten(), ignore_index=-100))
+
+
+@pytest.mark.parametrize("query_batchnorm", [False, True])
+def test_memory_plus_equals_eqs_1_to_3_written_out_over_all_n_keys(query_batchnorm):
+    """The layer against a plain reference that never uses the product trick: every one of the N = n_keys² keys
+    scored as the concatenation of its two half-keys, each head's top-k of all N, softmax, the weighted sum of
+    values of every head, then the SwiGLU-like gate W_2 (y ⊙ SiLU(W_1 x))."""
+    d, n_keys, heads, knn, k_dim = 8, 5, 2, 4, 6
+    values = ml.new_values(n_keys**2, d, 3)
+    layer = ml.MemoryPlus(d, values, heads, knn, k_dim, query_batchnorm=query_batchnorm, seed=3).double().eval()
+    x = torch.randn(11, d, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    with torch.no_grad():
+        q = layer.queries(x)  # [T, H, k_dim]
+        k1, k2 = layer.subkeys[0], layer.subkeys[1]  # [H, n, k_dim/2]
+        full_keys = torch.cat([k1[:, :, None, :].expand(-1, -1, n_keys, -1),
+                               k2[:, None, :, :].expand(-1, n_keys, -1, -1)], -1).reshape(heads, n_keys**2, k_dim)
+        scores = torch.einsum("thk,hnk->thn", q, full_keys)  # every key, Eq. (1) left side
+        top, index = scores.topk(knn, dim=-1)
+        w = torch.softmax(top, -1)  # Eq. (2), per head
+        y = (w[..., None] * layer.values.double()[index]).sum((1, 2))  # one bag over every head's values
+        expected = layer.w2(y * F.silu(layer.w1(x)))  # Eq. (3)
+        torch.testing.assert_close(layer(x), expected)
