@@ -57,7 +57,7 @@ config = make_config({
                   ai_slip=0.0, human_error=0.03, hidden=16, epochs=60, lr=0.02, n_iterations=2,
                   budgets=[0.06], alpha0=4.0, beta0=0.3, claim_budget=0.06, dpo_beta=0.1, dpo_candidates=8),
     "ci": dict(seeds=list(range(100, 108)), calibration_seeds=CALIBRATION_SEEDS, sweep_seeds=[100, 101],
-               targeting_seeds=list(range(108, 124)), lapse_slip=LAPSE_SLIP, n_train=3000, n_test=2000,
+               targeting_seeds=list(range(108, 148)), lapse_slip=LAPSE_SLIP, n_train=3000, n_test=2000,
                n_features=16, n_style=3, ai_accuracy=0.75, ai_slip=0.0, human_error=0.03, hidden=32, epochs=100,
                lr=0.02, n_iterations=4, budgets=[0.02, 0.06, 0.10], alpha0=4.0, beta0=0.3, claim_budget=0.06,
                dpo_beta=0.1, dpo_candidates=8),
