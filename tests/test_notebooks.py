@@ -19,7 +19,7 @@ import nbformat
 import papermill
 import pytest
 
-from icml25.book.build import discover
+from icml25.book.build import _train_shared, discover, shared_models
 
 TASKS = discover()
 PARAMS = [pytest.param(t, id=t.key, marks=pytest.mark.xdist_group(t.key)) for t in TASKS]
@@ -47,12 +47,21 @@ def _smoke_env(task, results: Path) -> dict[str, str]:
             "MKL_NUM_THREADS": "1", "TQDM_DISABLE": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
 
 
+def _warm_up(task) -> None:
+    """What the builder computes before a notebook runs (its warm-up: the shared zoo models and the chapter's cached
+    preparations), so that the first run reads them back as the re-run does, and as the book's build does."""
+    for name, seed in shared_models([task], "smoke"):
+        _train_shared(name, "smoke", seed)
+
+
 def _execute(task, tmp_path_factory, monkeypatch) -> Path:
-    """The notebook executed once at smoke scale by papermill, with its injected parameters cell."""
+    """The notebook executed once at smoke scale by papermill, with its injected parameters cell, after the
+    builder's warm-up."""
     if task.key not in _executed:
         work = tmp_path_factory.mktemp(task.name)
         for key, value in _smoke_env(task, work / "_results").items():
             monkeypatch.setenv(key, value)
+        _warm_up(task)
         nb = jupytext.read(task.source)
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         src, out = work / "source.ipynb", work / f"{task.name}.ipynb"
@@ -121,6 +130,7 @@ def test_the_sanitize_file_hides_what_varies_and_no_seeded_number():
     assert sanitize('<table id="T_050c8">') == sanitize('<table id="T_e4236">')
     assert (sanitize("3 edit streams x 6 methods, computed now")
             == sanitize("3 edit streams x 6 methods, loaded from the cache (computed in the warm-up)"))
+    assert sanitize("6 runs (trained now)") == sanitize("6 runs (loaded from the zoo cache)")
     for seeded in ("| gain | 1.126 | [0.8452, 1.408] | 3 | paired t, 95% | inconclusive |", "3 seeds, 40 steps",
                    "α = 0.5, loss 2.31 nats", "throughput 97% of the MoE's"):
         assert sanitize(seeded) == seeded

@@ -95,7 +95,7 @@ display(Markdown(f"The search ({'trained now' if searched_now else 'loaded from 
 
 # %%
 runs, trained_now = aoe.pretraining_results(cfg, chosen)
-print(f"{len(runs)} runs ({'trained now' if trained_now else 'loaded from the zoo cache, trained by the warm-up'})")
+print(f"{len(runs)} runs ({'trained now' if trained_now else 'loaded from the zoo cache'})")
 labels = [v[0] for v in aoe.variants(cfg)]
 for label in labels:
     r = [r for r in runs if r["label"] == label]

@@ -72,8 +72,9 @@ cfg
 # %%
 t0 = time.perf_counter()
 cells, n_now = cr.benchmark_results(cfg)
-print(f"{len(cells)} cells: {n_now} computed now, {len(cells) - n_now} read from the cache, "
-      f"in {time.perf_counter() - t0:.1f} s")
+state = "computed now" if n_now == len(cells) else "loaded from the cache (computed in the warm-up)"
+print(f"{len(cells)} cells, {state}" + (f" but for {n_now}" if 0 < n_now < len(cells) else "")
+      + f", in {time.perf_counter() - t0:.1f} s")
 
 # %%
 k_show = max(cfg.pool_sizes)

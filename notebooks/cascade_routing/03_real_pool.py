@@ -70,8 +70,9 @@ cfg
 # %%
 t0 = time.perf_counter()
 runs, cells, now = zip(*[cr.real_pool_results(s, cfg) for s in cfg.seeds])
-print(f"{len(cfg.seeds)} seeds × {cfg.real_members} members: {sum(now)} computed now, {len(now) - sum(now)} read "
-      f"from the cache, in {time.perf_counter() - t0:.1f} s")
+state = "computed now" if all(now) else "loaded from the cache (computed in the warm-up)"
+print(f"{len(cfg.seeds)} seeds × {cfg.real_members} members, {state}"
+      + (f" but for {sum(now)}" if any(now) and not all(now) else "") + f", in {time.perf_counter() - t0:.1f} s")
 shown = runs[cfg.seeds.index(seed)] if seed in cfg.seeds else runs[0]
 pd.DataFrame({"FLOPs per prediction": shown.flops[0].round(-1),
               "accuracy, mean over seeds": np.mean([r.correct.mean(0) for r in runs], 0).round(3),

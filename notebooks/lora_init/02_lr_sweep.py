@@ -62,7 +62,7 @@ cfg
 
 # %%
 sweeps, trained_now = lora_init.toy_sweep_results(cfg)
-print(f"The toy's sweeps: {'trained now' if trained_now else 'loaded from the zoo cache, trained by the warm-up'}")
+print(f"The toy's sweeps ({'trained now' if trained_now else 'loaded from the zoo cache'})")
 toy_grid, start, m = sweeps["grid"], sweeps["start"], sweeps["measured"]
 
 fig, ax = lora_init.plot_lr_sweep(toy_grid, cfg.lrs, "MLP toy: final loss vs learning rate (band: min-max over seeds)",

@@ -71,8 +71,7 @@ cfg = ms.config(scale, model=model, seeds=seeds, ablation_seeds=ablation_seeds, 
                 low_n_dev=low_n_dev)
 res, computed = ms.warm_up_runs(cfg)  # every run of this page, as the book's warm-up cached it
 display(Markdown("The runs below were computed now." if computed else
-                 "The runs below were read back from the cache the book's builder filled before this page ran "
-                 "(same settings, same code)."))
+                 "The runs below were loaded from the cache (computed in the warm-up), with the same settings and code."))
 base_test, expert_test = res["base_test"], np.array(res["expert_test"])
 own = pd.DataFrame(res["own_domain"]).T.assign(target=expert_test)
 own.columns = ["base, own domain", "expert, own domain", "expert, target"]

@@ -80,7 +80,7 @@ results = []
 for s in cfg.seeds:
     r, ran_now = rsd.reasoning_results(cfg, s)
     results.append(r)
-    print(f"seed {s} ({'run now' if ran_now else 'read from the zoo cache, run by the warm-up'}): target {r['baselines']['target']['accuracy']:.3f}, draft {r['baselines']['draft']['accuracy']:.3f}, "
+    print(f"seed {s} ({'computed now' if ran_now else 'loaded from the cache (computed in the warm-up)'}): target {r['baselines']['target']['accuracy']:.3f}, draft {r['baselines']['draft']['accuracy']:.3f}, "
           f"draft/target cost per token {r['calibration']['cost_ratio']:.3f}, PRM AUC "
           + ", ".join(f"{k} {v:.3f}" for k, v in r["prm_auc"].items()))
     for name in rsd.PRMS:
