@@ -456,17 +456,8 @@ NOT_IN_TOY_SWEEPS = ("calibration_seeds", "lm_lrs", "lm_steps", "lm_batch_size",
                      "model", "curve_lr")
 
 
-def _jsonable(x):
-    """`x` with every array a list and every number a Python number (dict keys as strings), for the cache."""
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (np.ndarray, list, tuple)):
-        return np.asarray(x, dtype=float).tolist()
-    return x.item() if isinstance(x, np.generic) else x
-
-
 def _arrays(x):
-    """The inverse of `_jsonable` for the sweeps: every list an array again."""
+    """The sweeps as `toy_sweeps` returns them, from the cache's JSON: every list an array again."""
     if isinstance(x, dict):
         return {k: _arrays(v) for k, v in x.items()}
     return np.asarray(x, dtype=float) if isinstance(x, list) else x
@@ -477,7 +468,7 @@ def toy_sweep_results(cfg) -> tuple[dict, bool]:
     this module's code), so the book's builder runs it in its warm-up and the notebook reads it back; the widths'
     keys come back as integers. Returns the sweeps and whether they were computed now."""
     settings = {k: v for k, v in dict(cfg).items() if k not in NOT_IN_TOY_SWEEPS}
-    value, now = zoo.results("lora-toy-sweeps", settings, lambda: _jsonable(toy_sweeps(cfg)),
+    value, now = zoo.results("lora-toy-sweeps", settings, lambda: toy_sweeps(cfg),
                              sources=(sys.modules[__name__], adapters))
     value = _arrays(value)
     value["by_width"] = {int(n): v for n, v in value["by_width"].items()}

@@ -33,17 +33,6 @@ def _sources():
     return (benchmark, curves, experiment, real_pool, scales, strategies, supermodel, sys.modules[__name__])
 
 
-def _jsonable(x):
-    """`x` with every array and tuple a list and every numpy number a Python one, for the cache."""
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, np.ndarray):
-        return x.tolist()
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    return x.item() if isinstance(x, np.generic) else x
-
-
 def _cell(value: dict) -> dict:
     """A cell of `evaluate` (and its positive control) back from JSON: each curve a (costs, qualities) pair of
     arrays, the models' mean costs and qualities arrays."""
@@ -68,7 +57,7 @@ def cached_benchmark_cell(n_models: int, noise: str, seed: int, cfg) -> tuple[di
     settings = {k: v for k, v in dict(cfg).items() if k not in NOT_IN_BENCHMARK}
     settings.update(n_models=n_models, noise=noise, seed=seed)
     value, now = zoo.results(BENCHMARK_RESULT, settings,
-                             lambda: _jsonable(benchmark_cell(n_models, noise, seed, cfg)), sources=_sources())
+                             lambda: benchmark_cell(n_models, noise, seed, cfg), sources=_sources())
     return _cell(value), now
 
 
@@ -91,7 +80,7 @@ def real_pool_results(seed: int, cfg) -> tuple[RealRuns, dict, bool]:
 
     def compute():
         runs, cell = real_pool_cell(seed, cfg)
-        return {"runs": _jsonable(vars(runs)), "cell": _jsonable(cell)}
+        return {"runs": vars(runs), "cell": cell}
 
     value, now = zoo.results(REAL_POOL_RESULT, settings, compute, sources=_sources())
     return _runs(value["runs"]), _cell(value["cell"]), now

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from filelock import FileLock
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
@@ -155,9 +156,26 @@ def results_path(name: str, settings: Mapping[str, Any], sources: Sequence[Modul
     return cache_dir() / "results" / f"{name}-{hashlib.sha256(blob.encode()).hexdigest()[:16]}.json"
 
 
+def _numpy(x):
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x.tolist()
+    raise TypeError(f"{type(x).__name__} is not JSON serialisable")
+
+
+def _dumps(value) -> str:
+    """`value` as JSON text, numpy arrays and numbers included (as lists and numbers)."""
+    return json.dumps(value, default=_numpy)
+
+
+def as_json(value):
+    """`value` as `results` gives it back: numpy arrays and numbers become lists and numbers, tuples lists, dict
+    keys strings (for results computed in place, so both paths hand a notebook the same types)."""
+    return json.loads(_dumps(value))
+
+
 def results(name: str, settings: Mapping[str, Any], compute: Callable[[], Any],
             sources: Sequence[ModuleType]) -> tuple[Any, bool]:
-    """`compute()` (JSON-serialisable), cached under `$ICML25_CACHE` by `name`, `settings` and the source code of
+    """`compute()` (JSON-serialisable, numpy arrays and numbers included), cached under `$ICML25_CACHE` by `name`, `settings` and the source code of
     `sources`: computed on one thread and written once (under a file lock, to a temporary name, then renamed), read
     back after that. Returns the result and whether it was computed now."""
     final = results_path(name, settings, sources)
@@ -168,7 +186,7 @@ def results(name: str, settings: Mapping[str, Any], compute: Callable[[], Any],
             with one_thread():
                 value = compute()
             tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
-            tmp.write_text(json.dumps(value))
+            tmp.write_text(_dumps(value))
             tmp.rename(final)
             computed_now = True
     return json.loads(final.read_text()), computed_now

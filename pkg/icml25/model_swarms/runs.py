@@ -3,7 +3,6 @@ back by the notebook with the same settings, as knowledge_editing's lifelong str
 
 from __future__ import annotations
 
-import json
 import sys
 
 import numpy as np
@@ -56,18 +55,7 @@ def adaptation_runs(cfg) -> dict:
                         for s in cfg.ablation_seeds] for name, kw in ABLATIONS.items()}
     out["ablation"] = ablation
     out["low"] = [low_data_run(setup, cfg, s, cfg.low_n_dev, hyper) for s in cfg.seeds]
-    return _as_json(out)
-
-
-def _as_json(value):
-    """`value` as JSON reads it back (numpy arrays and numbers become lists and numbers, tuples lists)."""
-    return json.loads(json.dumps(value, default=_numpy_to_list))
-
-
-def _numpy_to_list(x):
-    if isinstance(x, (np.ndarray, np.generic)):
-        return x.tolist()
-    raise TypeError(f"{type(x).__name__} is not JSON serialisable")
+    return zoo.as_json(out)
 
 
 def _sources() -> tuple:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Sequence
 
@@ -131,18 +130,13 @@ def reasoning_results(cfg, seed: int) -> tuple[dict, bool]:
     it in its warm-up and notebook 02 reads it back. Other checkpoints (whose weights no address sees) are computed
     in place, every time."""
     if cfg.draft_model != DRAFT_MODEL or cfg.target_model != TARGET_MODEL:
-        return _json(reasoning_experiment(cfg, seed)), True
+        return zoo.as_json(reasoning_experiment(cfg, seed)), True
     models_used = {name: zoo.key(name, cfg.scale, seed) for name in (DRAFT_MODEL, TARGET_MODEL, "rsd-prm")}
     settings = {k: v for k, v in dict(cfg).items() if k not in ("seeds", "calibration_seeds")}
     settings.update(seed=seed, models=models_used)
     sources = (sys.modules[__name__], baselines, claims, decoding, _prms, scales, speculative, arithmetic, flops,
                generation, models, reasoners)
     return zoo.results("rsd-runs", settings, lambda: reasoning_experiment(cfg, seed), sources=sources)
-
-
-def _json(value):
-    """`value` as the cache gives it back (tuples become lists, keys strings)."""
-    return json.loads(json.dumps(value))
 
 
 def warm_up_runs(cfg) -> None:
