@@ -4,17 +4,10 @@ the notebooks, and trained ahead in the builder's warm-up."""
 from __future__ import annotations
 
 from ..core import zoo
-from . import batched, group, task, training
 from .batched import train_trackers
 from .group import SUPPORTED_N, _check_n
 from .settings import PRESETS_BY_GROUP, TRAIN_KEYS, config
 from .training import CONDITIONS, TINY_MODEL, train_tracker
-
-TRAINING_SOURCES = (group, task, training, batched)
-"""The parts whose code trains the trackers besides this one. The zoo's key hashes the registering module (this one)
-and the core, not these, so their digest is a setting of every `st-…` entry (`training_code`): a change to any of
-them trains the trackers again."""
-
 
 def design_runs(cfg, seed: int, condition: str) -> list[tuple[int, str]]:
     """The runs trained together with (`seed`, `condition`): every condition of each of `cfg.seeds` when `seed` is
@@ -47,7 +40,6 @@ def trained_run(cfg, seed: int, condition: str) -> tuple[object, object, dict]:
 def _register(n: int, condition: str) -> None:
     # S3: the scale's seeds are one design, trained together (`seeds` enters the zoo key); S5: one run alone
     @zoo.register(f"st-s{n}-{condition}", {s: dict(v, condition=condition, model=TINY_MODEL,
-                                                   training_code=zoo.code_digest(TRAINING_SOURCES),
                                                    **({"seeds": list(config(s).seeds)} if n == 3 else {}))
                                             for s, v in PRESETS_BY_GROUP[n].items()})
     def build(cfg, seed):
