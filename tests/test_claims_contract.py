@@ -13,7 +13,8 @@ from scipy import stats
 from icml25 import catalog
 from icml25.core import claims
 from icml25.core.claims import (INCONCLUSIVE, REFUTED, REPRODUCED, Claim, ClaimError, Effect, Equivalence,
-                                at_least, at_most, check, forget_notebook, load_results)
+                                at_least, at_most, check, forget_notebook, load_results,
+                                share_at_least)
 
 BETTER = Claim(chapter="demo", id="better", paper_statement="A beats B", paper_value="+3",
                criterion="A - B > 0 (paired t, 95%); refuted below +1",
@@ -153,6 +154,21 @@ def test_failed_precondition_makes_any_result_inconclusive_and_is_named():
     assert got["preconditions"] == [{"id": "b_learns", "holds": False, "detail": "b_acc >= 0.8; measured 0.5"}]
     # a per-seed list is judged by its worst unit
     assert decide(BETTER, diff=STRONG, b_acc=[0.9, 0.79])["verdict"] == INCONCLUSIVE
+
+
+def test_a_share_precondition_counts_units_and_does_not_tighten_as_units_are_added():
+    converged = share_at_least("converges", "acc", 0.9, share=0.9)
+    nine_of_ten = {"acc": [0.95] * 9 + [0.85]}
+    assert converged.evaluate("c", nine_of_ten) == {"id": "converges", "holds": True,
+                                                    "detail": "acc >= 0.9 on >= 90% of units; measured 0.9"}
+    assert at_least("converges", "acc", 0.9).evaluate("c", nine_of_ten)["holds"] is False  # "on every seed"
+    assert converged.evaluate("c", {"acc": [0.95] * 8 + [0.85] * 2})["holds"] is False  # 0.8 of units
+    assert converged.evaluate("c", {"acc": [0.95] * 18 + [0.85] * 2})["holds"] is True  # the same rate, more units
+    assert converged.evaluate("c", {"acc": [0.95] * 9 + [float("nan")]})["holds"] is True  # nan = not reached
+    assert converged.evaluate("c", {"acc": [0.95] * 8 + [float("nan")] * 2})["holds"] is False
+    assert converged.evaluate("c", {"acc": []})["holds"] is False  # no units never holds
+    with pytest.raises(ValueError, match="share"):
+        share_at_least("converges", "acc", 0.9, share=1.5)
 
 
 def test_equivalence_by_tost_with_declared_margin():

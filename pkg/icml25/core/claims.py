@@ -436,6 +436,22 @@ def at_most(id: str, key: str | Callable, bound: float, rule: str | None = None)
     return _bound(id, key, bound, rule, low=False)
 
 
+def share_at_least(id: str, key: str | Callable, bound: float, share: float, rule: str | None = None) -> Precondition:
+    """Precondition over units (seeds): the share of per-unit values at least `bound` is at least `share`. A rule
+    stated "on every seed" gets harder to pass with every seed added, so that a decision on more seeds can fail on
+    one unlucky run; a share does not. A unit without a finite value counts as not reaching `bound`; no units at
+    all never holds."""
+    if not 0 < share <= 1:
+        raise ValueError(f"precondition {id!r}: share must lie in (0, 1], got {share}")
+    name = key if isinstance(key, str) else id
+
+    def value(m):
+        v = np.atleast_1d(np.asarray(m[key] if isinstance(key, str) else key(m), dtype=float))
+        return float(np.mean(np.isfinite(v) & (v >= bound))) if v.size else math.nan
+
+    return Precondition(id, rule or f"{name} >= {bound:g} on >= {share:.0%} of units", value, lambda v: v >= share)
+
+
 @dataclass(frozen=True)
 class Claim:
     """One claim of a paper, the effects that decide it, the preconditions that make it decidable, and example
