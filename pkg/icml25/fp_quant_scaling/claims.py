@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
-from ..core.claims import Claim, Effect, Precondition, at_most
+from ..core.claims import Claim, Effect, Precondition, at_least, share_at_least
 from .experiment import Run, find_run
+from .fit import HeldOutFit, predict
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -38,6 +40,15 @@ def late_slope(run: Run, from_share: float) -> float:
     return float(np.polyfit(np.log2(D[keep]), loss[keep], 1)[0])
 
 
+def law_late_slope(fit: HeldOutFit, run: Run, from_share: float) -> float:
+    """`late_slope` of the loss that the law fitted without `run` (`fit_held_out`) predicts for it at its
+    checkpoints: positive only where the fitted D_crit lies early enough in the run for the law itself to predict
+    a rising loss over that late window (at D_crit the law's loss is lowest, so up to it the law predicts a fall)."""
+    E, M, B = (np.full(len(run.D), np.nan if v is None else v, float) for v in (run.spec.E, run.spec.M, run.spec.B))
+    return late_slope(replace(run, loss=tuple(predict(fit.law, np.full(len(run.D), run.N), run.D, E, M, B))),
+                      from_share)
+
+
 def loss_minimum(run: Run) -> int:
     """D (tokens) of the checkpoint with the lowest held-out loss."""
     return int(run.D[int(np.argmin(run.loss))])
@@ -62,7 +73,13 @@ FP_LEARNS = Precondition("fp_learns",
                          "full precision beats the unigram entropy by >= 0.1 nats on every seed (it uses the "
                          "previous token)", lambda m: float(np.min(m["fp_gain"])), lambda v: v >= 0.1)
 
+BLOCKS_FILL_WEIGHTS = at_least("blocks_fill_weights", "weight_elements_over_block", 1.0,
+                               "the smallest quantised weight matrix holds at least as many elements as the larger "
+                               "block size (weight elements / B >= 1), so that B varies for W and W_bwd too, not only "
+                               "for X_bwd")
+
 _RESOLVED_OK = {"penalty": [0.04, 0.045, 0.05], "fp_gain": [0.3, 0.3, 0.3]}
+_BLOCKS_OK = {**_RESOLVED_OK, "weight_elements_over_block": 2.0}
 
 BLOCK_SIZE = Claim(
     chapter="fp_quant_scaling", id="block_size",
@@ -72,9 +89,9 @@ BLOCK_SIZE = Claim(
               "per doubling of B (from B = 16 to 1024) "
               "is above 0 (95% t interval)",
     effects=[Effect("loss_rise_per_doubling_of_B", "block_slope")],
-    preconditions=[RESOLVED, FP_LEARNS],
-    examples=({**_RESOLVED_OK, "block_slope": [0.005, 0.006, 0.0055]},
-              {**_RESOLVED_OK, "block_slope": [-0.002, 0.0, -0.001]}),
+    preconditions=[RESOLVED, FP_LEARNS, BLOCKS_FILL_WEIGHTS],
+    examples=({**_BLOCKS_OK, "block_slope": [0.005, 0.006, 0.0055]},
+              {**_BLOCKS_OK, "block_slope": [-0.002, 0.0, -0.001]}),
 )
 
 EXPONENT_BITS = Claim(
@@ -113,14 +130,15 @@ CRITICAL_DATA = Claim(
     criterion="At E2M1, B = 1024, the per-seed slope of held-out loss against log2 D over the second half of "
               "training is above 0 (95% t interval), and above full precision's slope on the same seed. "
               "Judged only where the law fitted to the seed's other three runs (this one left out) puts D_crit "
-              "inside the tokens trained",
+              "early enough in the run that the law itself predicts a rising loss over that second half",
     effects=[Effect("late_loss_slope_low_precision", "late_slope_low"),
              Effect("late_slope_low_minus_fp", "late_slope_gap")],
     preconditions=[RESOLVED, FP_LEARNS,
-                   at_most("dcrit_reached", "dcrit_over_trained", 1.0,
-                           "D_crit of the law fitted without this run / tokens trained <= 1 on every seed")],
-    examples=({**_RESOLVED_OK, "dcrit_over_trained": [0.5, 0.6, 0.4], "late_slope_low": [0.01, 0.012, 0.011],
+                   share_at_least("law_predicts_rise", "law_late_slope_low", 0.0, 2 / 3,
+                                  "the law fitted without this run predicts a late slope >= 0 for it (its D_crit lies "
+                                  "early enough for the law itself to predict the rise) on >= 2/3 of seeds")],
+    examples=({**_RESOLVED_OK, "law_late_slope_low": [0.01, 0.02, 0.01], "late_slope_low": [0.01, 0.012, 0.011],
                "late_slope_gap": [0.02, 0.021, 0.019]},
-              {**_RESOLVED_OK, "dcrit_over_trained": [0.5, 0.6, 0.4], "late_slope_low": [-0.02, -0.021, -0.019],
+              {**_RESOLVED_OK, "law_late_slope_low": [0.01, 0.02, 0.01], "late_slope_low": [-0.02, -0.021, -0.019],
                "late_slope_gap": [0.0, 0.001, -0.001]}),
 )

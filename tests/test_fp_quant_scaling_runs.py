@@ -1,0 +1,52 @@
+"""Notebook 02's sweep as a cached chapter result (what the builder's warm-up computes is what computing it here
+gives, read back on the next call), and the two new pieces the claims read: the law's own late slope and the
+smallest weight a block can span."""
+
+import numpy as np
+import pytest
+
+from icml25 import fp_quant_scaling as fq
+from icml25.core.seeding import one_thread
+
+
+def test_the_cached_sweep_equals_the_direct_one_and_is_read_back():
+    cfg = fq.config("smoke", seeds=[200], steps=6, n_checkpoints=2)
+    runs, language, _ = fq.sweep_results(cfg)
+    again, _, now_again = fq.sweep_results(cfg)
+    assert not now_again and again == runs
+    with one_thread():  # the cache computes on one thread: the same numbers as computing it here
+        direct, direct_language = fq.run_sweep(cfg)
+    assert direct == runs
+    assert language.entropy_rate() == direct_language.entropy_rate()
+    assert [(r.spec, r.seed) for r in runs] == fq.sweep_plan(cfg)
+
+
+def test_the_cache_is_addressed_by_the_language_seed():
+    cfg = fq.config("smoke", seeds=[200], steps=6, n_checkpoints=2)
+    a, _, _ = fq.sweep_results(cfg, seed=0)
+    b, _, _ = fq.sweep_results(cfg, seed=1)
+    assert [r.loss for r in a] != [r.loss for r in b]
+
+
+TOY = fq.LawParams(n=1.0, alpha=0.2368, d=40.0, beta=0.5162, eps=3.0, gamma=30.0, delta=3.19, nu=2.95)
+
+
+@pytest.mark.parametrize("first_octave, rises", [(-6, False), (1, True)])
+def test_the_law_predicts_a_late_rise_only_once_dcrit_lies_before_the_late_half(first_octave, rises):
+    """Checkpoints four per doubling over four doublings of D; the late half is the last doubling. With the run's
+    first checkpoint at 2^first_octave D_crit the whole run lies before D_crit (no rise) or past it (a rise)."""
+    N, spec = 1280, fq.QuantSpec(2, 1, 1024)
+    dcrit = float(fq.critical_data_size(N, 2, 1, 1024, TOY))
+    D = tuple(int(dcrit * 2 ** (first_octave + k / 4)) for k in range(17))
+    run = fq.Run(spec, 0, N, D, tuple(np.zeros(len(D))))
+    fit = fq.HeldOutFit(TOY, np.zeros(len(D)), np.zeros(len(D)), dcrit)
+    law_run = fq.Run(spec, 0, N, D, tuple(fq.law_loss(N, np.array(D, float), 2, 1, 1024, TOY)))
+    assert fq.law_late_slope(fit, run, 0.5) == pytest.approx(fq.late_slope(law_run, 0.5), rel=1e-9)
+    assert (fq.law_late_slope(fit, run, 0.5) > 0) is rises
+
+
+def test_smallest_weight_is_the_attention_projection():
+    cfg = fq.config("ci")
+    hidden, ffn = cfg.model
+    assert fq.smallest_weight(fq.make_lm(cfg, 0)) == hidden * min(hidden, ffn)
+    assert fq.smallest_weight(fq.make_lm(fq.config("full"), 0)) >= fq.config("full").low[2]  # B fits the weights
