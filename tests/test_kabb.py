@@ -1,11 +1,13 @@
 """KABB: distance, posterior updates and decay, top-k, a stationary bandit, bad input, the semantic overlap."""
 
+import dataclasses
 import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from icml25 import kabb
 from icml25.core.seeding import numpy_rng
@@ -188,13 +190,60 @@ def test_contextual_thompson_learns_who_is_good_at_what():
 def test_claim_measurements_are_per_seed():
     cfg = kabb.config("smoke", seeds=[0, 1, 2], n_rounds=80, recovery_window=10)
     env, runs = kabb.run_all(cfg, policies=("kabb", "kabb (no decay)", "kabb (misleading graph)", "thompson",
-                                            "random", "call-all", "oracle"))
+                                            "random", "call-all", "oracle", "knowledge only"))
     m = kabb.claim_measurements(runs, cfg)
-    for key in ("regret_ratio", "reward_ratio", "recovery_gain"):
+    for key in ("regret_ratio", "reward_ratio", "recovery_gain", "adaptation_gain"):
         assert np.shape(m[key]) == (3,)
     np.testing.assert_allclose(m["reward_ratio"], runs["kabb"]["expected"].mean(1)
                                / runs["call-all"]["expected"].mean(1))
     assert m["calls_share"] == pytest.approx(0.2)
+    # the drift statistic by hand: rounds 30-39 before the drift (T/2 = 40), 40-49 after
+    drop = lambda p: runs[p]["expected"][:, 30:40].mean(1) - runs[p]["expected"][:, 40:50].mean(1)
+    np.testing.assert_allclose(m["adaptation_gain"], drop("kabb (no decay)") - drop("kabb"))
+    np.testing.assert_allclose(m["drift_drop_no_decay"], drop("kabb (no decay)").mean())
+    ratio = runs["knowledge only"]["expected"].mean(1) / runs["call-all"]["expected"].mean(1)
+    half = stats.t.ppf(0.975, 2) * ratio.std(ddof=1) / np.sqrt(3)
+    assert m["knowledge_only_ratio_low"] == pytest.approx(ratio.mean() - half)
+
+
+def test_knowledge_only_picks_the_largest_overlaps_and_ignores_rewards():
+    cfg = kabb.config("smoke", seeds=[0, 1], n_rounds=60)
+    env = kabb.make_environment(cfg.seeds, cfg.n_rounds, drift_pairs=2)
+    run = kabb.simulate(env, "knowledge only", cfg, with_oracle=False)
+    flipped = kabb.simulate(dataclasses.replace(env, uniforms=1 - env.uniforms), "knowledge only", cfg,
+                            with_oracle=False)
+    np.testing.assert_array_equal(run["expected"], flipped["expected"])  # other reward coins, the same teams
+    for t in (0, 59):  # before and after the drift (the graph is updated at it)
+        rho = kabb.concept_overlap(env.knowledge_graph(t, updated=True), env.required[:, t])
+        team = kabb._select("knowledge only", cfg, {"alpha": np.ones((2, 10)), "beta": np.ones((2, 10))}, env,
+                            env.knowledge_graph(t, True), None, t, 2, numpy_rng(0, "t"), None, None)
+        assert (np.where(team, rho, np.inf).min(1) >= np.where(team, -np.inf, rho).max(1)).all()
+
+
+def test_a_world_without_drift_is_the_same_world_unchanged():
+    drifting = kabb.make_environment([3, 4], 40, drift_pairs=5)
+    still = kabb.make_environment([3, 4], 40, drift_pairs=0)
+    for field in ("capability", "graph", "required", "difficulty", "uniforms"):
+        np.testing.assert_array_equal(getattr(still, field), getattr(drifting, field))
+    np.testing.assert_array_equal(still.capability_at(39), still.capability)
+    assert not np.array_equal(drifting.capability_at(39), drifting.capability)
+    cfg = kabb.config("smoke", seeds=[3, 4], n_rounds=40, recovery_window=5, gamma=0.95)
+    runs = {p: kabb.simulate(still, p, cfg, with_oracle=False) for p in ("kabb", "kabb (no decay)")}
+    np.testing.assert_allclose(kabb.drift_null(cfg)["adaptation_gain"], kabb.adaptation_gain(runs, 5))
+
+
+def test_decay_calibration_cached_equals_direct_and_picks_the_best_gamma_below_one():
+    cfg = kabb.config("smoke", n_rounds=80, recovery_window=10)
+    cached = kabb.calibrate_decay(cfg)
+    calib = kabb.config_like(cfg, seeds=cfg.calibration_seeds)
+    env = kabb.make_environment(calib.seeds, calib.n_rounds, calib.n_experts, calib.drift_pairs)
+    direct = [float(r["expected"].mean()) for r in kabb.gamma_sweep(env, calib, cached["gammas"]).values()]
+    np.testing.assert_allclose(cached["reward"], direct)
+    assert cached["gammas"] == [g for g in cfg.gammas if g < 1]
+    assert cached["gamma"] == cached["gammas"][int(np.argmax(direct))]
+    assert kabb.decay_gamma(cfg) == cached["gamma"] and kabb.decay_gamma(kabb.config_like(cfg, gamma=0.9)) == 0.9
+    with pytest.raises(ValueError, match="gamma"):
+        kabb.decay_gamma(kabb.config_like(cfg, gamma=1.5))
 
 
 def test_embeddings_identical_texts_and_related_texts():

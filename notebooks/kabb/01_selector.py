@@ -97,7 +97,8 @@ ax.plot(grid, stats.beta.pdf(grid, a, b), label=f"prior Beta({a[0]:g}, {b[0]:g})
 for i in range(20):
     a, b = kabb.update(a, b, np.array([True]), np.array(float(i % 5 != 0)))
 ax.plot(grid, stats.beta.pdf(grid, a, b), label=f"after 20 calls, 16 successes: Beta({a[0]:g}, {b[0]:g})")
-a2, b2 = kabb.decay(a, b, 100, cfg.gamma, cfg.floor)
-ax.plot(grid, stats.beta.pdf(grid, a2, b2), label=f"then 100 idle rounds of decay (γ = {cfg.gamma})")
+gamma = kabb.decay_gamma(cfg)
+a2, b2 = kabb.decay(a, b, 100, gamma, cfg.floor)
+ax.plot(grid, stats.beta.pdf(grid, a2, b2), label=f"then 100 idle rounds of decay (γ = {gamma:g})")
 ax.set(title="One expert's posterior: learning and forgetting", xlabel="success rate θ", ylabel="density")
 ax.legend();
