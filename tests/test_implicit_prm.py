@@ -3,6 +3,7 @@ invariance of min-step best-of-N, the direction of one CE step, and the bad inpu
 
 import copy
 import itertools
+import json
 import math
 
 import numpy as np
@@ -10,8 +11,9 @@ import pytest
 import torch
 
 from icml25 import implicit_prm as ip
-from icml25.core import arithmetic, models, tinylm
+from icml25.core import arithmetic, models, tinylm, zoo
 from icml25.core.generation import encode_completions, sequence_logprobs
+from icml25.core.seeding import one_thread
 
 TOK = tinylm.char_tokenizer(arithmetic.ALPHABET)
 PROMPTS = ["3+4*2|", "7-1|", "2*2*2-1|"]
@@ -233,12 +235,13 @@ def test_scores_are_in_the_official_units_log_ratio_times_coef(pair):
 
 def test_claim_measurements_are_paired_per_seed_differences():
     def arm(step, bo):
-        return {"step_auc": step, "train": {"outcome_auc": 0.8, "step_auc": 0.7 + step / 10}, "best_of": {4: bo}}
+        return {"step_auc": 0.99, ip.STEP_AUC: step, "train": {"outcome_auc": 0.8, "step_auc": 0.7 + step / 10},
+                "best_of": {"4": bo}}
 
     runs = {s: {"arms": {"ce": arm(0.6 + s, {"prm_min": 0.5, "majority": 0.4, "random": 0.3}),
                          "ce_n1": arm(0.5, {"prm_min": 0.35 + s, "majority": 0.4, "random": 0.3})},
-                "position": {"step_auc": 0.55},
-                "verifiers": {4: {"oracle": 0.7, "noisy": 0.45, "majority": 0.4, "random": 0.3}}}
+                "position": {"step_auc": 0.99, ip.STEP_AUC: 0.55},
+                "verifiers": {"4": {"oracle": 0.7, "noisy": 0.45, "majority": 0.4, "random": 0.3}}}
             for s in (0, 1)}
     m = ip.claim_measurements(runs, 4)
     assert m["step_auc"] == [0.6, 1.6] and m["n1_minus_random"] == pytest.approx([0.05, 1.05])
@@ -268,7 +271,31 @@ def test_step_verifiers_and_the_position_null():
     assert v["oracle"].tolist() == [[1.0, 0.0], [0.0, 0.0]] and np.array_equal(v["noisy"], v["oracle"])
     flipped = ip.verifier_scores(cands, 1.0, 0)["noisy"]
     assert flipped.tolist() == [[0.0, 0.0], [1.0, 0.0]]
-    assert [r.tolist() for row in ip.position_rewards(cands) for r in row] == [[-1, -2], [-1, -2], [-1], []]
+    rates = np.array([0.9, 0.4])
+    assert [r.tolist() for row in ip.position_rewards(cands, rates) for r in row] == [[0.9, 0.4], [0.9, 0.4], [0.9], []]
+    three = [[[True, True, True]]]
+    assert ip.position_rewards(ip.Candidates(problems[:1], [["e"]], np.zeros((1, 1), int), np.ones((1, 1), bool),
+                                             three), rates)[0][0].tolist() == [0.9, 0.4, 0.4]  # past the last: last
+
+
+def test_position_rates_count_steps_up_to_the_first_error():
+    problems = [arithmetic.parse_prompt(p) for p in PROMPTS]
+    right = [p.solution for p in problems]  # 3, 2 and 4 steps (the answer step counts)
+    wrong_first = "3+4=8;8*2=6;A6"  # step 1 wrong; the steps after it do not count
+    assert arithmetic.step_labels(problems[0], wrong_first)[0] is False
+    data = ip.Rollouts(problems, [0, 1, 2, 0], right + [wrong_first], [True, True, True, False])
+    np.testing.assert_allclose(ip.position_rates(data), [3 / 4, 1.0, 1.0, 1.0])
+
+
+def test_the_held_out_step_auc_within_problems_ignores_which_problem_is_harder():
+    """Pooled over problems, a score that says only which problem is hard separates right from wrong steps; the
+    within-problem step AUC that `step_signal` reads puts it at chance."""
+    problems = arithmetic.sample_problems(2, 0, max_ops=3)
+    labels = [[[True, False], [True, True]], [[False], [True, False]]]
+    cands = ip.Candidates(problems, [["a", "b"], ["c", "d"]], np.zeros((2, 2), int), np.zeros((2, 2), bool), labels)
+    hard = [[np.array([0.0, 0.0]), np.array([0.0, 0.0])], [np.array([-1.0]), np.array([-1.0, -1.0])]]
+    m = ip.step_metrics(hard, cands)
+    assert m["step_auc"] > 0.5 and m[ip.STEP_AUC] == pytest.approx(0.5)
 
 
 def test_training_stops_at_the_first_check_that_reaches_the_bound(pair, monkeypatch):
@@ -288,7 +315,8 @@ def test_training_stops_at_the_first_check_that_reaches_the_bound(pair, monkeypa
 
 
 def test_arms_train_from_the_base_with_the_draft_as_a_contrast_at_arm_seeds():
-    assert [a.name for s in ip.config("ci").seeds for a in ip.arms(ip.config("ci"), s)] == ["ce", "ce_n1"] * 3
+    ci = ip.config("ci")
+    assert [a.name for s in ci.seeds for a in ip.arms(ci, s)] == ["ce", "ce_n1"] * len(ci.seeds)
     cfg = ip.config("full", arm_seeds=[0])
     main = ip.arms(cfg, cfg.seeds[-1])
     assert [a.name for a in main] == ["ce", "ce_n1"] and all(a.base == ip.FULL_BASE for a in main)
@@ -339,3 +367,25 @@ def test_the_implicit_reward_on_any_causal_lm(family_checkpoints, family):
     data = ip.Rollouts(problems, [0], COMPLETIONS[:1], [True])
     trained, run = ip.train_implicit_prm(ref, TOK, data, "ce", 0.5, steps=1, batch_size=1, lr=1e-2, seed=0)
     assert trained.outcome_rewards(PROMPTS[:1], COMPLETIONS[:1])[0] > 0 and run.stopped_at == 1
+
+
+def test_the_cached_seed_runs_equal_the_direct_ones_and_are_read_back():
+    """What the builder's warm-up caches for a seed is what running it here gives, and the next call reads it back."""
+    cfg = ip.config("smoke", seeds=[200], n_test=8)
+    res, _ = ip.seed_results(cfg, 200)
+    again, now_again = ip.seed_results(cfg, 200)
+    assert not now_again and json.dumps(again) == json.dumps(res)
+    with one_thread():  # the cache computes on one thread: the same numbers as computing it here
+        direct = zoo.as_json(ip.run_seed(cfg, 200))
+    assert json.dumps(direct) == json.dumps(res)
+    assert set(res["arms"]) == {"ce", "ce_n1"} and set(res["verifiers"]) == {str(n) for n in cfg.best_of}
+    m = ip.claim_measurements({200: res}, cfg.claim_n)
+    assert all(len(v) == 1 for v in m.values())
+
+
+def test_a_base_outside_the_zoo_is_run_in_place_every_time(monkeypatch):
+    calls = []
+    monkeypatch.setattr(ip.experiment, "run_seed", lambda cfg, seed: calls.append(seed) or {"arms": {}})
+    for _ in range(2):
+        assert ip.seed_results(ip.config("smoke", model="some/checkpoint"), 3) == ({"arms": {}}, True)
+    assert calls == [3, 3]

@@ -42,15 +42,17 @@
 # evaluation **can see a working PRM**). The earlier rounds' control, the target/draft log-ratio, is gone: on
 # these problems the draft is the stronger model, so that log-ratio rewarded the target's errors. And every trained
 # PRM must have **learned what it was trained on**: its outcome reward separates right from wrong *training*
-# responses (AUC at least `implicit_prm.LEARNED_AUC`). The step-signal claim is checked beside a **null**: a score
-# that knows only each step's position (earlier steps score higher, $r_t = -t$), on the same candidates, which also
-# separates right from wrong steps wherever errors come late.
+# responses (AUC at least `implicit_prm.LEARNED_AUC`). The step-signal claim reads the step AUC *within* each test
+# problem (pooled over problems, a score that only knows which problems are hard would pass) and is checked beside
+# a **null**: a score that knows only each step's position (the training responses' rate of right steps at that
+# position), on the same candidates, which separates right from wrong steps wherever errors come at typical places.
 # Every PRM trains until its step rewards separate right from wrong steps *within* the prompts of its training
 # responses (mean within-prompt step AUC at least `implicit_prm.LEARNED_STEP_AUC` on its first `check_responses`
-# training responses, checked every
-# `eval_every` steps, at most `train_steps`): the step labels decide only when training stops, never a gradient.
-# The training-set preconditions are measured on all its training responses, not only those the stop rule checks. The best-of-N claims need their PRM to have reached that
-# regime; the step-signal claim does not (step signal from outcome labels is what it tests).
+# training responses, all of them at `ci`, checked every `eval_every` steps, at most `train_steps` for the main PRM
+# and as many passes over its data for a PRM on fewer responses): the step labels decide only when training stops,
+# never a gradient. The training-set preconditions are measured on all its training responses. The best-of-N claims
+# need their PRM to have reached that regime on at least `implicit_prm.STEPS_SHARE` of the seeds; the step-signal
+# claim does not (step signal from outcome labels is what it tests).
 # Besides CE the notebook trains the other objectives of the paper (DPO, KTO, NCA), CE at three β, and CE started
 # from the draft (a model too small to learn the task) on `arm_seeds`. At `ci` that list is empty: a PRM from the
 # target costs about ten times a draft-based one per step on one CPU core, so the ci build trains only the two CE
@@ -110,16 +112,18 @@ cfg
 # ## The experiment
 #
 # `run_seed` samples `n_candidates` solutions per test problem from the draft at `candidate_temperature`, scores
-# them with the two step verifiers and the position-only null, takes the main CE PRM (from the zoo, so the first notebook reuses it), trains the
+# them with the two step verifiers and the position-only null, takes the main CE PRM (from the zoo), trains the
 # CE PRM on one response per instruction and, at `arm_seeds`, the other objectives, β values and the draft-based
-# PRM on the *same* instructions, and scores everything on the same candidates.
+# PRM on the *same* instructions, and scores everything on the same candidates. Each seed's run is cached like a
+# zoo model (`implicit_prm.seed_results`), so the book's builder computes it in its warm-up and this cell reads it
+# back.
 
 # %%
 gen, base = zoo.get(implicit_prm.GENERATOR, scale, cfg.ref_seed), models.get(cfg.model, scale, cfg.ref_seed)
-runs = {s: implicit_prm.run_seed(cfg, s) for s in cfg.seeds[:1]}  # the first seed also trains the extra arms
-
-# %%
-runs |= {s: implicit_prm.run_seed(cfg, s) for s in cfg.seeds[1:]}
+results = {s: implicit_prm.seed_results(cfg, s) for s in cfg.seeds}
+runs = {s: r for s, (r, _) in results.items()}
+now = [s for s, (_, computed_now) in results.items() if computed_now]
+print(f"{len(runs)} seeds, {'computed now' if now else 'loaded from the cache (computed in the warm-up)'}")
 print(f"π_ref ({cfg.model}): {base.info['n_params']:,} parameters; generator ({implicit_prm.GENERATOR}): "
       f"{gen.info['n_params']:,}; sampled training responses are right "
       f"{np.mean([r['train_accuracy'] for r in runs.values()]):.0%} of the time")
@@ -159,13 +163,13 @@ names = {"ce": f"CE, {cfg.responses_per_prompt} resp./instr.", "ce_n1": "CE, 1 r
 fig, axes = plot.subplots(1, 2)
 x = np.arange(len(shown))
 for j, (where, label) in enumerate([("train", "training responses"), (None, "held-out candidates")]):
-    v = np.array([per_seed(a, "step_auc", where) for a in shown])
+    v = np.array([per_seed(a, "step_auc" if where else implicit_prm.STEP_AUC, where) for a in shown])
     axes[0].bar(x + 0.4 * j - 0.2, v.mean(1), 0.4, yerr=v.std(1), capsize=3, color=plot.PALETTE[j], label=label)
 axes[0].axhline(0.5, color="grey", ls=":", label="chance")
-axes[0].axhline(np.mean([r["position"]["step_auc"] for r in runs.values()]), color=plot.PALETTE[3], ls="--",
-                label="null: step position only (held out)")
+axes[0].axhline(np.mean([r["position"][implicit_prm.STEP_AUC] for r in runs.values()]), color=plot.PALETTE[3],
+                ls="--", label="null: step position only (held out)")
 axes[0].set_xticks(x, [names[a] for a in shown])
-axes[0].set(title="Step-level ROC AUC (training: within prompts)", ylabel=f"AUC (mean ± sd, {len(cfg.seeds)} seeds)", ylim=(0, 1.05))
+axes[0].set(title="Step-level ROC AUC within prompts / problems", ylabel=f"AUC (mean ± sd, {len(cfg.seeds)} seeds)", ylim=(0, 1.05))
 axes[0].legend(fontsize=8)
 v = np.array([per_seed(a, "outcome_auc", "train") for a in shown])
 axes[1].bar(x, v.mean(1), yerr=v.std(1), capsize=3, color=plot.PALETTE[2], label="training-set outcome AUC")
@@ -191,12 +195,12 @@ Ns, N = list(cfg.best_of), max(cfg.best_of)
 selectors = ["random", "majority", "prm_min", "prm_min_vote", "ref_likelihood", "oracle"]
 fig, axes = plot.subplots(1, 2, sharey=True)
 for ax, (title, get, keys) in zip(axes, (
-        (f"Best-of-N, {names['ce']}", lambda r, n: r["arms"]["ce"]["best_of"][n], selectors),
-        ("Best-of-N, step verifiers of known quality", lambda r, n: r["verifiers"][n],
+        (f"Best-of-N, {names['ce']}", lambda r, n: r["arms"]["ce"]["best_of"][str(n)], selectors),
+        ("Best-of-N, step verifiers of known quality", lambda r, n: r["verifiers"][str(n)],
          ["random", "majority", "oracle_steps", "noisy", "oracle"]))):
     for k, c in zip(keys, plot.PALETTE):
         key = "oracle" if k == "oracle_steps" else k
-        a = np.array([[(get(r, n)[key] if k != "oracle" else r["arms"]["ce"]["best_of"][n]["oracle"]) for n in Ns]
+        a = np.array([[(get(r, n)[key] if k != "oracle" else r["arms"]["ce"]["best_of"][str(n)]["oracle"]) for n in Ns]
                       for r in runs.values()])
         ax.errorbar(Ns, a.mean(0), yerr=a.std(0), marker="o", capsize=3, color=c,
                     label={"oracle_steps": "exact step verifier", "noisy": "noisy step verifier"}.get(k, k),
@@ -219,11 +223,12 @@ keys = ["prm_min", "prm_min_q", "prm_outcome", "prm_min_vote", "prm_outcome_vote
 rows = {}
 for arm in dict.fromkeys(a for r in runs.values() for a in r["arms"]):
     have = [r for r in runs.values() if arm in r["arms"]]
-    rows[arm] = {"seeds": len(have), "held-out step AUC": np.mean([r["arms"][arm]["step_auc"] for r in have]),
+    rows[arm] = {"seeds": len(have), "held-out step AUC (within problems)": np.mean([r["arms"][arm][implicit_prm.STEP_AUC] for r in have]),
+                 "held-out step AUC (pooled)": np.mean([r["arms"][arm]["step_auc"] for r in have]),
                  "train step AUC (within prompts)": np.mean([r["arms"][arm]["train"]["step_auc"] for r in have]),
                  "train outcome AUC": np.mean([r["arms"][arm]["train"]["outcome_auc"] for r in have]),
-                 **{f"{k} @{N}": np.mean([r["arms"][arm]["best_of"][N][k] for r in have]) for k in keys}}
-base = {k: np.mean([r["arms"]["ce"]["best_of"][N][k] for r in runs.values()]) for k in ("random", "majority")}
+                 **{f"{k} @{N}": np.mean([r["arms"][arm]["best_of"][str(N)][k] for r in have]) for k in keys}}
+base = {k: np.mean([r["arms"]["ce"]["best_of"][str(N)][k] for r in runs.values()]) for k in ("random", "majority")}
 table = pd.DataFrame(rows).T
 display(table.style.format(precision=3).set_caption(
     f"Best-of-{N}: majority voting {base['majority']:.3f}, random {base['random']:.3f} (mean over seeds)"))
@@ -241,7 +246,7 @@ mean = {k: float(np.mean(v)) for k, v in measured.items()}
 v_step = check(implicit_prm.STEP_SIGNAL, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
                measured={k: measured[k] for k in ("step_auc", "train_outcome_auc")},
                null={k: null[k] for k in ("step_auc", "train_outcome_auc")},
-               our_value=f"held-out step AUC {mean['step_auc']:.2f} (position only {np.mean(null['step_auc']):.2f})")
+               our_value=f"held-out step AUC within problems {mean['step_auc']:.2f} (position only {np.mean(null['step_auc']):.2f})")
 plot.show_verdicts(v_step)
 
 # %%
@@ -288,7 +293,7 @@ display(Markdown(
     f"(precondition ≥ {implicit_prm.LEARNED_AUC}), its within-prompt training step AUC "
     f"{ce['train step AUC (within prompts)']:.2f} "
     f"(precondition of the best-of-N claims ≥ {implicit_prm.LEARNED_STEP_AUC}) and its held-out step AUC "
-    f"{ce['held-out step AUC']:.2f}, against {np.mean(null['step_auc']):.2f} for the step's position alone.\n"
+    f"{ce['held-out step AUC (within problems)']:.2f} (within problems), against {np.mean(null['step_auc']):.2f} for the step's position alone.\n"
     f"- **Room and sight** at best-of-{cfg.claim_n}: the exact step verifier beats majority voting by "
     f"{mean['oracle_minus_majority']:+.3f} and random choice by {mean['oracle_minus_random']:+.3f}; with "
     f"{cfg.verifier_noise:.0%} of its step labels flipped by {mean['noisy_minus_majority']:+.3f} and "

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
 from ..core import arithmetic
 from ..core.seeding import numpy_rng
@@ -15,22 +16,10 @@ from .scales import CHAPTER, VOTE_COEF
 
 
 def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
-    """P(score of a positive > score of a negative), ties counting one half (Mann–Whitney)."""
-    s, y = np.asarray(scores, float), np.asarray(labels, bool)
-    if y.all() or not y.any():
-        return float("nan")
-    order = np.argsort(s, kind="mergesort")
-    ranks = np.empty(len(s))
-    sorted_s = s[order]
-    i = 0
-    while i < len(s):  # average ranks over ties
-        j = i
-        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    n_pos, n_neg = y.sum(), (~y).sum()
-    return float((ranks[y].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    """P(score of a positive > score of a negative), ties counting one half (Mann–Whitney); NaN when one class is
+    missing."""
+    y = np.asarray(labels, bool)
+    return float(roc_auc_score(y, np.asarray(scores, float))) if y.any() and not y.all() else float("nan")
 
 
 def steps_to_first_error(labels: Sequence[bool]) -> int:
@@ -49,8 +38,10 @@ def step_rewards_grid(prm: ImplicitPRM, cands: Candidates) -> list[list[np.ndarr
 
 
 def step_metrics(rewards: list[list[np.ndarray]], cands: Candidates) -> dict[str, float]:
-    """Step AUC (steps up to the first error, and all steps), and first-error localisation: among solutions with
-    a wrong step, how often argmin_t r_t is the first wrong step, against picking a step at random."""
+    """Step AUC (steps up to the first error, and all steps) pooled over problems, the mean step AUC within each
+    problem (its candidates' steps up to the first error: :func:`within_prompt_step_auc`), and first-error
+    localisation: among solutions with a wrong step, how often argmin_t r_t is the first wrong step, against
+    picking a step at random."""
     s_first, y_first, s_all, y_all, hits, chance = [], [], [], [], [], []
     for r_row, l_row in zip(rewards, cands.step_labels):
         for r, lab in zip(r_row, l_row):
@@ -62,7 +53,11 @@ def step_metrics(rewards: list[list[np.ndarray]], cands: Candidates) -> dict[str
             if not all(lab):
                 hits.append(int(np.argmin(r)) == k - 1)
                 chance.append(1 / len(lab))
-    return {"step_auc": roc_auc(s_first, y_first), "step_auc_all": roc_auc(s_all, y_all),
+    n = cands.correct.shape[1]
+    within = within_prompt_step_auc([r for row in rewards for r in row], [lab for row in cands.step_labels for lab in row],
+                                    [p for p in range(len(rewards)) for _ in range(n)])
+    return {"step_auc": roc_auc(s_first, y_first), "step_auc_within_problem": within,
+            "step_auc_all": roc_auc(s_all, y_all),
             "first_error_hit": float(np.mean(hits)) if hits else float("nan"),
             "first_error_chance": float(np.mean(chance)) if chance else float("nan")}
 
@@ -139,7 +134,7 @@ def within_problem_correlation(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def evaluate_prm(prm: ImplicitPRM, cands: Candidates, best_of: Sequence[int]) -> dict:
-    """Step metrics and best-of-N for every N in `best_of`."""
+    """Step metrics and best-of-N for every N in `best_of` (keyed by str(N), as JSON keeps them)."""
     rewards = step_rewards_grid(prm, cands)
     scores = prm_scores(rewards, prm.beta)
     extra = {}
@@ -147,7 +142,7 @@ def evaluate_prm(prm: ImplicitPRM, cands: Candidates, best_of: Sequence[int]) ->
         extra["corr_within_problem"] = within_problem_correlation(scores["prm_outcome"], cands.ref_logprob)
         scores["ref_likelihood"] = cands.ref_logprob
     return {**step_metrics(rewards, cands), **extra,
-            "best_of": {n: best_of_n(cands, scores, n, voted=tuple(SCORES)) for n in best_of}}
+            "best_of": {str(n): best_of_n(cands, scores, n, voted=tuple(SCORES)) for n in best_of}}
 
 
 def within_prompt_step_auc(rewards: Sequence[np.ndarray], labels: Sequence[Sequence[bool]],
@@ -180,9 +175,22 @@ def learning_metrics(prm: ImplicitPRM, data: Rollouts) -> dict[str, float]:
             "step_auc_pooled": roc_auc(s, y)}
 
 
-def position_rewards(cands: Candidates) -> list[list[np.ndarray]]:
-    """The null scorer of `step_signal`: each step's reward is minus its position (r_t = −t), no model at all."""
-    return [[-np.arange(1.0, len(lab) + 1) for lab in row] for row in cands.step_labels]
+def position_rates(data: Rollouts) -> np.ndarray:
+    """The share of right steps at each position t = 1, 2, … among the training responses' steps up to and
+    including the first error: what a step's position alone says about it, learned from the training set."""
+    right: dict[int, list[bool]] = {}
+    for i, c in zip(data.prompt_index, data.completions):
+        lab = arithmetic.step_labels(data.problems[i], c)
+        for t, ok in enumerate(lab[:steps_to_first_error(lab)]):
+            right.setdefault(t, []).append(ok)
+    return np.array([np.mean(right[t]) for t in range(len(right))]) if right else np.array([0.5])
+
+
+def position_rewards(cands: Candidates, rates: np.ndarray) -> list[list[np.ndarray]]:
+    """The null scorer of `step_signal`: each step's reward is the training responses' rate of right steps at its
+    position (:func:`position_rates`; positions past the last seen take the last rate), no model at all."""
+    last = len(rates) - 1
+    return [[np.asarray(rates)[np.minimum(np.arange(len(lab)), last)] for lab in row] for row in cands.step_labels]
 
 
 def verifier_scores(cands: Candidates, noise: float, seed: int) -> dict[str, np.ndarray]:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import zoo
+from ..core import arithmetic, generation, models, reasoners, zoo
 from ..core.seeding import torch_generator
-from .evaluation import best_of_n, evaluate_prm, learning_metrics, position_rewards, step_metrics, verifier_scores
+from .evaluation import (best_of_n, evaluate_prm, learning_metrics, position_rates, position_rewards, step_metrics,
+                         verifier_scores)
 from .objectives import PAIRED
 from .reward import ReferenceCache
 from .rollouts import sample_candidates, test_problems
-from .scales import BASE, GENERATOR
+from .scales import BASE, GENERATOR, PRM_NAME
 from .training import main_prm, preference_pairs, reference, train_arm, training_rollouts
 
 
@@ -51,8 +53,8 @@ def run_seed(cfg, seed: int) -> dict:
                               cfg.candidate_temperature, torch_generator(seed, "implicit_prm", "candidates"))
     data = training_rollouts(gen, cfg, seed)
     out = {"train_accuracy": float(np.mean(data.labels)), "arms": {}, "losses": {}, "stopped_at": {},
-           "position": step_metrics(position_rewards(cands), cands),
-           "verifiers": {n: best_of_n(cands, verifier_scores(cands, cfg.verifier_noise, seed), n)
+           "position": step_metrics(position_rewards(cands, position_rates(data)), cands),
+           "verifiers": {str(n): best_of_n(cands, verifier_scores(cands, cfg.verifier_noise, seed), n)
                          for n in cfg.best_of}}
     refs: dict[str, ReferenceCache] = {}  # one frozen π_ref per base model, its log-probs computed once
 
@@ -73,3 +75,25 @@ def run_seed(cfg, seed: int) -> dict:
         out["losses"][arm.name] = run.losses
         out["stopped_at"][arm.name] = run.stopped_at
     return out
+
+
+def seed_results(cfg, seed: int) -> tuple[dict, bool]:
+    """:func:`run_seed` as JSON (best-of-N results keyed by str(N)), and whether it was computed now. With the
+    zoo's generator and base it is cached like a zoo model (`icml25.core.zoo.results`), addressed by every knob of
+    `cfg` but the seed lists, the seed, the zoo addresses of the generator, the base and this seed's zoo PRM, and
+    the chapter's code, so the book's builder computes it in its warm-up and notebook 02 reads it back. Any other
+    `cfg.model` (a folder or a Hub id, whose weights no address sees) is computed in place, every time."""
+    if cfg.model != BASE:
+        return zoo.as_json(run_seed(cfg, seed)), True
+    settings = {k: v for k, v in dict(cfg).items() if k not in ("seeds", "calibration_seeds")}
+    settings.update(seed=seed, models={name: zoo.key(name, cfg.scale, s) for name, s in (
+        (GENERATOR, cfg.ref_seed), (BASE, cfg.ref_seed), (PRM_NAME, seed))})
+    sources = (*zoo.chapter_modules(sys.modules[__name__]), arithmetic, generation, models, reasoners)
+    return zoo.results("implicit-prm-runs", settings, lambda: run_seed(cfg, seed), sources=sources)
+
+
+def warm_up(cfg) -> None:
+    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): every verdict seed's
+    :func:`seed_results`."""
+    for s in cfg.seeds:
+        seed_results(cfg, s)
