@@ -694,3 +694,4 @@ def build(scale: str = "ci", only: list[str] | None = None, jobs: int = 2, keep_
     if failed:
         print(f"Failed: {', '.join(failed)}")
     return 1 if failed or rc else 0
+                   "implicit_prm": ("implicit-prm-runs", "warm_up"),
