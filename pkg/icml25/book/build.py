@@ -78,6 +78,7 @@ CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_runs"),
                    "cascade_routing": ("cascade-runs", "warm_up"),
                    "memory_layers": ("memory-runs", "warm_up"),
                    "aoe": ("aoe-runs", "warm_up"),
+                   "implicit_prm": ("implicit-prm-runs", "warm_up"),
                    "fp_quant_scaling": ("fq-runs", "warm_up"),
                    "lora_init": ("lora-toy-sweeps", "warm_up"),
                    "model_swarms": ("swarm-runs", "warm_up_runs"),
@@ -694,4 +695,3 @@ def build(scale: str = "ci", only: list[str] | None = None, jobs: int = 2, keep_
     if failed:
         print(f"Failed: {', '.join(failed)}")
     return 1 if failed or rc else 0
-                   "implicit_prm": ("implicit-prm-runs", "warm_up"),
