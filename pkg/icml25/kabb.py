@@ -340,18 +340,23 @@ def make_environment(seeds, n_rounds: int, n_experts: int = 10, drift_pairs: int
                        np.array(us), order[:, ::-1][:, :drift_pairs], order[:, :drift_pairs])
 
 
+def on_topic(capability: np.ndarray, required: np.ndarray) -> np.ndarray:
+    """Whether each expert's best capability on the task's concepts reaches `OFF_TOPIC`: (..., K) bool."""
+    return np.where(required[..., None, :], capability, 0.0).max(-1) >= OFF_TOPIC
+
+
 def success_probability(capability: np.ndarray, team: np.ndarray, required: np.ndarray, difficulty: np.ndarray,
-                        dilution: float = 0.0):
+                        dilution: float = 0.0, on_task: np.ndarray | None = None):
     """p(S, t) = σ(4·coverage + 2·complementarity − λ·off_topic − 0.5·d): coverage is the mean over required
     concepts of the team's best capability, complementarity the mean of 1 − Π(1 − capability) over the team (members
     who cover each other's gaps), off_topic the share of members whose best capability on the task's concepts is
     below `OFF_TOPIC` (an aggregator misled by members who do not know the task), weighted by λ = `dilution`.
-    `team` (..., K) bool."""
+    `team` (..., K) bool; `on_task`: `on_topic(capability, required)` where already computed."""
     cap = np.where(team[..., None], capability, 0.0)  # (..., K, C)
     n = np.maximum(required.sum(-1), 1)
     coverage = (cap.max(-2) * required).sum(-1) / n
     complement = ((1 - np.prod(1 - cap, axis=-2)) * required).sum(-1) / n
-    on_task = (np.where(required[..., None, :], capability, 0.0).max(-1) >= OFF_TOPIC)  # (..., K)
+    on_task = on_topic(capability, required) if on_task is None else on_task  # (..., K)
     off_topic = (team & ~on_task).sum(-1) / np.maximum(team.sum(-1), 1)
     return 1 / (1 + np.exp(-(4 * coverage + 2 * complement - dilution * off_topic - 0.5 * difficulty)))
 
@@ -360,8 +365,9 @@ def team_table(capability: np.ndarray, required: np.ndarray, difficulty: np.ndar
     """Every team of k experts and its success probability on every task: (teams (P, K) bool, p (S, P, T))."""
     n = capability.shape[-2]
     teams = np.array([np.isin(np.arange(n), c) for c in combinations(range(n), k)])
+    on_task = on_topic(capability[:, None], required)  # (S, T, K), the same for every team
     probs = np.stack([success_probability(capability[:, None], np.broadcast_to(m, (capability.shape[0], 1, n)),
-                                          required, difficulty, dilution) for m in teams], 1)
+                                          required, difficulty, dilution, on_task) for m in teams], 1)
     return teams, probs
 
 
