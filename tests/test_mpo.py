@@ -197,3 +197,58 @@ def test_the_per_token_mix_on_any_causal_lm_reduces_to_the_model_itself(family_c
     logits = m(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
     nll = F.cross_entropy(logits.transpose(1, 2), batch["input_ids"][:, 1:], reduction="none")
     torch.testing.assert_close(got, -(nll * batch["completion_mask"][:, 1:]).sum(-1), atol=1e-4, rtol=1e-5)
+
+
+def test_reference_policy_is_the_model_at_temperature_t():
+    """π_ref's logits are the model's divided by T at every position; the model itself (whose output layer is tied
+    to its input embeddings) is left unchanged."""
+    import torch
+
+    from icml25.core import arithmetic, models
+
+    z = models.get("arith-draft", "smoke", 0, alphabet=arithmetic.ALPHABET)
+    before = {k: v.clone() for k, v in z.model.state_dict().items()}
+    ref = mpo.reference_policy(z.model, 1.5)
+    ids = z.tokenizer([p.prompt for p in arithmetic.sample_problems(3, 0)], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        torch.testing.assert_close(ref(**ids).logits, z.model(**ids).logits / 1.5)
+    assert all(torch.equal(v, z.model.state_dict()[k]) for k, v in before.items())
+
+
+def test_language_model_runs_are_computed_in_the_warm_up_and_read_back(tmp_path, monkeypatch):
+    """What the builder's warm-up caches is what the notebook reads back, and equals a direct run of every seed."""
+    from icml25.book import build
+
+    monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
+    assert build.CHAPTER_RESULTS["mpo"] == ("mpo-lm-runs", "warm_up")
+    config = mpo.config
+    cfg = config("smoke", lm_seeds=[100, 101])
+    monkeypatch.setattr(mpo, "config", lambda scale: cfg)
+    build._train_shared("mpo-lm-runs", "smoke", None)  # what the warm-up runs
+    cached, now = mpo.language_model_runs(cfg)  # what the notebook runs
+    assert not now and len(cached) == 2
+    for s, run in zip(cfg.lm_seeds, cached):
+        direct = mpo.run_language_models(cfg, s)
+        assert run.as_json() == direct.as_json()
+        assert mpo.lm_measurements([run]) == mpo.lm_measurements([direct])
+    assert mpo.language_model_runs(config("smoke", lm_seeds=[100, 101], lm_temperature=2.0))[1]  # a knob counts
+
+
+def test_weighted_nll_batches_equal_the_per_batch_encoding():
+    """The fine-tuning batches (encoded once, trimmed to the longest row) give the loss of encoding each batch."""
+    import torch
+
+    from icml25.core import arithmetic, models
+    from icml25.core.generation import encode_completions
+
+    z = models.get("arith-draft", "smoke", 0, alphabet=arithmetic.ALPHABET)
+    problems = arithmetic.sample_problems(3, 0)
+    prompts = [p.prompt for p in problems]
+    completions = [f"A{problems[0].answer}", "1+2=3;3*4=2;A2", ""]  # of different lengths
+    rows = encode_completions(z.tokenizer, prompts, completions, True)
+    idx = torch.tensor([2, 0])
+    width = int(rows["attention_mask"][idx].sum(-1).max())
+    trimmed = {k: v[idx, :width] for k, v in rows.items()} | {"weight": torch.tensor([1.0, 3.0])}
+    direct = encode_completions(z.tokenizer, [prompts[2], prompts[0]], [completions[2], completions[0]], True)
+    torch.testing.assert_close(mpo.weighted_nll(z.model, trimmed),
+                               mpo.weighted_nll(z.model, direct | {"weight": torch.tensor([1.0, 3.0])}))

@@ -25,14 +25,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 import copy
 from dataclasses import dataclass
+import inspect
 
 import numpy as np
 import torch
 from scipy.optimize import minimize
 from scipy.special import logsumexp, softmax
 
-from .core import arithmetic, models
-from .core.claims import Claim, Effect, at_least, at_most
+from .core import arithmetic, models, zoo
+from .core.claims import Claim, Effect, at_least, at_most, share_at_least
 from .core.config import COUNT, POSITIVE, SEED, make_config
 from .core.generation import encode_completions, left_pad, token_logprobs
 from .core.seeding import numpy_rng, torch_generator
@@ -46,30 +47,36 @@ config = make_config({
               "lm_seeds": [100], "betas": [0.5, 0.1], "n_prompts": 20, "n_responses": 32, "bsmd_steps": 300,
               "bsmd_m": 16, "ms": [4, 16, 64], "step_scale": 64.0, "prompts_per_step": 4, "pg_lrs": [1.0],
               "pg_compute_factor": 4.0, "eval_every": 50,
-              "lm_prompts": 16, "lm_samples": 4, "lm_finetune_steps": 5, "lm_batch_size": 16, "lm_lr": 5e-4,
-              "lm_beta": 0.25, "lm_eval_prompts": 32, "lm_bsmd_steps": 100, "lm_bsmd_m": 4, "model": "arith-draft"},
+              "lm_prompts": 16, "lm_samples": 4, "lm_finetune_steps": 5, "lm_batch_size": 16, "lm_lr": 1e-3,
+              "lm_beta": 0.25, "lm_temperature": 1.5, "lm_max_ops": 3, "lm_eval_prompts": 32, "lm_bsmd_steps": 100,
+              "lm_bsmd_m": 4, "model": "arith-draft"},
     "ci": {"seeds": list(range(100, 108)), "calibration_seeds": CALIBRATION_SEEDS, "sweep_seeds": [100],
-           "claim_beta": 0.5, "lm_seeds": [100, 101, 102], "betas": [0.5, 0.1], "n_prompts": 50, "n_responses": 64, "bsmd_steps": 2000,
+           "claim_beta": 0.5, "lm_seeds": list(range(200, 208)), "betas": [0.5, 0.1], "n_prompts": 50, "n_responses": 64, "bsmd_steps": 2000,
            "bsmd_m": 64, "ms": [4, 16, 64, 256, 1024], "step_scale": 64.0, "prompts_per_step": 4,
            "pg_lrs": [1.0, 3.0], "pg_compute_factor": 4.0, "eval_every": 100,
-           "lm_prompts": 48, "lm_samples": 8, "lm_finetune_steps": 40, "lm_batch_size": 32, "lm_lr": 5e-4,
-           "lm_beta": 0.25, "lm_eval_prompts": 384, "lm_bsmd_steps": 300, "lm_bsmd_m": 32, "model": "arith-draft"},
+           "lm_prompts": 128, "lm_samples": 8, "lm_finetune_steps": 300, "lm_batch_size": 32, "lm_lr": 1e-3,
+           "lm_beta": 0.25, "lm_temperature": 1.5, "lm_max_ops": 3, "lm_eval_prompts": 1024, "lm_bsmd_steps": 300,
+           "lm_bsmd_m": 16, "model": "arith-draft"},
     "full": {"seeds": list(range(100, 110)), "calibration_seeds": CALIBRATION_SEEDS, "sweep_seeds": [100, 101, 102],
-             "claim_beta": 0.5, "lm_seeds": list(range(100, 108)), "betas": [0.5, 0.1], "n_prompts": 200, "n_responses": 256,
+             "claim_beta": 0.5, "lm_seeds": list(range(200, 216)), "betas": [0.5, 0.1], "n_prompts": 200,
+             "n_responses": 256,
              "bsmd_steps": 10000, "bsmd_m": 256, "ms": [4, 16, 64, 256, 1024, 4096], "step_scale": 64.0,
              "prompts_per_step": 8, "pg_lrs": [0.1, 0.3, 1.0, 3.0], "pg_compute_factor": 4.0, "eval_every": 500,
-             "lm_prompts": 512, "lm_samples": 16, "lm_finetune_steps": 400, "lm_batch_size": 64, "lm_lr": 5e-4,
-             "lm_beta": 0.25, "lm_eval_prompts": 2000, "lm_bsmd_steps": 2000, "lm_bsmd_m": 64,
-             "model": "Qwen/Qwen2.5-1.5B-Instruct"},
+             "lm_prompts": 512, "lm_samples": 16, "lm_finetune_steps": 1000, "lm_batch_size": 64, "lm_lr": 1e-3,
+             "lm_beta": 0.25, "lm_temperature": 1.5, "lm_max_ops": 3, "lm_eval_prompts": 4096, "lm_bsmd_steps": 2000,
+             "lm_bsmd_m": 64, "model": "Qwen/Qwen2.5-1.5B-Instruct"},
 },
     seeds=SEED, calibration_seeds=SEED, sweep_seeds=SEED, claim_beta=POSITIVE, lm_seeds=SEED, betas=POSITIVE,
     n_prompts=COUNT, n_responses=COUNT, bsmd_steps=COUNT, bsmd_m=COUNT, ms=COUNT,
     step_scale=POSITIVE, prompts_per_step=COUNT, pg_lrs=POSITIVE, pg_compute_factor=POSITIVE, eval_every=COUNT,
     lm_prompts=COUNT, lm_samples=COUNT, lm_finetune_steps=COUNT, lm_batch_size=COUNT, lm_lr=POSITIVE,
-    lm_beta=POSITIVE, lm_eval_prompts=COUNT, lm_bsmd_steps=COUNT, lm_bsmd_m=COUNT)
+    lm_beta=POSITIVE, lm_temperature=POSITIVE, lm_max_ops=COUNT, lm_eval_prompts=COUNT, lm_bsmd_steps=COUNT,
+    lm_bsmd_m=COUNT)
 
 # --------------------------------------------------------------------------------------------------- claims
-# Declared before the experiments of this version ran. Paired units: one per seed in Setting A (at β = claim_beta,
+# Declared before the experiments of this version ran (BALANCED_LM's regime — π_ref tempered, problems of at most
+# lm_max_ops operations, the fine-tuning budget — was chosen on the calibration seeds from the singles' own gains
+# alone, and decided on lm_seeds 200+, which no design choice saw). Paired units: one per seed in Setting A (at β = claim_beta,
 # the paper's headline β; the two β of a seed share its problem, so they are not independent units), one per seed
 # in Setting B. The tolerance of MAXMIN (1% of |V*|) and the compute factor of COMPUTE (1/4) are the chapter's
 # reading of the paper's statements, kept from the first version of the chapter.
@@ -124,8 +131,9 @@ BALANCED_LM = Claim(
     effects=[Effect("mpo_minus_best_single", "mpo_minus_best_single"),
              Effect("mpo_minus_uniform", "mpo_minus_uniform")],
     preconditions=[
-        at_least("singles_learn", "own_objective_gain", 0.02,
-                 "every single-objective policy raises its own raw reward over π_ref by >= 2 points (each seed)")],
+        share_at_least("singles_learn", "own_objective_gain", 0.02, 0.75,
+                       "every single-objective policy raises its own raw reward over π_ref by >= 2 points, on >= "
+                       "75% of the seeds")],
     examples=({"mpo_minus_best_single": [0.05, 0.04, 0.06], "mpo_minus_uniform": [0.02, 0.03, 0.025],
                "own_objective_gain": [0.1, 0.12, 0.09]},
               {"mpo_minus_best_single": [0.05, 0.04, 0.06], "mpo_minus_uniform": [-0.01, 0.0, -0.02],
@@ -532,6 +540,7 @@ def tabular_measurements(runs: Sequence[TabularRun], cfg) -> dict[str, list[floa
 # ------------------------------------------------------------------------------- Setting B: tiny language models
 
 LM_OBJECTIVES = ("correct", "large answer", "even answer")
+IMPLIED_REWARD_PROMPTS = 256  # the implied rewards r̃_k (a figure; they decide nothing) use the first test prompts
 MAX_NEW_TOKENS = 48  # the budget of reasoners.solve
 
 
@@ -602,11 +611,14 @@ def finetune_single_objective(reference, tokenizer, prompts, completions, reward
     policy.train()
     gen = torch_generator(seed, "mpo-finetune")
 
+    rows = encode_completions(tokenizer, prompts, completions, True)  # encoded once, right-padded
+
     def batches():
         while True:
-            idx = torch.randint(len(prompts), (batch_size,), generator=gen).tolist()
-            batch = encode_completions(tokenizer, [prompts[i] for i in idx], [completions[i] for i in idx], True)
-            batch["weight"] = torch.as_tensor(weights[idx], dtype=torch.float32)
+            idx = torch.randint(len(prompts), (batch_size,), generator=gen)
+            width = int(rows["attention_mask"][idx].sum(-1).max())  # trimmed to the batch's longest row
+            batch = {k: v[idx, :width] for k, v in rows.items()}
+            batch["weight"] = torch.as_tensor(weights[idx.numpy()], dtype=torch.float32)
             yield batch
 
     train(policy, batches(), steps, lr=lr, loss_fn=weighted_nll, desc="single-objective policy")
@@ -619,6 +631,7 @@ class LMRun:
     lam: np.ndarray  # MPO's λ̄
     per_objective: dict[str, np.ndarray]  # estimated E[r̃_k] = β E[log π_k/π_ref] of every method
     raw_rewards: dict[str, np.ndarray]  # mean of each raw reward (accuracy, rate of large, rate of even answers)
+    reference_spread: np.ndarray  # per objective: the sd of its reward among π_ref's samples of one prompt, averaged
 
     def raw_gain(self, name: str) -> np.ndarray:
         """E_π[r_k] − E_π_ref[r_k] per objective: twice the win rate against π_ref minus one, for 0/1 rewards."""
@@ -633,6 +646,15 @@ class LMRun:
         """The smallest gain of a single-objective policy on its own objective."""
         return float(min(self.raw_gain(f"π_{o}")[k] for k, o in enumerate(LM_OBJECTIVES)))
 
+    def as_json(self) -> dict:
+        return zoo.as_json({"lam": self.lam, "per_objective": self.per_objective, "raw_rewards": self.raw_rewards,
+                            "reference_spread": self.reference_spread})
+
+    @classmethod
+    def from_json(cls, d: dict) -> "LMRun":
+        return cls(np.asarray(d["lam"]), {n: np.asarray(v) for n, v in d["per_objective"].items()},
+                   {n: np.asarray(v) for n, v in d["raw_rewards"].items()}, np.asarray(d["reference_spread"]))
+
 
 def _policy_logratios(ref, policies, tokenizer, prompts, completions) -> np.ndarray:
     """log(π_k/π_ref)(y) of every (prompt, completion): a [K, N] array (sequence level, exact for the policies)."""
@@ -641,17 +663,33 @@ def _policy_logratios(ref, policies, tokenizer, prompts, completions) -> np.ndar
                      for p in policies])
 
 
-def run_language_models(cfg, seed: int, scale: str) -> LMRun:
+def reference_policy(model, temperature: float):
+    """π_ref(y_t | x, y_<t) ∝ π_model(y_t | x, y_<t)^{1/T}: a copy of `model` whose output layer (untied from the
+    input embeddings) is divided by the temperature T, so that its samples vary where the model's own are nearly
+    fixed and every objective has something to learn from them."""
+    ref = copy.deepcopy(model)
+    head = ref.get_output_embeddings()
+    tempered = torch.nn.Linear(head.in_features, head.out_features, bias=head.bias is not None).to(head.weight)
+    with torch.no_grad():
+        tempered.weight.copy_(head.weight / temperature)
+        if head.bias is not None:
+            tempered.bias.copy_(head.bias / temperature)
+    ref.set_output_embeddings(tempered)
+    ref.config.tie_word_embeddings = False
+    return ref.eval()
+
+
+def run_language_models(cfg, seed: int) -> LMRun:
     """Setting B for one seed: π_ref = the `model` knob's LM (the zoo's arithmetic draft at smoke and ci; any causal
-    LM's folder or Hub id through :func:`icml25.core.models.get`); K = 3 single-objective policies fine-tuned by
-    reward-weighted likelihood on reference samples; λ̄ by BSMD (Eqs. 7-8, the declared step scale) on a fresh pool
-    of `lm_bsmd_m` reference samples per training prompt; then every method sampled once on each of
-    `lm_eval_prompts` held-out prompts (the same prompts for every method) and scored on the raw rewards and on the
-    implied rewards r̃_k."""
-    z = models.get(cfg.model, scale, 0, alphabet=arithmetic.ALPHABET)
-    ref, tok = z.model, z.tokenizer
+    LM's folder or Hub id through :func:`icml25.core.models.get`) at temperature `lm_temperature`, on problems of at
+    most `lm_max_ops` operations; K = 3 single-objective policies fine-tuned by reward-weighted likelihood on
+    reference samples; λ̄ by BSMD (Eqs. 7-8, the declared step scale) on a fresh pool of `lm_bsmd_m` reference
+    samples per training prompt; then every method sampled once on each of `lm_eval_prompts` held-out prompts (the
+    same prompts for every method) and scored on the raw rewards and on the implied rewards r̃_k."""
+    z = models.get(cfg.model, cfg.scale, 0, alphabet=arithmetic.ALPHABET)
+    ref, tok = reference_policy(z.model, cfg.lm_temperature), z.tokenizer
     gen = torch_generator(seed, "mpo-lm")
-    train_problems = arithmetic.sample_problems(cfg.lm_prompts, seed, stream="mpo-train")
+    train_problems = arithmetic.sample_problems(cfg.lm_prompts, seed, max_ops=cfg.lm_max_ops, stream="mpo-train")
     prompts = [p.prompt for p in train_problems for _ in range(cfg.lm_samples)]
     completions = sample_mixture([ref], [1.0], tok, prompts, gen)
     rewards = np.stack([lm_rewards(p, c) for p, c in zip([p for p in train_problems for _ in range(cfg.lm_samples)],
@@ -672,14 +710,46 @@ def run_language_models(cfg, seed: int, scale: str) -> LMRun:
     methods |= {f"π_{name}": ([p], [1.0]) for name, p in zip(LM_OBJECTIVES, policies)}
     methods["uniform per-token mix"] = (policies, np.full(k, 1 / k))
     methods["MPO"] = (policies, lam)
-    test = arithmetic.sample_problems(cfg.lm_eval_prompts, seed, stream="mpo-test")
+    test = arithmetic.sample_problems(cfg.lm_eval_prompts, seed, max_ops=cfg.lm_max_ops, stream="mpo-test")
     test_prompts = [p.prompt for p in test]
     per_objective, raw = {}, {}
     for name, (mix, weights) in methods.items():
         ys = sample_mixture(mix, weights, tok, test_prompts, gen)
-        per_objective[name] = cfg.lm_beta * _policy_logratios(ref, policies, tok, test_prompts, ys).mean(-1)
+        few = slice(IMPLIED_REWARD_PROMPTS)
+        per_objective[name] = cfg.lm_beta * _policy_logratios(ref, policies, tok, test_prompts[few], ys[few]).mean(-1)
         raw[name] = np.mean([lm_rewards(p, y) for p, y in zip(test, ys)], 0)
-    return LMRun(lam, per_objective, raw)
+    spread = rewards.reshape(cfg.lm_prompts, cfg.lm_samples, -1).std(1).mean(0)
+    return LMRun(lam, per_objective, raw, spread)
+
+
+#: the knobs Setting B reads (the rest of the config is Setting A's)
+LM_KNOBS = ("lm_seeds", "lm_prompts", "lm_samples", "lm_finetune_steps", "lm_batch_size", "lm_lr", "lm_beta",
+            "lm_temperature", "lm_max_ops", "lm_eval_prompts", "lm_bsmd_steps", "lm_bsmd_m", "step_scale", "model",
+            "scale")
+
+
+def language_model_runs(cfg) -> tuple[list[LMRun], bool]:
+    """:func:`run_language_models` on every seed of `lm_seeds`, and whether it was computed now. With the zoo's
+    draft as π_ref it is cached like a zoo model (`icml25.core.zoo.results`, addressed by the knobs of
+    `LM_KNOBS`, the draft's zoo address and this module's code), so the book's builder computes it in its warm-up
+    and the notebook reads it back; any other `model` (a folder or a Hub id, whose weights the address could not
+    see) is computed in place, every time."""
+    def compute():
+        return [run.as_json() for run in (run_language_models(cfg, s) for s in cfg.lm_seeds)]
+
+    if cfg.model not in zoo.names():
+        runs, now = zoo.as_json(compute()), True
+    else:
+        settings = {k: cfg[k] for k in LM_KNOBS} | {"reference": zoo.key(cfg.model, cfg.scale, 0)}
+        runs, now = zoo.results("mpo-lm-runs", settings, compute, sources=(inspect.getmodule(LMRun),))
+    return [LMRun.from_json(r) for r in runs], now
+
+
+def warm_up(cfg) -> None:
+    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): Setting B's runs, when
+    π_ref is the zoo's draft (another checkpoint is left to notebook 02)."""
+    if cfg.model in zoo.names():
+        language_model_runs(cfg)
 
 
 def lm_measurements(runs: Sequence[LMRun]) -> dict[str, list[float]]:
