@@ -115,6 +115,15 @@ def test_an_inconclusive_record_states_its_power_line():
     assert "units_needed" not in decide(BETTER, diff=x, b_acc=0.1)  # a failed precondition: no power line
 
 
+
+def test_a_size_undecided_power_line_asks_to_tell_the_estimate_from_the_smallest_effect():
+    x = [1.6, 0.2, 1.3, 0.4, 1.1, 0.5, 1.4, 0.3, 0.9, 0.7]  # above 0, mean 0.84, short of the smallest effect 1
+    got = decide(BETTER, diff=x, b_acc=0.9)
+    assert got["verdict"] == INCONCLUSIVE and "size undecided" in got["reason"]
+    sd, est = np.std(x, ddof=1), np.mean(x)
+    need = math.ceil(((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * sd / (1.0 - est)) ** 2)
+    assert got["units_needed"] == need and need > len(x)  # not the units to see 1 against 0, which 10 already pass
+
 SHARE = Claim(chapter="demo", id="share", paper_statement="some runs are B-like", paper_value="a share",
               criterion="share of B-like runs > 0 (exact binomial, 95%); refuted below 0.1",
               effects=[Effect("b_share", "is_b", min_effect=0.1, method="binomial")],

@@ -309,7 +309,12 @@ class Effect:
         floor = _unit_floor(len(x), self.planned_units) if unit_floor and verdict != INCONCLUSIVE else None
         if floor:
             verdict, note = INCONCLUSIVE, f"{floor}; it would be {verdict}"
-        delta = abs((self.min_effect if self.min_effect is not None else est) - self.null)
+        # the power line: units to see the paper's smallest effect against "no effect"; when the direction holds but
+        # the size is undecided, units to tell the estimate from the smallest effect (the bar the interval straddles)
+        size_undecided = (verdict == INCONCLUSIVE and self.min_effect is not None and self._beyond(self.min_effect, est)
+                          and self._beyond(lo if self.direction == "greater" else hi, self.null))
+        delta = abs(self.min_effect - est) if size_undecided else abs(
+            (self.min_effect if self.min_effect is not None else est) - self.null)
         sd = float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
         out.update(verdict=verdict, note=note, sd=_nan_none(sd),
                    units_needed=_with_floor(units_needed(sd, delta, 1 - self.confidence), floor,
