@@ -1,4 +1,5 @@
-"""KABB: distance, posterior updates and decay, top-k, a stationary bandit, bad input, the semantic overlap."""
+"""KABB: distance, posterior updates and decay, top-k, a stationary bandit, bad input, the semantic overlap, the
+drift-free null world, the knowledge-only control and the decay calibration (cached == direct)."""
 
 import dataclasses
 import os
@@ -10,6 +11,7 @@ import pytest
 from scipy import stats
 
 from icml25 import kabb
+from icml25.core.sentence import embed
 from icml25.core.seeding import numpy_rng
 
 
@@ -215,7 +217,7 @@ def test_knowledge_only_picks_the_largest_overlaps_and_ignores_rewards():
     np.testing.assert_array_equal(run["expected"], flipped["expected"])  # other reward coins, the same teams
     for t in (0, 59):  # before and after the drift (the graph is updated at it)
         rho = kabb.concept_overlap(env.knowledge_graph(t, updated=True), env.required[:, t])
-        team = kabb._select("knowledge only", cfg, {"alpha": np.ones((2, 10)), "beta": np.ones((2, 10))}, env,
+        team = kabb.experiment._select("knowledge only", cfg, {"alpha": np.ones((2, 10)), "beta": np.ones((2, 10))}, env,
                             env.knowledge_graph(t, True), None, t, 2, numpy_rng(0, "t"), None, None)
         assert (np.where(team, rho, np.inf).min(1) >= np.where(team, -np.inf, rho).max(1)).all()
 
@@ -249,7 +251,7 @@ def test_decay_calibration_cached_equals_direct_and_picks_the_best_gamma_below_o
 def test_embeddings_identical_texts_and_related_texts():
     texts = ["A question on algebra: solve an equation for x.", "An expert in algebra and polynomials.",
              "An expert in history and politics."]
-    e = kabb.embed(texts + texts[:1])
+    e = embed(texts + texts[:1])
     np.testing.assert_allclose(np.linalg.norm(e, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(e[0] @ e[3], 1.0, atol=1e-5)
     rho = kabb.semantic_overlap(texts[:1], texts[1:])
@@ -273,7 +275,7 @@ def test_semantic_overlap_and_distance_lie_in_range():
 
 
 def test_sentence_encoder_loads_offline(tmp_path):
-    code = ("from icml25 import kabb; import numpy as np; e = kabb.embed(['a cat', 'a cat']); "
+    code = ("from icml25.core.sentence import embed; e = embed(['a cat', 'a cat']); "
             "assert e.shape == (2, 384) and abs(e[0] @ e[1] - 1) < 1e-5")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HOME": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
