@@ -4,7 +4,11 @@ deciding exact small cases. No test here times anything: the smoke run's numbers
 
 import json
 import statistics
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
 
 from icml25 import kernels
@@ -111,9 +115,30 @@ def test_the_sign_test_over_twelve_rounds(at_bar, verdict):
 
 def test_a_noisy_machine_or_too_few_rounds_decides_nothing():
     good = kernels.FASTER_THAN_REFERENCE.examples[0]
-    for change in ({"copy_quartile_spread": 0.3}, {"rounds": 9}):
+    for change in ({"copy_quartile_spread": 0.3}, {"rounds": 9}, {"foreign_cpu_share": 0.2}):
         got = kernels.FASTER_THAN_REFERENCE.decide(dict(good, **change))
         assert got["verdict"] == "inconclusive" and "precondition failed" in got["reason"]
+
+
+def test_the_foreign_load_gate_sees_another_process():
+    """A busy child process is foreign CPU time: at least half a core over the second it overlaps."""
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass"])
+    try:
+        with bench.ForeignLoad() as load:
+            time.sleep(1.0)
+    finally:
+        child.wait()
+    assert load.share * psutil.cpu_count() >= 0.5
+
+
+def test_the_foreign_load_is_the_machines_busy_time_less_this_processs(monkeypatch):
+    """(busy - own) / (wall x CPUs), exactly: the machine busy 3 CPU-s over 2 s, 1 CPU-s of it this process's."""
+    counters = iter([(10.0, 4.0, 100.0), (13.0, 5.0, 102.0)])
+    monkeypatch.setattr(bench.ForeignLoad, "_counters", staticmethod(lambda: next(counters)))
+    monkeypatch.setattr(bench.psutil, "cpu_count", lambda: 2)
+    with bench.ForeignLoad() as load:
+        pass
+    assert load.share == pytest.approx((3.0 - 1.0) / (2.0 * 2))
 
 
 @pytest.fixture(scope="module")

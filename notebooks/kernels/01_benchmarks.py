@@ -184,8 +184,10 @@ ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8);
 # over the rounds clears its bar, by a sign test (the share of rounds at or above the bar, with an exact interval,
 # must exceed one half), and a claim over several cases holds when every case's test does, which is the test of its
 # binding case (the one with the fewest rounds at its bar; it is named below). A machine too noisy to time (the copy
-# ceiling's middle rounds spread too far) makes a verdict inconclusive, and so does a quantiser tensor that fits in
-# the cache (at `smoke`).
+# ceiling's middle rounds spread too far) makes a verdict inconclusive, and so does a machine that is not the
+# benchmark's alone (other processes took more than a tenth of its CPU time while it ran, `bench.ForeignLoad`: a
+# niced process beside it slows every contender alike, which the spread of the rounds does not show), and a
+# quantiser tensor that fits in the cache (at `smoke`).
 #
 # **Why a sign test per case.** One slow round of any case should not decide a claim: the sign test per case moves
 # only where a round changes which side of its bar that case falls on, and needs the binding case at its bar in 10 of
@@ -223,6 +225,9 @@ display(Markdown("\n".join(
        f"fastest rounds" for r, t in zip(moe, targets)])))
 
 measured = kernels.measurements(rows, cfg.repeats)
+print(f"Other processes used {measured['foreign_cpu_share']:.1%} of the machine's CPU time while the benchmark ran "
+      f"(the claims ask for at most {kernels.FOREIGN:.0%}); the copy's rounds spread "
+      f"{measured['copy_quartile_spread']:.1%} of their median (at most {kernels.QUIET:.0%}).")
 
 
 def binding(name: str) -> str:

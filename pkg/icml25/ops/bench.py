@@ -22,6 +22,7 @@ import math
 import time
 from pathlib import Path
 
+import psutil
 import torch
 import torch.nn.functional as F
 
@@ -347,11 +348,40 @@ def gemm_ceiling(rows: list[dict]) -> float | None:
     return max((r["gemm_ceiling_gflops"] for r in rows if "gemm_ceiling_gflops" in r), default=None)
 
 
+#: the machine's CPU-time counters that are not work: idle, waiting on I/O, and the guest time that Linux counts
+#: inside user and nice already
+NOT_BUSY = ("idle", "iowait", "guest", "guest_nice")
+
+
+class ForeignLoad:
+    """While the block runs, the share of the machine's CPU time that other processes used:
+    (busy CPU time of the whole machine - this process's, all its threads) / (wall time x logical CPUs), from the
+    operating system's counters (psutil). A niced process beside the benchmark slows every contender about alike,
+    so the spread of the timing rounds does not show it; the CPU time it takes does."""
+
+    def __enter__(self) -> ForeignLoad:
+        self._start = self._counters()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        (busy0, own0, wall0), (busy1, own1, wall1) = self._start, self._counters()
+        self.share = max(0.0, (busy1 - busy0) - (own1 - own0)) / ((wall1 - wall0) * psutil.cpu_count())
+
+    @staticmethod
+    def _counters() -> tuple[float, float, float]:
+        machine, own = psutil.cpu_times()._asdict(), psutil.Process().cpu_times()
+        busy = sum(v for k, v in machine.items() if k not in NOT_BUSY)
+        return busy, own.user + own.system, time.perf_counter()
+
+
 def run(cfg, seed: int = 0) -> tuple[list[dict], float]:
-    """All benchmark rows and the copy bandwidth ceiling (GB/s) at the quantiser's size."""
+    """All benchmark rows and the copy bandwidth ceiling (GB/s) at the quantiser's size; each row carries the share
+    of the machine's CPU time that other processes used during the run (`foreign_cpu_share`, `ForeignLoad`)."""
     gen = torch.Generator().manual_seed(seed)
-    fp_rows, ceiling = bench_fp_quantize(cfg, gen)
-    return fp_rows + bench_embedding_bag(cfg, gen) + bench_expert_ffn(cfg, gen), ceiling
+    with ForeignLoad() as load:
+        fp_rows, ceiling = bench_fp_quantize(cfg, gen)
+        rows = fp_rows + bench_embedding_bag(cfg, gen) + bench_expert_ffn(cfg, gen)
+    return [dict(r, foreign_cpu_share=load.share) for r in rows], ceiling
 
 
 def table(rows: list[dict], ceiling: float) -> str:
