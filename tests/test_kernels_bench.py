@@ -36,6 +36,18 @@ def test_the_gemm_shapes_are_the_layers_own_nine_and_square_ones():
     assert len(gemm_shapes(16, 1, 1, 16, 16, (16,))) == 1  # every shape the same: timed once
 
 
+
+def test_the_own_gemm_floor_is_the_nine_gemms_at_their_shapes_rates():
+    d, h, m = 64, 128, 256
+    shapes = [(m, d, h), (m, h, d), (d, m, h), (h, m, d)]
+    uniform = dict.fromkeys(shapes, 2e9)  # every shape at 2 GFLOP/s: the layer's FLOPs at that rate
+    assert bench.own_gemm_seconds(1024, 2, 8, d, h, uniform) == pytest.approx(expert_ffn_flops(1024, 2, d, h, d) / 2e9)
+    # only the weights' gradient of the output projection, [h, m] x [m, d] (one product per expert), slower
+    slow = uniform | {(h, m, d): 1e9}
+    extra = 8 * 2 * h * m * d * (1 / 1e9 - 1 / 2e9)
+    assert bench.own_gemm_seconds(1024, 2, 8, d, h, slow) == pytest.approx(expert_ffn_flops(1024, 2, d, h, d) / 2e9
+                                                                           + extra)
+
 def test_a_row_takes_its_ceiling_per_round():
     # the ceiling does the case's work in 1 s: half the compiled kernel's best time, a third of stock's
     times = {"compiled": [2.0, 4.0], "reference": [4.0, 4.0], "stock": [3.0, 3.0]}
@@ -177,6 +189,9 @@ def test_the_bench_json_has_the_gemm_ceiling_and_the_restated_target(smoke_bench
         assert r["gemm_ceiling_gflops"] >= max(out["gemm_rates"][r["label"]].values()) * (1 - 1e-9)
         assert target["target_x_loop"] == min(kernels.MOE_X_LOOP, kernels.MOE_OF_CEILING * r["attainable_x_stock"])
         assert target["met"] == (r["x_stock"] >= target["target_x_loop"])
+        assert target["within_own_gemms"] == (target["target_x_loop"] <= r["own_gemm_x_loop"])
+        loop_seconds = cfg.moe_tokens / 1e3 / r["stock"]  # the loop's best time per step
+        assert r["own_gemm_x_loop"] == pytest.approx(loop_seconds / (r["own_gemm_ms"] / 1e3))
     dims = iter(cfg.moe_dims)
     for got, r in zip(out["rows"], rows, strict=True):
         assert set(got) == set(bench.JSON_KEYS)
