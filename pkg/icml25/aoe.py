@@ -55,7 +55,7 @@ config = make_config({
     "ci": {"seeds": list(range(100, 108)), "calibration_seeds": CALIBRATION_SEEDS, "tune_seed": 99, "d_model": 48,
            "n_layers": 4, "n_experts": 8, "top_k": 2, "d_ffn": 64, "d_lows": [16], "claim_d_low": 16, "alpha": 0.01,
            "n_domains": 8, "vocab": 32, "concentration": 0.1, "seq_len": 32, "n_train": 4096, "batch_size": 16,
-           "steps": 200, "lrs": [3e-3, 1e-2, 3e-2], "n_val": 128, "eval_every": 25, "bench_repeats": 12,
+           "steps": 200, "lrs": [3e-3, 1e-2, 3e-2], "n_val": 128, "eval_every": 25, "bench_repeats": 48,
            "bench_shape": (256, 512, 64), "bench_tokens": 2048},
     "full": {"seeds": list(range(100, 108)), "calibration_seeds": CALIBRATION_SEEDS, "tune_seed": 99,
              "d_model": 256, "n_layers": 4, "n_experts": 8, "top_k": 2, "d_ffn": 512, "d_lows": [32, 64, 128],
