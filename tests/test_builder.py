@@ -216,13 +216,16 @@ def test_list_shows_every_chapter(capsys):
 
 
 def test_shared_zoo_models_are_those_of_the_selected_chapters():
-    tasks = build.discover(["workbench", "kabb"])
+    tasks = build.discover(["workbench", "perf_prediction"])
     from icml25 import workbench
 
     seeds = workbench.config("ci").seeds
     assert build.shared_models(tasks, "ci") == [(n, s) for s in seeds for n in build.SHARED_ZOO]
-    assert build.shared_models(build.discover(["kabb"]), "ci") == []  # nothing to train for a chapter without them
-    assert build.shared_models(build.discover(["mpo"]), "ci") == [(n, 0) for n in build.SHARED_ZOO]
+    # nothing to train for a chapter without them
+    assert build.shared_models(build.discover(["perf_prediction"]), "ci") == []
+    # a chapter that starts from the shared models at seed 0, and caches its own runs too
+    assert build.shared_models(build.discover(["mpo"]), "ci") == [(n, 0) for n in build.SHARED_ZOO] + [
+        ("mpo-lm-runs", None)]
 
 
 def test_a_chapter_s_own_base_model_is_warmed_only_when_its_model_knob_names_it():
