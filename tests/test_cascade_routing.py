@@ -229,6 +229,36 @@ def test_real_pool_refits_distinct_members_per_seed_in_cost_order():
         cr.run_real_pool(0, 7)
 
 
+def test_nearest_margin_equals_a_plain_1nn_and_its_margin():
+    from sklearn.neighbors import KNeighborsClassifier
+
+    rng = np.random.default_rng(0)
+    stored, labels, x = rng.normal(size=(40, 5)), np.arange(40) % 4, rng.normal(size=(30, 5))
+    answer, margin = cr.nearest_margin(stored, labels, x)
+    np.testing.assert_array_equal(answer, KNeighborsClassifier(1).fit(stored, labels).predict(x))
+    assert np.all(margin >= 0)
+    # an exact case: stored 0 (class a) and 3 (class b); a query at 1 answers a with margin |1-3| - |1-0| = 1
+    answer, margin = cr.nearest_margin(np.array([[0.0], [3.0]]), np.array([7, 9]), np.array([[1.0], [2.5]]))
+    assert answer.tolist() == [7, 9] and np.allclose(margin, [1.0, 2.0])
+
+
+def test_memory_pool_stores_disjoint_growing_memories():
+    a, b = cr.run_memory_pool(0), cr.run_memory_pool(1)
+    n_held = 1797 - sum(cr.MEMORY_SIZES)
+    for r in (a, b):
+        assert r.correct.shape == r.flops.shape == r.confidence.shape == (n_held, len(cr.MEMORY_SIZES))
+        np.testing.assert_array_equal(r.flops[0], 3 * 64 * np.array(cr.MEMORY_SIZES, float))  # cost order
+        assert r.correct.mean(0)[-1] > r.correct.mean(0)[0]  # 16× the memory reads digits better
+        right = r.correct == 1
+        assert r.confidence[right].mean() > r.confidence[~right].mean()  # the margin tells right from wrong
+    assert not np.array_equal(a.correct, b.correct)
+    np.testing.assert_array_equal(cr.run_memory_pool(0).correct, a.correct)
+    with pytest.raises(ValueError, match="ascending"):
+        cr.run_memory_pool(0, (30, 15))
+    with pytest.raises(ValueError, match="store"):
+        cr.run_memory_pool(0, (900, 1000))
+
+
 def test_member_flops_follow_the_model_size():
     from sklearn.linear_model import LogisticRegression
     from sklearn.neural_network import MLPClassifier
@@ -284,8 +314,12 @@ def test_real_estimates_split_costs_and_bad_input():
         cr.real_estimates(bad, 0)
 
 
-def test_real_pool_cell_compares_every_strategy():
-    cfg = cr.config("smoke", real_n_fit=200)
+def test_real_pool_cell_compares_every_strategy_on_either_pool():
+    for pool in ("memories", "classifiers"):
+        check_real_pool_cell(cr.config("smoke", real_pool=pool))
+
+
+def check_real_pool_cell(cfg):
     runs, c = cr.real_pool_cell(0, cfg)
     assert set(c["auc"]) == set(cr.STRATEGIES)
     cheapest = 100 * c["model_quality"][np.argmin(c["model_cost"])]  # every curve starts at the cheapest member

@@ -34,9 +34,9 @@ from .claims import (BEATS_BOTH, CLAIM_POOL_SIZES, CLAIMS, ESTIMATORS_MATTER, NO
 from .curves import (curves, lambda_grid, quality_cost_auc, remove_dominated, routing_for_budget, run_strategy,
                      step_family, strategy_settings, upper_envelope)
 from .experiment import auc_table, benchmark_cell, cell_gain, claim_measurements, evaluate, mean_auc, run_benchmark
-from .real_pool import (REAL_MEMBERS, RealRuns, confidence, fit_quality_estimator, lm_context, member_flops,
-                        pool_pixels, positive_control, real_claim_measurements, real_estimates, real_pool_cell,
-                        run_lm_pool, run_real_pool)
+from .real_pool import (MEMORY_SIZES, REAL_MEMBERS, RealRuns, confidence, fit_quality_estimator, lm_context,
+                        member_flops, nearest_margin, pool_pixels, positive_control, real_claim_measurements,
+                        real_estimates, real_pool_cell, run_lm_pool, run_memory_pool, run_real_pool)
 from .scales import CHAPTER, FULL_POOL, NOISE_LEVELS, STRATEGIES, config
 from .strategies import Outcome, _candidates, cascade_routing, optimal_cascade, per_step, routing, threshold_cascade
 from .supermodel import _sqrt_psd, config_index, expected_max, expected_max_two, gaussian_samples, supermodel_table
