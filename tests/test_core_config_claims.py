@@ -6,7 +6,7 @@ import pytest
 from icml25 import catalog
 from icml25.core import claims
 from icml25.core.claims import Claim, check, forget_notebook, load_results
-from icml25.core.config import make_config
+from icml25.core.config import Range, make_config
 
 PRESETS = {"smoke": {"n": 1, "lr": 0.1}, "ci": {"n": 10, "lr": 0.1}, "full": {"n": 100, "lr": 0.01}}
 config = make_config(PRESETS)
@@ -37,6 +37,14 @@ def test_presets_must_share_keys_and_cover_scales():
     with pytest.raises(ValueError):
         make_config({"smoke": {"a": 1}, "ci": {"b": 1}, "full": {"a": 1}})
 
+
+
+def test_a_knob_unset_at_every_scale_takes_the_type_of_its_declared_range():
+    cfg = make_config({s: {"gamma": None} for s in ("smoke", "ci", "full")}, gamma=Range(gt=0, le=1))
+    assert cfg("ci").gamma is None and cfg("ci", gamma="0.5").gamma == 0.5 and cfg("ci", gamma=1).gamma == 1.0
+    for bad in ("abc", 0, 1.5, [0.5]):
+        with pytest.raises(ValueError, match="gamma"):
+            cfg("ci", gamma=bad)
 
 def test_catalog_has_nineteen_papers_with_unique_slugs():
     slugs = [c.slug for c in catalog.CHAPTERS]

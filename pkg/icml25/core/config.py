@@ -189,6 +189,8 @@ def _with_range(knob: Knob, valid: Range | tuple[Range, ...]) -> Knob:
     if knob.item is not None:
         return Knob(knob.name, knob.kind, item=_with_range(knob.item, valid), length=knob.length,
                     nonempty=knob.nonempty)
+    if knob.kind is object and not valid.choices:  # unset at every scale: a numeric range makes it a number
+        return Knob(knob.name, float, valid=valid)
     if knob.kind not in ((str, int) if valid.choices else (int, float)):
         raise ValueError(f"setting {knob.name!r} ({_NAMES.get(knob.kind, knob.kind.__name__)}) cannot take range "
                          f"{valid}")

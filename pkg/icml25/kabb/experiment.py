@@ -42,7 +42,7 @@ config = make_config({
     seeds=SEED, calibration_seeds=SEED, dilution=NONNEGATIVE, graph_at_drift=one_of("updated", "stale"),
     n_rounds=COUNT, n_experts=COUNT, k=COUNT, floor=POSITIVE,
     prior_alpha=POSITIVE, prior_beta=POSITIVE, recovery_window=COUNT, epsilon=FRACTION, drift_pairs=NONNEGATIVE,
-    synergy_eta=NONNEGATIVE, gammas=Range(gt=0, le=1))
+    synergy_eta=NONNEGATIVE, gammas=Range(gt=0, le=1), gamma=Range(gt=0, le=1))
 
 
 def _select(policy, cfg, state, env, graph, semantic, t, k, rng, oracle, teams):
