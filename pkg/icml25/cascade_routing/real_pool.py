@@ -7,6 +7,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial.distance import cdist
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
@@ -141,7 +142,7 @@ MEMORY_SIZES = (15, 30, 60, 120, 240)
 def nearest_margin(stored_x: np.ndarray, stored_y: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """1-nearest-neighbour answers for `x` and their post-hoc signal: the distance to the nearest stored image of
     another class minus the distance to the nearest stored image (how clearly the memory agrees on the answer)."""
-    d = np.sqrt(((x[:, None, :] - stored_x[None, :, :]) ** 2).sum(-1))
+    d = np.sqrt(cdist(x, stored_x, "sqeuclidean"))
     nearest = d.argmin(1)
     answer = stored_y[nearest]
     other = np.where(stored_y[None, :] != answer[:, None], d, np.inf).min(1)
