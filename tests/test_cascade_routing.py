@@ -212,6 +212,18 @@ def test_claim_measurements_pair_every_cell_by_seed():
     assert cr.ESTIMATORS_MATTER.decide(m)["verdict"] == "refuted"  # the gain does not shrink with noise
 
 
+def test_a_baseline_failing_on_a_few_seeds_leaves_the_claim_decidable_but_not_on_many():
+    """The per-seed preconditions are shares of seeds (PRECONDITION_SHARE): 2 failing seeds of 30 keep
+    optimal_cascade decidable, 4 of 30 (over a tenth) make it inconclusive."""
+    n = 30
+    diffs = {f"opt_minus_thr_{cr.cell_key(k, z)}": [1.0 + 0.1 * (s % 3) for s in range(n)]
+             for k in cr.CLAIM_POOL_SIZES for z in ("low", "medium", "high")}
+    for failing, verdict in ((2, "reproduced"), (4, "inconclusive")):
+        thr = [-1.0] * failing + [3.0] * (n - failing)
+        m = {**diffs, "threshold_over_interpolation": thr, "routing_over_interpolation": [5.0] * n}
+        assert cr.OPTIMAL_CASCADE.decide(m)["verdict"] == verdict, failing
+
+
 # ---- the real pool ------------------------------------------------------------------------------------------
 
 
