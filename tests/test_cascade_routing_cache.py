@@ -42,6 +42,7 @@ def test_benchmark_read_back_from_the_cache_equals_the_direct_computation(tmp_pa
     assert_same(cr.claim_measurements(read), cr.claim_measurements(direct))
     # a cell is addressed by itself: another seed list or the real pool's knobs leave it where it was
     assert not cr.cached_benchmark_cell(3, "low", 101, cr.config("smoke", seeds=[101], real_n_fit=50))[1]
+    assert not cr.cached_benchmark_cell(3, "low", 101, cr.config("smoke", real_pool="classifiers"))[1]
     assert cr.cached_benchmark_cell(3, "low", 101, cr.config("smoke", n_queries=300))[1]
 
 

@@ -21,8 +21,8 @@ from .real_pool import RealRuns, real_pool_cell
 BENCHMARK_RESULT = "cascade-benchmark"
 REAL_POOL_RESULT = "cascade-real-pool"
 # knobs benchmark_cell does not read (the cell it runs is addressed on its own)
-NOT_IN_BENCHMARK = ("seeds", "calibration_seeds", "pool_sizes", "noise_levels", "real_members", "real_n_fit",
-                    "pool_models", "lm_queries")
+NOT_IN_BENCHMARK = ("seeds", "calibration_seeds", "pool_sizes", "noise_levels", "real_pool", "real_members",
+                    "real_n_fit", "pool_models", "lm_queries")
 # knobs real_pool_cell does not read with the scikit-learn pool (the seed it runs is addressed on its own)
 NOT_IN_REAL_POOL = ("seeds", "calibration_seeds", "n_queries", "pool_sizes", "noise_levels", "n_domains",
                     "pool_models", "lm_queries")
