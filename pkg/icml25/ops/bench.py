@@ -431,6 +431,7 @@ def table(rows: list[dict], ceiling: float) -> str:
                          f"faster stock layout {r['stock_ms']:.3f} ms, autograd's floor (outputs and gradients "
                          f"allocated, nothing computed) {r['floor_ms']:.3f} ms: no kernel called this way can beat "
                          f"stock by more than {r['floor_x_best_stock']:.2f}x (best layouts, best rounds)")
+    lines.append(f"other processes took {rows[0]['foreign_cpu_share']:.1%} of the machine's CPU time during the run")
     lines.append("of ceil: the compiled kernel's fraction of the copy (fp_quantize) or GEMM (expert_ffn) ceiling; "
                  "attain: the ceiling over stock, the largest speedup over stock any kernel doing this work could "
                  f"reach; {torch.get_num_threads()} threads; kernels: {backend()}; minimum of "
@@ -466,13 +467,14 @@ JSON_KEYS = ("kernel", "case", "unit", "compiled", "reference", "stock", "x_refe
 
 
 def as_json(rows: list[dict], ceiling: float) -> str:
-    """The run as one JSON object: {"ceiling_gbs": ..., "gemm_ceiling_gflops": ..., "gemm_rates": ...,
-    "expert_ffn_targets": [...], "rows": [{kernel, case, unit, compiled, reference, stock, x_reference, x_stock,
-    of_ceiling, attainable_x_stock}, ...]}: the copy ceiling, the fastest of the expert rows' GEMM ceilings
-    (`gemm_ceiling`) with every GEMM shape's best rate per width, the expert layer's restated targets
-    (`expert_targets`), and each row with its ceiling's fraction and attainable speedup (null where a row has no
-    ceiling)."""
+    """The run as one JSON object: {"ceiling_gbs": ..., "gemm_ceiling_gflops": ..., "foreign_cpu_share": ...,
+    "gemm_rates": ..., "expert_ffn_targets": [...], "rows": [{kernel, case, unit, compiled, reference, stock,
+    x_reference, x_stock, of_ceiling, attainable_x_stock}, ...]}: the copy ceiling, the fastest of the expert rows'
+    GEMM ceilings (`gemm_ceiling`), the share of the machine's CPU time other processes took during the run, every
+    GEMM shape's best rate per width, the expert layer's restated targets (`expert_targets`), and each row with its
+    ceiling's fraction and attainable speedup (null where a row has no ceiling)."""
     return json.dumps({"ceiling_gbs": ceiling, "gemm_ceiling_gflops": gemm_ceiling(rows),
+                       "foreign_cpu_share": rows[0]["foreign_cpu_share"],
                        "gemm_rates": {r["label"]: r["gemm_rates"] for r in rows if "gemm_rates" in r},
                        "expert_ffn_targets": expert_targets(rows),
                        "rows": [{k: r[k] for k in JSON_KEYS} for r in rows]})
