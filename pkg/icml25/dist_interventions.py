@@ -63,14 +63,16 @@ SIGMA_INIT = float(np.exp(LOGVAR_INIT / 2))
 
 # Seeds 0-7 were seen before this design: the training schedule was chosen on 0-3 (the convergence precondition)
 # and the referee's probes of the previous design ran 0-7. The verdict seeds are fresh: 100-123 decided the previous
-# round (all four claims inconclusive on the convergence precondition), 124-147 decide this one.
+# round (all four claims inconclusive on the convergence precondition). 124-147 decided this round's declaration
+# first; a referee then re-decided it on 300-323, where robust and distribution swapped refuted and inconclusive
+# (both estimates lie within one half-width of the 1-point bar), so the verdict rests on 48 seeds, 124-171.
 CALIBRATION_SEEDS = list(range(8))
 
 config = make_config({
     "smoke": {"model": "dist-base", "seeds": [100], "calibration_seeds": CALIBRATION_SEEDS, "n_train": 64,
               "n_test": 200, "rank": 8, "n_edge": 2, "steps": 15, "lr": 3e-2, "max_rounds": 1, "converge_at": 0.98,
               "batch_size": 16, "beta_kl": 0.0, "noise_levels": [0.0, 0.5], "corrupt_rates": [0.1], "layers": [0, 3]},
-    "ci": {"model": "dist-base", "seeds": list(range(124, 148)), "calibration_seeds": CALIBRATION_SEEDS,
+    "ci": {"model": "dist-base", "seeds": list(range(124, 172)), "calibration_seeds": CALIBRATION_SEEDS,
            "n_train": 256, "n_test": 2000, "rank": 8, "n_edge": 2, "steps": 40, "lr": 3e-2, "max_rounds": 6,
            "converge_at": 0.99, "batch_size": 32, "beta_kl": 0.0, "noise_levels": [0.0, 0.5, 1.0],
            "corrupt_rates": [0.1, 0.2], "layers": [0, 3]},
