@@ -47,6 +47,11 @@ def test_the_own_gemm_floor_is_the_nine_gemms_at_their_shapes_rates():
     extra = 8 * 2 * h * m * d * (1 / 1e9 - 1 / 2e9)
     assert bench.own_gemm_seconds(1024, 2, 8, d, h, slow) == pytest.approx(expert_ffn_flops(1024, 2, d, h, d) / 2e9
                                                                            + extra)
+    # at d = 128 an expert's rows m = 256 equal h, so [m, h] x [h, d] and [h, m] x [m, d] are one shape: all four
+    # products of that shape count
+    d, h = 128, 256
+    same = {(m, d, h): 2e9, (m, h, d): 2e9, (d, m, h): 2e9}
+    assert bench.own_gemm_seconds(1024, 2, 8, d, h, same) == pytest.approx(expert_ffn_flops(1024, 2, d, h, d) / 2e9)
 
 def test_a_row_takes_its_ceiling_per_round():
     # the ceiling does the case's work in 1 s: half the compiled kernel's best time, a third of stock's
