@@ -93,7 +93,7 @@ CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_runs"),
 # chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine
 # precondition): the local executor runs them after every other notebook has finished, one at a time, so that no
 # other notebook shares the cores while they time them
-ALONE = ("kernels",)
+ALONE = ("aoe", "kernels")
 FULL_SCALE_SECTION = "_full_scale.md"  # generated per chapter page by `render`, included by its index.md
 GENERATED = ("_results", "_toc.yml", "scorecard.md", "scorecard_effects.png", "[0-9]*.ipynb", "_build",
              FULL_SCALE_SECTION, ledger.PAGE)
