@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from icml25 import kernels
-from icml25.ops import bench
+from icml25.ops import bench, timing
 from icml25.ops.bench import expert_ffn_flops, gemm_shapes, row
 
 
@@ -141,7 +141,7 @@ def test_the_foreign_load_gate_sees_another_process():
     """A busy child process is foreign CPU time: at least half a core over the second it overlaps."""
     child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass"])
     try:
-        with bench.ForeignLoad() as load:
+        with timing.ForeignLoad() as load:
             time.sleep(1.0)
     finally:
         child.wait()
@@ -151,9 +151,9 @@ def test_the_foreign_load_gate_sees_another_process():
 def test_the_foreign_load_is_the_machines_busy_time_less_this_processs(monkeypatch):
     """(busy - own) / (wall x CPUs), exactly: the machine busy 3 CPU-s over 2 s, 1 CPU-s of it this process's."""
     counters = iter([(10.0, 4.0, 100.0), (13.0, 5.0, 102.0)])
-    monkeypatch.setattr(bench.ForeignLoad, "_counters", staticmethod(lambda: next(counters)))
-    monkeypatch.setattr(bench.psutil, "cpu_count", lambda: 2)
-    with bench.ForeignLoad() as load:
+    monkeypatch.setattr(timing.ForeignLoad, "_counters", staticmethod(lambda: next(counters)))
+    monkeypatch.setattr(timing.psutil, "cpu_count", lambda: 2)
+    with timing.ForeignLoad() as load:
         pass
     assert load.share == pytest.approx((3.0 - 1.0) / (2.0 * 2))
 

@@ -50,7 +50,7 @@ import torch
 
 from icml25 import kernels, ops
 from icml25.core import check, plot
-from icml25.ops import bench
+from icml25.ops import bench, timing
 
 plot.use_style()
 cfg = bench.config(scale, repeats=repeats)
@@ -185,7 +185,7 @@ ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8);
 # must exceed one half), and a claim over several cases holds when every case's test does, which is the test of its
 # binding case (the one with the fewest rounds at its bar; it is named below). A machine too noisy to time (the copy
 # ceiling's middle rounds spread too far) makes a verdict inconclusive, and so does a machine that is not the
-# benchmark's alone (other processes took more than a tenth of its CPU time while it ran, `bench.ForeignLoad`: a
+# benchmark's alone (other processes took more than a tenth of its CPU time while it ran, `timing.ForeignLoad`: a
 # niced process beside it slows every contender alike, which the spread of the rounds does not show), and a
 # quantiser tensor that fits in the cache (at `smoke`).
 #
@@ -229,7 +229,7 @@ display(Markdown("\n".join(
 
 measured = kernels.measurements(rows, cfg.repeats)
 print(f"Other processes used {measured['foreign_cpu_share']:.1%} of the machine's CPU time while the benchmark ran "
-      f"(the claims ask for at most {kernels.FOREIGN:.0%}); the copy's rounds spread "
+      f"(the claims ask for at most {timing.FOREIGN_SHARE:.0%}); the copy's rounds spread "
       f"{measured['copy_quartile_spread']:.1%} of their median (at most {kernels.QUIET:.0%}).")
 
 

@@ -35,6 +35,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from . import ops
 from .ops import bench
+from .ops.timing import ALONE_ON_THE_MACHINE, ForeignLoad
 from .core import moe, zoo
 from .core import train as core_train
 from .core.moe import MoEFFN, RoutedLayer, aux_loss, load_balancing_loss, top_k_softmax  # noqa: F401
@@ -151,9 +152,7 @@ THROUGHPUT = Claim(
     preconditions=[at_least("timed_rounds", lambda m: len(m["ratio"]), 8, rule="at least 8 timed rounds"),
                    at_most("quiet_machine", "moe_cv", 0.25,
                            rule="the MoE's time per round varies by at most 25% (sd / mean) across rounds"),
-                   at_most("alone_on_the_machine", "foreign_cpu_share", 0.10,
-                           rule="other processes took at most 10% of the machine's CPU time while the rounds ran "
-                                "(icml25.ops.bench.ForeignLoad)")],
+                   ALONE_ON_THE_MACHINE],
     examples=({"ratio": [0.95, 0.97, 0.93, 0.96, 0.94, 0.95, 0.96, 0.94], "moe_cv": 0.1, "foreign_cpu_share": 0.01},
               {"ratio": [0.6, 0.62, 0.58, 0.61, 0.6, 0.61, 0.59, 0.6], "moe_cv": 0.1, "foreign_cpu_share": 0.01}),
 )
@@ -495,7 +494,7 @@ def throughput(cfg, seed: int) -> tuple[dict[str, list[float]], float]:
     AoE at `bench_shape` = (d, d_ffn, d_low) on `bench_tokens` tokens, timed in `cfg.bench_repeats` interleaved
     rounds (`icml25.ops.bench.interleaved`: rotating order, each unit at least 20 ms) on one thread, so that a
     change in machine load hits both alike: per layer, its tokens/s in each round (rounds pair them); and the share
-    of the machine's CPU time other processes took meanwhile (`icml25.ops.bench.ForeignLoad`)."""
+    of the machine's CPU time other processes took meanwhile (`icml25.ops.timing.ForeignLoad`)."""
     d, d_ffn, d_low = cfg.bench_shape
     layers = {"MoE": MoEFFN(d, cfg.n_experts, cfg.top_k, d_ffn, cfg.alpha, seed),
               f"AoE d_low={d_low}": AoEFFN(d, cfg.n_experts, cfg.top_k, d_ffn, d_low, cfg.alpha, seed)}
@@ -507,7 +506,7 @@ def throughput(cfg, seed: int) -> tuple[dict[str, list[float]], float]:
             layer.zero_grad(set_to_none=True)
         return go
 
-    with one_thread(), bench.ForeignLoad() as load:
+    with one_thread(), ForeignLoad() as load:
         times = bench.interleaved({label: step(layer) for label, layer in layers.items()}, cfg.bench_repeats)
     return {label: [cfg.bench_tokens / t for t in ts] for label, ts in times.items()}, load.share
 

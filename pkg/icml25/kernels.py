@@ -21,16 +21,14 @@ builds) moves no verdict.
 
 import statistics
 
-from .core.claims import Claim, Effect, Precondition, at_least, at_most
+from .core.claims import Claim, Effect, Precondition, at_least
+from .ops.timing import ALONE_ON_THE_MACHINE
 
 #: the declared margin: a kernel counts as faster only if it is at least this much faster than its reference
 MARGIN = 1.10
 #: the timing noise the claims tolerate: the interquartile range of the copy ceiling's rounds over their median, in
 #: one run (each round a unit of calls of at least `icml25.ops.bench.MIN_UNIT_SECONDS`)
 QUIET = 0.25
-#: the CPU time other processes may take while the benchmark runs, as a share of the machine's (`ForeignLoad` of
-#: `icml25.ops.bench`): a niced process beside it slows every contender alike, which the rounds' spread misses
-FOREIGN = 0.10
 #: the issue's targets, declared before any run: fractions of the copy ceiling and speedups over stock PyTorch
 UNSCALED_OF_CEILING, BLOCKED_OF_CEILING = 0.5, 0.4
 BAG_FORWARD_X_STOCK, BAG_STEP_X_BEST_STOCK, MOE_X_LOOP = 1.0, 2.0, 1.5
@@ -98,8 +96,8 @@ def measurements(rows: list[dict], repeats: int) -> dict:
 ROUNDS = at_least("rounds", "rounds", MIN_ROUNDS, f"at least {MIN_ROUNDS} interleaved timing rounds")
 QUIET_MACHINE = Precondition("quiet_machine", f"the copy ceiling's rounds have an interquartile range within "
                              f"{QUIET:.0%} of their median", "copy_quartile_spread", lambda v: v <= QUIET)
-ALONE = at_most("alone_on_the_machine", "foreign_cpu_share", FOREIGN,
-                f"other processes used at most {FOREIGN:.0%} of the machine's CPU time while the benchmark ran")
+#: a niced process beside the benchmark slows every contender alike, which the rounds' spread misses
+ALONE = ALONE_ON_THE_MACHINE
 
 
 def sign_test(name: str) -> Effect:

@@ -22,7 +22,6 @@ import math
 import time
 from pathlib import Path
 
-import psutil
 import torch
 import torch.nn.functional as F
 
@@ -32,6 +31,7 @@ from .build import backend
 from .embedding_bag import embedding_bag, embedding_bag_reference
 from .expert_ffn import Experts, Routing, expert_ffn, expert_ffn_reference
 from .fp_quant import FPFormat, fp_quantize, fp_quantize_reference
+from .timing import ForeignLoad
 
 #: assumed when the operating system does not report the last-level cache
 DEFAULT_LLC_BYTES = 32 * 2**20
@@ -366,32 +366,6 @@ def gemm_ceiling(rows: list[dict]) -> float | None:
     """The machine's GEMM ceiling in this run: the fastest FLOP rate of the expert rows' torch.mm shapes
     (GFLOP/s), or None without expert rows."""
     return max((r["gemm_ceiling_gflops"] for r in rows if "gemm_ceiling_gflops" in r), default=None)
-
-
-#: the machine's CPU-time counters that are not work: idle, waiting on I/O, and the guest time that Linux counts
-#: inside user and nice already
-NOT_BUSY = ("idle", "iowait", "guest", "guest_nice")
-
-
-class ForeignLoad:
-    """While the block runs, the share of the machine's CPU time that other processes used:
-    (busy CPU time of the whole machine - this process's, all its threads) / (wall time x logical CPUs), from the
-    operating system's counters (psutil). A niced process beside the benchmark slows every contender about alike,
-    so the spread of the timing rounds does not show it; the CPU time it takes does."""
-
-    def __enter__(self) -> ForeignLoad:
-        self._start = self._counters()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        (busy0, own0, wall0), (busy1, own1, wall1) = self._start, self._counters()
-        self.share = max(0.0, (busy1 - busy0) - (own1 - own0)) / ((wall1 - wall0) * psutil.cpu_count())
-
-    @staticmethod
-    def _counters() -> tuple[float, float, float]:
-        machine, own = psutil.cpu_times()._asdict(), psutil.Process().cpu_times()
-        busy = sum(v for k, v in machine.items() if k not in NOT_BUSY)
-        return busy, own.user + own.system, time.perf_counter()
 
 
 def run(cfg, seed: int = 0) -> tuple[list[dict], float]:
