@@ -108,9 +108,10 @@ TARGETING = Claim(
               "number an earlier power line asked for); refuted if the interval lies wholly below +1 point",
     effects=[Effect("rlthf_minus_random_queries", "rlthf_minus_random_queries", min_effect=1.0)],
     preconditions=[share_at_least("headroom", "targeting_headroom", 5.0, SEED_SHARE,
-                                  HEADROOM.rule.replace("on every seed", "on >= 90% of seeds")),
+                                  "the full-human RM beats the AI-only RM by >= 5 points on >= 90% of seeds (there "
+                                  "is something for human labels to fix)"),
                    share_at_least("full_human_learns", "targeting_full_human_accuracy", 85.0, SEED_SHARE,
-                                  HUMANS_LEARN.rule.replace("on every seed", "on >= 90% of seeds")),
+                                  "the full-human RM is right on >= 85% of clean test labels on >= 90% of seeds"),
                    BAND_ENRICHED],
     examples=({"rlthf_minus_random_queries": [4.0, 5.0, 3.5], "targeting_headroom": [12, 13, 11],
                "targeting_full_human_accuracy": [92, 93, 91], "band_enrichment": [20, 30, 25]},
