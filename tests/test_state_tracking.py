@@ -321,6 +321,8 @@ def test_summarise_and_maps_use_only_the_runs_that_learned():
     assert math.isnan(m["steer_patching_diff"][0])
     assert m["n_mixed_seeds"] == 1 and m["aa_minus_paa_long_accuracy"] == [pytest.approx(0.2 - 0.8)]
     assert m["is_aa"] == [1.0, 0.0, 0.0] and m["is_paa"] == [0.0, 1.0, 0.0]
+    # the positive control reads the learned parity_aux runs only: one PAA-like, one mixed
+    assert m["forced_is_paa"] == [1.0, 0.0] and m["null"]["forced_is_paa"] == [1.0, 0.0]
     # the null control reads the same learned runs
     assert m["null"]["is_aa"] == [1.0, 1.0, 1.0] and m["null"]["is_paa"] == [0.0, 0.0, 0.0]
     # only the voting signatures (errors, probes) count as read; the patching one is shown, not voted
@@ -354,6 +356,19 @@ def test_two_mechanisms_is_checked_beside_its_null_and_a_null_with_paa_runs_make
     unlabelled = dict(good, is_aa=[0.0] * 8, is_paa=[0.0] * 8)
     assert st.TWO_MECHANISMS.decide(good, null=unlabelled)["verdict"] == "reproduced"
     assert st.TWO_MECHANISMS.decide(good, null=good)["verdict"] == "inconclusive"
+
+
+def test_a_rule_that_labels_no_forced_parity_run_paa_leaves_the_label_claims_inconclusive():
+    for claim in (st.TWO_MECHANISMS, st.AA_GENERALISES):
+        good = claim.examples[0]
+        null = dict(good, is_aa=[0.0] * len(good.get("is_aa", [])), is_paa=[0.0] * len(good.get("is_aa", [])))
+        kw = {"null": null, "unit_floor": False} if claim.needs_null else {"unit_floor": False}
+        assert claim.decide(good, **kw)["verdict"] == "reproduced"
+        half = dict(good, forced_is_paa=[1.0, 0.0])  # exactly the declared share
+        assert claim.decide(half, **kw)["verdict"] == "reproduced"
+        blind = dict(good, forced_is_paa=[0.0, 0.0, 1.0])  # the rule sees one planted parity-first run of three
+        got = claim.decide(blind, **kw)
+        assert got["verdict"] == "inconclusive" and "rule_sees_forced_parity" in got["reason"]
 
 
 def _family_trackers(family_checkpoints):

@@ -241,6 +241,11 @@ for r in reports:
 # same/other-class swaps of the patching maps all refer to that split. No algorithm for the word problem computes
 # it first, so the rule should find no PAA-like run there; if the claim's criterion also passes on this null, the
 # verdict is inconclusive.
+#
+# **A positive control for the rule.** The `parity_aux` runs are supervised to compute the parity after block 1:
+# they are planted parity-first runs. `two_mechanisms` and `aa_generalises` count labels, so both declare that the
+# rule labels at least half of those runs PAA-like (`st.POSITIVE_CONTROL_SHARE`); a rule that cannot see a planted
+# parity-first run cannot count PAA-like runs, and the claims are then inconclusive for that reason.
 
 # %%
 m = st.summarise(reports)
@@ -256,7 +261,7 @@ plot.show_verdicts(steerable)
 # %%
 if m["is_aa"]:  # the null comparison needs learned runs to compare
     two = check(st.TWO_MECHANISMS, measured={k: m[k] for k in (
-        "is_aa", "is_paa", "n_not_learned", "n_signatures_read", "labels")}, seeds=cfg.seeds,
+        "is_aa", "is_paa", "n_not_learned", "n_signatures_read", "forced_is_paa", "labels")}, seeds=cfg.seeds,
         calibration_seeds=cfg.calibration_seeds, scale=scale,
         our_value=f"{m['n_aa']} AA-like, {m['n_paa']} PAA-like, {m['n_mixed_label']} mixed, "
                   f"{m['n_not_learned']} not learned, of {len(reports)} runs; against the shuffled parity "
@@ -269,7 +274,7 @@ else:
 
 # %%
 gen = check(st.AA_GENERALISES, measured={k: m[k] for k in (
-    "aa_minus_paa_long_accuracy", "n_mixed_seeds", "n_not_learned", "n_signatures_read")},
+    "aa_minus_paa_long_accuracy", "n_mixed_seeds", "n_not_learned", "n_signatures_read", "forced_is_paa")},
     seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
     our_value=f"{m['n_mixed_seeds']} seeds with one AA-like and one PAA-like run; beyond-T accuracy AA-like "
               f"{ms(m['long_accuracy_aa'])} vs PAA-like {ms(m['long_accuracy_paa'])}")

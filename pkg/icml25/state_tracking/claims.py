@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..core.claims import Claim, Effect, at_least, at_most
+from ..core.claims import Claim, Effect, at_least, at_most, share_at_least
 from .signatures import LEARNED_ACCURACY
 
 _ALL_LEARNED = at_most("all_learned", "n_not_learned", 0,
@@ -17,6 +17,16 @@ _ALL_LEARNED = at_most("all_learned", "n_not_learned", 0,
 _READABLE = at_least("signatures_read", "n_signatures_read", 2,
                      "every learned run has both voting signatures readable (errors: enough errors where the model "
                      "tracks; probes: a layer that has not resolved the state), so the rule can label it")
+
+
+POSITIVE_CONTROL_SHARE = 0.5
+"""The declared positive control of the labelling rule: at least this share of the learned runs forced to compute
+the parity after block 1 (the `parity_aux` runs, whose parity is supervised there) are labelled PAA-like."""
+_POSITIVE_CONTROL = share_at_least(
+    "rule_sees_forced_parity", "forced_is_paa", 1, POSITIVE_CONTROL_SHARE,
+    f"positive control: the rule labels at least {POSITIVE_CONTROL_SHARE:.0%} of the learned runs forced to compute "
+    "the parity after block 1 (parity_aux) PAA-like; a rule that cannot label a planted parity-first run PAA-like "
+    "cannot count PAA-like runs")
 
 
 def _finite(xs) -> list[float]:
@@ -51,14 +61,15 @@ TWO_MECHANISMS = Claim(
               "binomial interval over runs; refuted when either lies wholly below 0.10)",
     effects=[Effect("aa_share", "is_aa", min_effect=0.10, method="binomial"),
              Effect("paa_share", "is_paa", min_effect=0.10, method="binomial")],
-    preconditions=[_ALL_LEARNED, _READABLE],
+    preconditions=[_ALL_LEARNED, _READABLE, _POSITIVE_CONTROL],
     needs_null=True,
     null_description="the same pipeline on the same learned runs with the parity replaced by a fixed random "
                      "balanced 2-colouring of the states that is not a homomorphism (shuffled parity labels): "
                      "no run can be parity-first there, so a PAA-like share found there is the rule labelling noise",
     examples=({"is_aa": [1, 0, 1, 0, 1, 0, 1, 0], "is_paa": [0, 1, 0, 1, 0, 1, 0, 1], "n_not_learned": 0,
-               "n_signatures_read": [2] * 8},
-              {"is_aa": [1] * 8, "is_paa": [0] * 8, "n_not_learned": 0, "n_signatures_read": [2] * 8}),
+               "n_signatures_read": [2] * 8, "forced_is_paa": [1, 1, 1, 0]},
+              {"is_aa": [1] * 8, "is_paa": [0] * 8, "n_not_learned": 0, "n_signatures_read": [2] * 8,
+               "forced_is_paa": [1, 1, 0, 1]}),
 )
 
 AA_GENERALISES = Claim(
@@ -69,12 +80,12 @@ AA_GENERALISES = Claim(
               "the training length (T < t <= 2T) minus the PAA-like run's is above 0 (95% t interval; refuted "
               "below +0.05)",
     effects=[Effect("aa_minus_paa_long_accuracy", "aa_minus_paa_long_accuracy", min_effect=0.05)],
-    preconditions=[_ALL_LEARNED, _READABLE, at_least("mixed_seeds", "n_mixed_seeds", 3,
+    preconditions=[_ALL_LEARNED, _READABLE, _POSITIVE_CONTROL, at_least("mixed_seeds", "n_mixed_seeds", 3,
                                                      "at least 3 seeds with one AA-like and one PAA-like run")],
     examples=({"aa_minus_paa_long_accuracy": [0.2, 0.15, 0.25], "n_not_learned": 0, "n_mixed_seeds": 3,
-               "n_signatures_read": [2] * 6},
+               "n_signatures_read": [2] * 6, "forced_is_paa": [1, 1, 1]},
               {"aa_minus_paa_long_accuracy": [-0.01, 0.0, 0.01], "n_not_learned": 0, "n_mixed_seeds": 3,
-               "n_signatures_read": [2] * 6}),
+               "n_signatures_read": [2] * 6, "forced_is_paa": [1, 1, 1]}),
 )
 
 CLAIMS = (STEERABLE, TWO_MECHANISMS, AA_GENERALISES)

@@ -129,6 +129,8 @@ def summarise(reports: Sequence[RunReport]) -> dict:
         "aa_minus_paa_long_accuracy": [a.long_accuracy - b.long_accuracy for a, b in mixed],
         "n_mixed_seeds": len(mixed),
         "n_signatures_read": [sum(not math.isnan(r.signatures[k]) for k in VOTING) for r in learned],
+        # the positive control: the rule's label of each learned run forced to compute the parity after block 1
+        "forced_is_paa": [float(r.label == "PAA-like") for r in learned if r.condition == "parity_aux"],
     }
     # the null control: the same rule on the same learned runs, with ε replaced by shuffled_parity
     out["null"] = {"is_aa": [float(r.null_label == "AA-like") for r in learned],
@@ -136,7 +138,8 @@ def summarise(reports: Sequence[RunReport]) -> dict:
                    "labels": [f"{r.condition}/s{r.seed}:{r.null_label}" for r in learned],
                    "n_not_learned": out["n_not_learned"],
                    "n_signatures_read": [sum(not math.isnan(r.null_signatures[k]) for k in VOTING)
-                                         for r in learned]}
+                                         for r in learned],
+                   "forced_is_paa": out["forced_is_paa"]}
     for name in SIGNATURES:
         out[f"steer_{name}_diff"] = [aux.signatures[name] - pl.signatures[name] for pl, aux in pairs]
     return out
