@@ -212,7 +212,24 @@ def test_the_bench_json_has_the_gemm_ceiling_and_the_restated_target(smoke_bench
     for r in (r for r in rows if "floor_x_best_stock" in r):
         assert r["floor_x_best_stock"] == pytest.approx(r["stock_ms"] / r["floor_ms"])
         assert r["x_best_stock"] == pytest.approx(r["stock_ms"] / r["compiled_ms"])
+        kernel_ms = r["kernel_forward_ms"] + r["kernel_backward_ms"]
+        assert r["kernel_x_best_stock"] == pytest.approx(r["stock_ms"] / kernel_ms)
+        assert kernel_ms + r["around_kernel_ms"] == pytest.approx(r["compiled_ms"])
     bench.main("smoke")
     printed = capsys.readouterr().out
     assert "GEMM ceiling for expert_ffn" in printed and "expert_ffn d=32 target" in printed
-    assert "autograd's floor" in printed
+    assert "autograd's floor" in printed and "the kernel's own two calls cap it at" in printed
+
+
+def test_phases_split_the_faster_compiled_layout_into_the_kernels_calls_and_the_rest():
+    """Exact case: the sparse layout is the faster (best rounds 1.0 ms against 2.5 ms), its forward's best round
+    0.1 ms and its sparse backward's 0.5 ms, so 0.4 ms are spent around the two calls, and a stock step of 1.6 ms
+    is 1.6 / 0.6 of the kernel's own time."""
+    times = {"compiled dense": [3e-3, 2.5e-3], "compiled sparse": [1e-3, 1.2e-3], "kernel forward": [2e-4, 1e-4],
+             "kernel backward dense": [9e-4, 8e-4], "kernel backward sparse": [5e-4, 6e-4]}
+    got = bench.phases_ms(times, 1.6e-3)
+    assert got["phases_layout"] == "sparse"
+    assert got["kernel_forward_ms"] == pytest.approx(0.1) and got["kernel_backward_ms"] == pytest.approx(0.5)
+    assert got["around_kernel_ms"] == pytest.approx(0.4)
+    assert got["kernel_x_best_stock"] == pytest.approx(1.6 / 0.6)
+    assert bench.phases_ms({k: v for k, v in times.items() if not k.startswith("kernel")}, 1.6e-3) == {}

@@ -216,7 +216,15 @@ display(Markdown("\n".join(
     + [f"- embedding_bag fwd+bwd, {r['label'].split(', ')[-1]}: {r['x_best_stock']:.2f}x the faster stock gradient "
        f"layout ({r['compiled_ms']:.3f} ms against {r['stock_ms']:.3f} ms); autograd's floor, the same outputs and "
        f"gradients allocated with nothing computed, takes {r['floor_ms']:.3f} ms, so no kernel called this way can "
-       f"beat stock by more than {r['floor_x_best_stock']:.2f}x here" for r in rows if "floor_x_best_stock" in r]
+       f"beat stock by more than {r['floor_x_best_stock']:.2f}x here"
+       + (f". Of the compiled {r['phases_layout']} layout's time, the kernel's forward call takes "
+          f"{r['kernel_forward_ms']:.3f} ms and its backward call (the sort by row and the sums) "
+          f"{r['kernel_backward_ms']:.3f} ms; the rest, {r['around_kernel_ms']:.3f} ms, is autograd and the tensors "
+          f"around them. The two calls alone cap the kernel at {r['kernel_x_best_stock']:.2f}x stock, so "
+          + ("the target needs a faster kernel, not less overhead" if r["kernel_x_best_stock"] < kernels.BAG_STEP_X_BEST_STOCK
+             else "the overhead around the calls is what stands between the kernel and the target")
+          if "kernel_x_best_stock" in r else "")
+       for r in rows if "floor_x_best_stock" in r]
     + [f"- expert_ffn {r['label']}: {r['x_stock']:.2f}x the per-expert loop; {r['compiled_gflops']:.0f} GFLOP/s, "
        f"{r['of_ceiling']:.0%} of the GEMM ceiling ({r['gemm_ceiling_gflops']:.0f} GFLOP/s, torch.mm at "
        f"{r['gemm_shape']}); the ceiling is {t['attainable_x_loop']:.2f}x the loop's {r['stock_gflops']:.0f} "
