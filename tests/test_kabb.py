@@ -1,5 +1,5 @@
 """KABB: distance, posterior updates and decay, top-k, a stationary bandit, bad input, the semantic overlap, the
-drift-free null world, the knowledge-only control and the decay calibration (cached == direct)."""
+drift-free null world, the knowledge-only control, the decay calibration and the claims' runs (cached == direct)."""
 
 import dataclasses
 import os
@@ -234,18 +234,45 @@ def test_a_world_without_drift_is_the_same_world_unchanged():
     np.testing.assert_allclose(kabb.drift_null(cfg)["adaptation_gain"], kabb.adaptation_gain(runs, 5))
 
 
-def test_decay_calibration_cached_equals_direct_and_picks_the_best_gamma_below_one():
+def test_decay_calibration_cached_equals_direct_and_picks_the_best_window_reward():
     cfg = kabb.config("smoke", n_rounds=80, recovery_window=10)
     cached = kabb.calibrate_decay(cfg)
     calib = kabb.config_like(cfg, seeds=cfg.calibration_seeds)
     env = kabb.make_environment(calib.seeds, calib.n_rounds, calib.n_experts, calib.drift_pairs)
-    direct = [float(r["expected"].mean()) for r in kabb.gamma_sweep(env, calib, cached["gammas"]).values()]
-    np.testing.assert_allclose(cached["reward"], direct)
-    assert cached["gammas"] == [g for g in cfg.gammas if g < 1]
-    assert cached["gamma"] == cached["gammas"][int(np.argmax(direct))]
+    runs = list(kabb.gamma_sweep(env, calib, cached["gammas"]).values())
+    window = [float(r["expected"][:, 40:50].mean()) for r in runs]  # the 10 rounds after the drift at T/2 = 40
+    np.testing.assert_allclose(cached["window_reward"], window)
+    np.testing.assert_allclose(cached["reward"], [float(r["expected"].mean()) for r in runs])
+    assert cached["gammas"] == sorted(cfg.gammas) and cached["gammas"][-1] == 1.0
+    best = int(np.argmax(window))
+    assert cached["gamma"] == cached["gammas"][best]
+    if 0 < best < len(window) - 1:
+        assert cached["bracket_margin"] == pytest.approx(window[best] - max(window[best - 1], window[best + 1]))
+        assert cached["bracket_margin"] >= 0
+    else:
+        assert cached["bracket_margin"] == -1.0
     assert kabb.decay_gamma(cfg) == cached["gamma"] and kabb.decay_gamma(kabb.config_like(cfg, gamma=0.9)) == 0.9
     with pytest.raises(ValueError, match="gamma"):
         kabb.decay_gamma(kabb.config_like(cfg, gamma=1.5))
+
+
+def test_decay_calibration_at_the_sweeps_edge_fails_its_bracket():
+    cfg = kabb.config("smoke", n_rounds=80, recovery_window=10, gammas=[0.5, 0.6])  # whichever wins is an edge
+    cached = kabb.calibrate_decay(cfg)
+    assert cached["gamma"] in (0.5, 0.6) and cached["bracket_margin"] == -1.0
+    assert not kabb.DRIFT.decide({**kabb.DRIFT.examples[0], "bracket_margin": -1.0})["preconditions"][-1]["holds"]
+
+
+def test_claim_runs_cached_equal_the_direct_runs():
+    cfg = kabb.config("smoke", seeds=[7, 8, 9], n_rounds=60, recovery_window=8, gamma=0.97)
+    measured, null = kabb.claim_runs(cfg)
+    env, runs = kabb.run_all(cfg, kabb.CLAIM_POLICIES)
+    direct = kabb.claim_measurements(runs, cfg)
+    assert set(measured) == set(direct) | {"bracket_margin"}
+    for key, value in direct.items():
+        np.testing.assert_allclose(measured[key], value)
+    assert measured["bracket_margin"] == kabb.calibrate_decay(cfg)["bracket_margin"]
+    np.testing.assert_allclose(null["adaptation_gain"], kabb.drift_null(cfg)["adaptation_gain"])
 
 
 def test_embeddings_identical_texts_and_related_texts():

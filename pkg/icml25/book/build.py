@@ -89,7 +89,7 @@ CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_runs"),
                    "ibcircuit": ("ib-masks", "warm_up_circuits"),
                    "state_tracking": ("st-trackers", "train_design"),
                    "knowledge_editing": ("ke-lifelong", "warm_up_lifelong"),
-                   "kabb": ("kabb-decay-calibration", "warm_up")}
+                   "kabb": ("kabb-runs", "warm_up")}
 # chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine
 # precondition): the local executor runs them after every other notebook has finished, one at a time, so that no
 # other notebook shares the cores while they time them

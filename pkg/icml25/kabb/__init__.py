@@ -44,7 +44,7 @@ from .environment import (
     team_table, oracle_table)
 from .experiment import (
     POLICIES, GAMMAS, CALIBRATION_SEEDS, VERDICT_SEEDS, config, simulate, run_all, gamma_sweep,
-    calibrate_decay, decay_gamma, warm_up, config_like, mean_ci, cumulative_regret, rolling, recovery_reward,
+    calibrate_decay, decay_gamma, CLAIM_POLICIES, claim_runs, warm_up, config_like, mean_ci, cumulative_regret, rolling, recovery_reward,
     phase_reward, drop_at_drift, adaptation_gain, drift_null, WORLD_POLICIES, world_preconditions,
     calibrate_world)
 from .claims import (

@@ -18,28 +18,33 @@ from .method import concept_overlap, decay, kabb_select, knowledge_distance, sem
 POLICIES = ("kabb", "kabb (misleading graph)", "kabb (no decay)", "kabb (no distance)", "kabb (semantic distance)",
             "kabb (team synergy)", "contextual thompson", "knowledge only", "thompson", "ucb1", "epsilon-greedy", "random",
             "best fixed team", "call-all", "oracle")
-GAMMAS = (0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.0)  # the decay sweep; γ = 1 is no decay
+# the decay sweep; γ = 1 is no decay. Fine near 1, where the reward after the drift peaks, so that the sweep brackets
+# the γ `calibrate_decay` chooses
+GAMMAS = (0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999, 0.9995, 0.9998, 0.9999, 1.0)
 
 # Verdict seeds are fresh for this round: 0-49 are the calibration seeds (they chose `dilution`, `drift_pairs` and
-# the decay γ), 100-149 decided the previous round, the referees ran 50-99 and 300-349.
+# the decay γ), 100-149 and 500-599 decided earlier rounds, the referees ran 50-99, 300-349 and 600-799. 400 seeds:
+# the drift claim's power line (80% power to tell its smallest effect, 0.01, from none at the calibration seeds'
+# spread 0.063 and the seen verdict seeds' 0.067) asks for about 315-341.
 CALIBRATION_SEEDS = {"smoke": list(range(6)), "ci": list(range(50)), "full": list(range(50))}
-VERDICT_SEEDS = {"smoke": list(range(500, 506)), "ci": list(range(500, 600)), "full": list(range(500, 700))}
+VERDICT_SEEDS = {"smoke": list(range(1000, 1006)), "ci": list(range(1000, 1400)), "full": list(range(1000, 1400))}
+FIGURE_SEEDS = 100  # the figures run every selector on the first this many verdict seeds
 
 config = make_config({
     "smoke": {"seeds": VERDICT_SEEDS["smoke"], "calibration_seeds": CALIBRATION_SEEDS["smoke"], "n_rounds": 300, "n_experts": 10, "k": 2, "gamma": None, "floor": 0.05,
               "prior_alpha": 3.0, "prior_beta": 2.0, "recovery_window": 50, "epsilon": 0.1, "drift_pairs": DRIFT_PAIRS,
               "synergy_eta": 1.0, "gammas": list(GAMMAS), "dilution": DILUTION,
-           "graph_at_drift": "updated"},
+           "graph_at_drift": "updated", "figure_seeds": FIGURE_SEEDS},
     "ci": {"seeds": VERDICT_SEEDS["ci"], "calibration_seeds": CALIBRATION_SEEDS["ci"], "n_rounds": 1500, "n_experts": 10, "k": 2, "gamma": None, "floor": 0.05,
            "prior_alpha": 3.0, "prior_beta": 2.0, "recovery_window": 150, "epsilon": 0.1, "drift_pairs": DRIFT_PAIRS,
            "synergy_eta": 1.0, "gammas": list(GAMMAS), "dilution": DILUTION,
-           "graph_at_drift": "updated"},
+           "graph_at_drift": "updated", "figure_seeds": FIGURE_SEEDS},
     "full": {"seeds": VERDICT_SEEDS["full"], "calibration_seeds": CALIBRATION_SEEDS["full"], "n_rounds": 5000, "n_experts": 10, "k": 2, "gamma": None, "floor": 0.05,
              "prior_alpha": 3.0, "prior_beta": 2.0, "recovery_window": 300, "epsilon": 0.1, "drift_pairs": DRIFT_PAIRS,
              "synergy_eta": 1.0, "gammas": list(GAMMAS), "dilution": DILUTION,
-           "graph_at_drift": "updated"},
+           "graph_at_drift": "updated", "figure_seeds": FIGURE_SEEDS},
 },
-    seeds=SEED, calibration_seeds=SEED, dilution=NONNEGATIVE, graph_at_drift=one_of("updated", "stale"),
+    seeds=SEED, calibration_seeds=SEED, figure_seeds=COUNT, dilution=NONNEGATIVE, graph_at_drift=one_of("updated", "stale"),
     n_rounds=COUNT, n_experts=COUNT, k=COUNT, floor=POSITIVE,
     prior_alpha=POSITIVE, prior_beta=POSITIVE, recovery_window=COUNT, epsilon=FRACTION, drift_pairs=NONNEGATIVE,
     synergy_eta=NONNEGATIVE, gammas=Range(gt=0, le=1), gamma=Range(gt=0, le=1))
@@ -151,18 +156,27 @@ def gamma_sweep(env: Environment, cfg, gammas=None) -> dict[float, dict[str, np.
 
 
 def calibrate_decay(cfg) -> dict:
-    """The decay γ per round that KABB runs with, chosen on `cfg.calibration_seeds`: KABB (correct graph) at every
-    γ < 1 of the sweep in the drifting world, and the γ with the highest mean reward over the whole stream (decay is
-    part of the method, so γ = 1 is no candidate). No claim statistic is read. Cached (`zoo.results`); the book's
-    builder computes it in its warm-up. Returns {"gammas", "reward" (per γ), "gamma"}."""
-    settings = {key: cfg[key] for key in cfg if key not in ("seeds", "gamma")}
+    """The decay γ per round that KABB runs with, chosen on `cfg.calibration_seeds`: KABB (correct graph) at every γ
+    of the sweep (γ = 1, no decay, included) in the drifting world, and the γ with the highest mean reward in the
+    `recovery_window` rounds right after the drift, what decay is for. (Over the whole stream reward only grows
+    with γ up to no decay: forgetting costs more before the drift than it gains after it, so that objective has no
+    optimum below 1.) `bracket_margin` is the chosen γ's window reward minus the larger of its two neighbours' in
+    the sweep, −1 when it lies at the sweep's edge (the sweep does not bracket it, or no decay wins). No claim
+    statistic is read. Cached (`zoo.results`); the book's builder computes it in its warm-up. Returns {"gammas",
+    "window_reward", "reward" (whole stream), "gamma", "bracket_margin"}."""
+    settings = {key: cfg[key] for key in cfg if key not in ("seeds", "gamma", "figure_seeds")}
 
     def compute():
         calib = config_like(cfg, seeds=cfg.calibration_seeds)
         env = make_environment(calib.seeds, calib.n_rounds, calib.n_experts, calib.drift_pairs)
-        gammas = [g for g in cfg.gammas if g < 1]
-        reward = [float(r["expected"].mean()) for r in gamma_sweep(env, calib, gammas).values()]
-        return {"gammas": gammas, "reward": reward, "gamma": gammas[int(np.argmax(reward))]}
+        gammas = sorted(cfg.gammas)
+        runs = gamma_sweep(env, calib, gammas).values()
+        window = [float(recovery_reward(r, cfg.recovery_window).mean()) for r in runs]
+        best = int(np.argmax(window))
+        interior = 0 < best < len(gammas) - 1
+        margin = window[best] - max(window[best - 1], window[best + 1]) if interior else -1.0
+        return {"gammas": gammas, "window_reward": window, "reward": [float(r["expected"].mean()) for r in runs],
+                "gamma": gammas[best], "bracket_margin": margin}
 
     return zoo.results("kabb-decay-calibration", settings, compute, sources=zoo.chapter_modules(sys.modules[__name__]))[0]
 
@@ -175,9 +189,32 @@ def decay_gamma(cfg) -> float:
     return gamma
 
 
+CLAIM_POLICIES = ("kabb", "kabb (misleading graph)", "kabb (no decay)", "knowledge only", "thompson", "random",
+                  "call-all", "oracle")
+
+
+def claim_runs(cfg) -> tuple[dict, dict]:
+    """What the claims read on `cfg.seeds`: `claims.claim_measurements` of the selectors they compare
+    (`CLAIM_POLICIES`, common random numbers), with the decay calibration's `bracket_margin`, and the drift claim's
+    null (`drift_null`). Cached (`zoo.results`, values as lists); the book's builder computes it in its warm-up.
+    Returns (measured, null)."""
+    from .claims import claim_measurements
+
+    settings = {key: cfg[key] for key in cfg if key != "figure_seeds"} | {"gamma": decay_gamma(cfg)}
+
+    def compute():
+        env, runs = run_all(cfg, CLAIM_POLICIES)
+        measured = claim_measurements(runs, cfg) | {"bracket_margin": calibrate_decay(cfg)["bracket_margin"]}
+        return {"measured": measured, "null": drift_null(cfg)}
+
+    value = zoo.results("kabb-claim-runs", settings, compute, sources=zoo.chapter_modules(sys.modules[__name__]))[0]
+    return value["measured"], value["null"]
+
+
 def warm_up(cfg) -> None:
-    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): `calibrate_decay`."""
-    calibrate_decay(cfg)
+    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): `calibrate_decay` and
+    `claim_runs`."""
+    claim_runs(cfg)
 
 
 def config_like(cfg, **overrides):
