@@ -338,3 +338,9 @@ def test_rsd_s_learned_prms_are_trained_in_the_warm_up():
     assert build.shared_models(build.discover(["rsd"]), "ci") == (
         [(n, s) for s in seeds for n in build.SHARED_ZOO] + [("rsd-runs", None)])
     assert build.CHAPTER_RESULTS["rsd"] == ("rsd-runs", "warm_up_runs")
+
+
+def test_efficient_code_s_pipeline_runs_in_the_warm_up():
+    """efficient_code's whole pipeline (sandbox runs, fine-tuning, evaluation) is computed before the notebooks."""
+    assert build.shared_models(build.discover(["efficient_code"]), "ci") == [("ec-runs", None)]
+    assert build.CHAPTER_RESULTS["efficient_code"] == ("ec-runs", "warm_up")

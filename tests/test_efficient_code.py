@@ -428,3 +428,25 @@ def test_finetuning_and_generation_take_any_causal_lm(family_checkpoints):
         assert untrained != [data[0][1]]
         assert P.sample_programs(model, tok, [data[0][0]], cfg.max_tokens) == [data[0][1]], family
         assert losses[-1] < 0.1 * losses[0], family
+
+
+def test_the_warm_up_computes_the_experiment_once_and_the_notebook_reads_back_the_same_arms(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
+    nan = float("nan")
+    evaluation = P.Evaluation(0.5, 2.0, 1.0, 3.0, ["def f ( n ) :"], [0.0, nan])
+    calls = []
+
+    def fake_seed(cfg, seed, measure):
+        calls.append(seed)
+        return {"random_correct": P.Arm("random_correct", 1.5, [0.3, 0.1], evaluation)}
+
+    monkeypatch.setattr(P, "run_seed", fake_seed)
+    monkeypatch.setattr(P, "et_noise", lambda tasks, measure: 0.02)
+    cfg = E.config("smoke", seeds=[5, 6])
+    E.warm_up(cfg)
+    runs, noise, statuses = E.experiment(cfg)
+    assert calls == [5, 6] and noise == 0.02 and statuses == {}
+    arm = runs[6]["random_correct"]
+    assert arm.train_net == 1.5 and arm.losses == [0.3, 0.1]
+    assert arm.evaluation.pass_at_1 == 0.5 and arm.evaluation.log_et[0] == 0.0 and np.isnan(arm.evaluation.log_et[1])
+    assert calls == [5, 6]  # read back, not recomputed

@@ -88,6 +88,7 @@ CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_runs"),
                    "dist_interventions": ("dist-runs", "warm_up_runs"),
                    "ibcircuit": ("ib-masks", "warm_up_circuits"),
                    "state_tracking": ("st-trackers", "train_design"),
+                   "efficient_code": ("ec-runs", "warm_up"),
                    "knowledge_editing": ("ke-lifelong", "warm_up_lifelong"),
                    "kabb": ("kabb-runs", "warm_up")}
 # chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine

@@ -16,10 +16,12 @@ import numpy as np
 from ..core.claims import Claim, Effect, at_least, at_most
 from ..core.config import COUNT, FRACTION, POSITIVE, SEED, make_config, one_of
 from . import pipeline, sandbox, tasks
-from .pipeline import Measurer, build_datasets, candidate_pool, evaluate, finetune, run_seed, select_fastest
+from .pipeline import (Measurer, build_datasets, candidate_pool, evaluate, experiment, finetune, run_seed,
+                       select_fastest)
 from .sandbox import Execution, Limits, run_candidate
 
-__all__ = ["pipeline", "sandbox", "tasks", "Measurer", "build_datasets", "candidate_pool", "evaluate", "finetune", "run_seed",
+__all__ = ["pipeline", "sandbox", "tasks", "Measurer", "build_datasets", "candidate_pool", "evaluate", "experiment",
+           "finetune", "run_seed", "warm_up",
            "select_fastest", "Execution", "Limits", "run_candidate", "config", "FASTER", "CORRELATION",
            "paired_log_et_ratios", "spearman_per_seed"]
 
@@ -27,13 +29,19 @@ CALIBRATION_SEEDS = [0, 1, 2]
 """The seeds the chapter's regime (training length, shares, limits) was developed and first decided on; contract v2
 decides on fresh seeds from 100."""
 
+# The `ci` regime (issue 54): 600 fine-tuning steps instead of 150, since with 150 one initialisation in eight of the
+# same training set learned nothing (pass@1 0.06-0.69 over eight; at 600 steps every one >= 0.50, referee audit),
+# and five fastest-correct shares instead of three, so a seed's Spearman ρ is not confined to ±0.5 and ±1. On the
+# calibration seeds 0-2 every one of the 24 models reached pass@1 >= 0.31 (judged by the `models_learn`
+# precondition alone, before any verdict of this regime). The whole pipeline runs in the book builder's warm-up
+# (`warm_up`); five seeds took about 250 s of CPU (fine-tuning and sandboxes together).
 config = make_config({
     "smoke": {"seeds": [100], "calibration_seeds": CALIBRATION_SEEDS, "families": ["sum_mult", "member", "gen_sum"], "constants": [3, 4, 5, 6],
               "n_test": 4, "perf_size": 1, "noise_runs": 3, "model": "nano", "steps": 40, "generator_steps": 10,
               "batch_size": 16, "lr": 1e-2, "max_tokens": 16, "mix_shares": [0.0, 0.5, 1.0], "workers": 2},
-    "ci": {"seeds": [100, 101, 102], "calibration_seeds": CALIBRATION_SEEDS, "families": list(tasks.FAMILIES), "constants": [3, 4, 5, 6, 7, 8, 9, 10],
-           "n_test": 16, "perf_size": 4, "noise_runs": 3, "model": "nano", "steps": 150, "generator_steps": 40,
-           "batch_size": 24, "lr": 1e-2, "max_tokens": 16, "mix_shares": [0.0, 0.5, 1.0], "workers": 2},
+    "ci": {"seeds": [200, 201, 202, 203, 204], "calibration_seeds": CALIBRATION_SEEDS, "families": list(tasks.FAMILIES), "constants": [3, 4, 5, 6, 7, 8, 9, 10],
+           "n_test": 16, "perf_size": 4, "noise_runs": 3, "model": "nano", "steps": 600, "generator_steps": 40,
+           "batch_size": 24, "lr": 1e-2, "max_tokens": 16, "mix_shares": [0.0, 0.25, 0.5, 0.75, 1.0], "workers": 2},
     "full": {"seeds": [100, 101, 102, 103, 104], "calibration_seeds": CALIBRATION_SEEDS, "families": list(tasks.FAMILIES), "constants": list(range(3, 23)),
              "n_test": 40, "perf_size": 20, "noise_runs": 30, "model": "Qwen/Qwen2.5-Coder-1.5B-Instruct", "steps": 1500,
              "generator_steps": 500, "batch_size": 64, "lr": 1e-5, "max_tokens": 256,
@@ -42,6 +50,12 @@ config = make_config({
     seeds=SEED, calibration_seeds=SEED, families=one_of(*tasks.FAMILIES), constants=COUNT, n_test=COUNT, perf_size=COUNT, noise_runs=COUNT,
     steps=COUNT, generator_steps=COUNT, batch_size=COUNT, lr=POSITIVE,
     max_tokens=COUNT, mix_shares=FRACTION, workers=COUNT)
+
+def warm_up(cfg) -> None:
+    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): the whole pipeline of every
+    seed (:func:`pipeline.experiment`), cached, so the fine-tuning notebook only reads it back."""
+    experiment(cfg)
+
 
 LEARNS = 0.2
 """The declared precondition: on every seed, each compared model solves at least this share of the held-out
@@ -99,6 +113,11 @@ FASTER = Claim(
                "pass_fastest_per_seed": [0.5] * 3, "pass_random_correct_per_seed": [0.5] * 3, "et_noise": 0.03}),
 )
 
+RHO_CALIBRATION_SD = 0.054
+"""The spread of the per-seed Spearman ρ on the calibration seeds 0-2 at the `ci` regime (600 fine-tuning steps,
+five shares): 0.68, 0.60, 0.70 (sd 0.054), measured before any verdict of this regime; it plans how many seeds
+`CORRELATION` needs (the power calculation in the record)."""
+
 CORRELATION = Claim(
     chapter="efficient_code", id="correlation",
     paper_statement="The efficiency of the training data correlates strongly with the efficiency of the generated "
@@ -107,7 +126,7 @@ CORRELATION = Claim(
     criterion="Per seed, Spearman's rank correlation of log training-set NET with log generated-code NET across "
               "the fastest-correct shares; its mean over seeds above 0 (95% t interval; refuted when wholly below "
               "0.5), and not also on the same pipeline with the generated NETs permuted within each seed",
-    effects=[Effect("spearman_rho", "spearman_rho", min_effect=0.5)],
+    effects=[Effect("spearman_rho", "spearman_rho", min_effect=0.5, design_sd=RHO_CALIBRATION_SD)],
     preconditions=[at_least("models_learn", "min_pass_at_1", LEARNS,
                             f"every model of the share sweep solves >= {LEARNS:.0%} of held-out tasks"),
                    at_least("training_sets_differ", "train_net_spread", 1.2,
