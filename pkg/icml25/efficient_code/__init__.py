@@ -113,10 +113,9 @@ FASTER = Claim(
                "pass_fastest_per_seed": [0.5] * 3, "pass_random_correct_per_seed": [0.5] * 3, "et_noise": 0.03}),
 )
 
-RHO_CALIBRATION_SD = 0.054
-"""The spread of the per-seed Spearman ρ on the calibration seeds 0-2 at the `ci` regime (600 fine-tuning steps,
-five shares): 0.68, 0.60, 0.70 (sd 0.054), measured before any verdict of this regime; it plans how many seeds
-`CORRELATION` needs (the power calculation in the record)."""
+# No calibration spread is declared for the per-seed Spearman ρ: on the calibration seeds 0-2 it was 0.68, 0.60,
+# 0.70 (sd 0.054), but on a referee's fresh seeds 300-304 it was 0.2, 0.7, -0.9, 0.9, 0.0 (sd 0.70), so three
+# calibration seeds understate its spread and cannot plan fewer than the contract's eight seeds.
 
 CORRELATION = Claim(
     chapter="efficient_code", id="correlation",
@@ -126,7 +125,7 @@ CORRELATION = Claim(
     criterion="Per seed, Spearman's rank correlation of log training-set NET with log generated-code NET across "
               "the fastest-correct shares; its mean over seeds above 0 (95% t interval; refuted when wholly below "
               "0.5), and not also on the same pipeline with the generated NETs permuted within each seed",
-    effects=[Effect("spearman_rho", "spearman_rho", min_effect=0.5, design_sd=RHO_CALIBRATION_SD)],
+    effects=[Effect("spearman_rho", "spearman_rho", min_effect=0.5)],
     preconditions=[at_least("models_learn", "min_pass_at_1", LEARNS,
                             f"every model of the share sweep solves >= {LEARNS:.0%} of held-out tasks"),
                    at_least("training_sets_differ", "train_net_spread", 1.2,
