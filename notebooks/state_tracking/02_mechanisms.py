@@ -333,6 +333,17 @@ for c in st.CONDITIONS:
                                                           ("AA-like", "PAA-like", "mixed") if votes[c].count(lab))
                      + "; signatures (mean ± sd): " + "; ".join(
                          f"{name} {ms([r.signatures[name] for r in rs])}" for name in st.SIGNATURES))
+forced = [r for r in learned if r.condition == "parity_aux"]
+if forced:
+    lines.append(f"* **Positive control.** The rule labels {sum(r.label == 'PAA-like' for r in forced)} of "
+                 f"{len(forced)} learned parity_aux runs (parity supervised after block 1) PAA-like; the claims that "
+                 f"count labels ask for at least {st.POSITIVE_CONTROL_SHARE:.0%}. Their probe signatures are "
+                 f"{ms([r.signatures['probes'] for r in forced])} and their error signatures "
+                 f"{ms([r.signatures['errors'] for r in forced])} (PAA-like needs both at or above "
+                 f"{st.PAA_BAND:.2f}): the parity is decodable early, but "
+                 + ("the errors keep it." if np.nanmin([r.signatures['errors'] for r in forced]) >= st.PAA_BAND
+                    else "on some runs the errors do not keep it, so the parity is not what the answer is computed "
+                         "within."))
 lines.append(f"* **$S_5$.** One plain run of {cfg5.steps} steps on {cfg5.train_length}-action stories was right "
              f"at t = 1 {r5.accuracy[0]:.0%} of the time and at t = {cfg5.train_length} {r5.trained_accuracy:.0%} "
              f"(chance {1 / k5:.1%}): it " + ("met the precondition, label " + r5.label if r5.learned else
