@@ -29,7 +29,7 @@
 scale = "ci"
 seed = 0
 toy_samples = None  # RSD draws for the sampling check; None: the scale's value
-delta = None  # the threshold δ shown in the first figure; None: the scale's value
+toy_delta = None  # the threshold δ shown in the first figure; None: the scale's value
 
 # %%
 import numpy as np
@@ -38,7 +38,7 @@ from icml25 import rsd
 from icml25.core import plot
 
 plot.use_style()
-cfg = rsd.config(scale, toy_samples=toy_samples, delta=delta)
+cfg = rsd.config(scale, toy_samples=toy_samples, toy_delta=toy_delta)
 cfg
 
 # %% [markdown]
@@ -52,8 +52,8 @@ cfg
 p_draft = np.array([0.35, 0.25, 0.2, 0.12, 0.08])
 p_target = np.array([0.05, 0.1, 0.15, 0.3, 0.4])
 reward = np.array([0.2, 0.5, 0.75, 0.9, 0.95])
-mix = rsd.mixture(p_draft, p_target, reward, cfg.delta)
-draws = rsd.sample_rsd_categorical(p_draft, p_target, reward, cfg.delta, cfg.toy_samples, seed)
+mix = rsd.mixture(p_draft, p_target, reward, cfg.toy_delta)
+draws = rsd.sample_rsd_categorical(p_draft, p_target, reward, cfg.toy_delta, cfg.toy_samples, seed)
 empirical = np.bincount(draws, minlength=len(mix)) / len(draws)
 tv = 0.5 * np.abs(empirical - mix).sum()
 
@@ -63,9 +63,9 @@ for k, (vals, lab) in enumerate([(p_draft, "draft"), (p_target, "target"), (mix,
                                  (empirical, f"RSD, {cfg.toy_samples:,} samples")]):
     ax.bar(x + (k - 1.5) * 0.2, vals, width=0.2, label=lab)
 ax.set_xticks(x, [f"y{i}\nr={r:.2f}" for i, r in enumerate(reward)])
-ax.set(title=f"One RSD step at δ = {cfg.delta}", xlabel="outcome and its reward", ylabel="probability")
+ax.set(title=f"One RSD step at δ = {cfg.toy_delta}", xlabel="outcome and its reward", ylabel="probability")
 ax.legend()
-print(f"Eq. (1) sums to {mix.sum():.6f}; target called with probability ν = {p_draft[reward < cfg.delta].sum():.2f}; "
+print(f"Eq. (1) sums to {mix.sum():.6f}; target called with probability ν = {p_draft[reward < cfg.toy_delta].sum():.2f}; "
       f"total variation between samples and Eq. (1): {tv:.4f}")
 
 # %% [markdown]

@@ -13,15 +13,19 @@
 # %% [markdown]
 # # RSD on the arithmetic reasoners: accuracy against FLOPs
 #
-# The zoo's **draft** (`arith-draft`, a small model trained on chains of up to three operations) and **target**
-# (`arith-target`, at least 8× the draft's FLOPs per token, strong but not perfect: see the
-# [workbench](../workbench/01_workbench) for their calibration) write step-by-step solutions such as
-# `3+4=7;7*2=4;A4`. RSD lets the draft write each step (up to `;`), scores it with a PRM, and calls the target for
-# that step only when the reward is below δ (the official code's default, δ = 0.7). Three PRMs decide every claim:
+# The chapter's own pair writes step-by-step solutions such as `3+4=7;7*2=4;A4`: a **draft** (`rsd-draft`, a small
+# model) and a **target** (`rsd-target`, at least 8× the draft's FLOPs per token), both trained on the same mix of
+# 1-5-operation chains, so the draft is weaker by capacity, not by never having seen long chains. Each is trained
+# until a declared teacher-forced exact match on validation problems, checked after every step near the mark
+# (`rsd.pair`), and the calibration below is declared as preconditions. RSD lets the draft write each step (up to
+# `;`), scores it with a PRM, and calls the target for that step only when the reward is below δ. δ is the paper's:
+# the largest threshold that meets a budget on target calls (at most 30% of the steps), set per PRM and seed on a
+# held-out calibration split (the draft's steps after correct prefixes of problems no other part uses), not on the
+# test. Three PRMs decide every claim:
 #
 # * **oracle**: the exact step verifier (a program: zero FLOPs; it says 0 or 1);
-# * **noisy oracle**: the oracle with each verdict flipped with probability ε (ε = 0.1: ROC AUC 1 − ε = 0.9, the
-#   quality the learned PRM reached on the calibration seeds);
+# * **noisy oracle**: the oracle with each verdict flipped with probability ε (ε = 0.1: ROC AUC 1 − ε = 0.9, above
+#   the quality bar of 0.8 that every graded PRM must pass);
 # * **learned PRM**: a small LM trained on the draft's own sampled steps, labelled by the oracle; it gives graded
 #   scores, and its FLOPs are counted.
 #
@@ -33,7 +37,7 @@
 # target's), random acceptance at RSD's acceptance rate, and, at equal FLOPs, draft best-of-N reranked by each
 # PRM, draft majority vote and target best-of-N.
 #
-# The pair comes from the knobs `draft_model` and `target_model`: the zoo's pair at smoke and ci, any causal LM
+# The pair comes from the knobs `draft_model` and `target_model`: the chapter's zoo pair at smoke and ci, any causal LM
 # checkpoint pair sharing one tokenizer otherwise (a step ends at the delimiter whatever number of tokens spells
 # it). `full` scale (documented, not run here): Qwen2.5-Math-1.5B-Instruct drafting for Qwen2.5-Math-7B-Instruct,
 # `n_test=500`, more seeds (`rsd.config("full")`), ten thresholds, best-of-16, a micro-sized PRM trained on the
@@ -46,8 +50,9 @@ draft_model = None  # a zoo name, a save_pretrained folder or a Hub id; None: th
 target_model = None  # likewise, sharing the draft's tokenizer; None: the scale's value
 seeds = None  # draft/target training seeds (the verdict seeds); None: the scale's, apart from its calibration seeds
 n_test = None  # held-out problems; None: the scale's value
-deltas = None  # thresholds swept for the learned PRM; None: the scale's value
-delta = None  # the threshold of the claim checks (the official code's default is 0.7)
+deltas = None  # thresholds swept for the learned PRM (a figure, not a claim); None: the scale's value
+budget = None  # the budget on target calls (share of steps) that sets each PRM's δ on the calibration split
+n_calibration = None  # problems of the held-out calibration split that sets δ
 epsilon = None  # flip rate of the noisy oracle
 gamma = None  # draft tokens per round of token-level speculative decoding
 bon_n = None  # largest N of draft best-of-N and majority vote
@@ -62,17 +67,19 @@ from icml25.core import check, plot
 from icml25.core.claims import mean_sd
 
 plot.use_style()
-cfg = rsd.config(scale, draft_model=draft_model, target_model=target_model, seeds=seeds, n_test=n_test, deltas=deltas, delta=delta, epsilon=epsilon, gamma=gamma,
-                 bon_n=bon_n, target_bon_n=target_bon_n, patience=patience)
+cfg = rsd.config(scale, draft_model=draft_model, target_model=target_model, seeds=seeds, n_test=n_test, deltas=deltas,
+                 budget=budget, n_calibration=n_calibration, epsilon=epsilon, gamma=gamma, bon_n=bon_n,
+                 target_bon_n=target_bon_n, patience=patience)
 cfg
 
 # %% [markdown]
 # ## Running everything
 #
 # `rsd.reasoning_experiment(cfg, seed)` runs, for one draft/target pair: its calibration, the single-model
-# baselines, speculative decoding's cost (exact, from one teacher-forced draft pass), RSD at δ with each PRM and
-# random acceptance at each of their acceptance rates, the learned PRM's δ sweep and the soft-ω ablation, and the
-# parallel baselines. With the zoo's pair its result is cached (`rsd.reasoning_results`, addressed by the knobs,
+# baselines, speculative decoding's cost (exact, from one teacher-forced draft pass), each PRM's δ for the budget,
+# RSD at it with each PRM and random acceptance at each of their acceptance rates, the learned PRM's δ sweep, the
+# soft-ω ablation and the hard threshold at the soft rule's rate, and the parallel baselines (their samples too).
+# With the zoo's pair its result is cached (`rsd.reasoning_results`, addressed by the knobs,
 # the seed, the models' zoo addresses and the code), so the book's builder runs it in its warm-up.
 
 # %%
@@ -85,7 +92,7 @@ for s in cfg.seeds:
           + ", ".join(f"{k} {v:.3f}" for k, v in r["prm_auc"].items()))
     for name in rsd.PRMS:
         x = r["rsd"][name]
-        print(f"   RSD δ={cfg.delta} {r['prm_names'][name]:22s} acc={x['accuracy']:.3f} FLOPs={x['flop_ratio']:.2f}x "
+        print(f"   RSD δ={r['delta'][name]:.3f} {r['prm_names'][name]:22s} acc={x['accuracy']:.3f} FLOPs={x['flop_ratio']:.2f}x "
               f"(written only {x['generated_flop_ratio']:.2f}x) accepted={x['acceptance_rate']:.2f}")
 
 # %%
@@ -98,7 +105,7 @@ rsd.plot_accountings(results, cfg);
 m = rsd.claim_measurements(results)
 eff = m["efficiency"]
 display(Markdown(
-    "**What we see.** At δ = " + f"{cfg.delta}, RSD costs " + "; ".join(
+    f"**What we see.** At the δ of a {cfg.budget:.0%} target-call budget, RSD costs " + "; ".join(
         f"{mean_sd(eff[p][f'flop_ratio_{p}'])}× target-only FLOPs with the {results[0]['prm_names'][p]} "
         f"({mean_sd(eff[p][f'generated_flop_ratio_{p}'])}× counting written tokens only), "
         f"accuracy {mean_sd(eff[p][f'accuracy_gap_{p}'])} against the target's" for p in rsd.PRMS)
@@ -106,8 +113,9 @@ display(Markdown(
     f"costs {mean_sd([r['baselines']['speculative']['flop_ratio'] for r in results])}× (mean ± sd over seeds)."))
 
 # %% [markdown]
-# Where the target is called: the share of problems on which RSD (learned PRM, δ = 0.7) called the target at
-# least once, by number of operations; the draft was trained on up to three.
+# Where the target is called: the share of problems on which RSD called the target at least once, by number of
+# operations. Draft and target saw the same mix, so a longer chain is called on more often only because it has more
+# steps to get wrong.
 
 # %%
 import numpy as np
@@ -118,7 +126,7 @@ for k, name in enumerate(rsd.PRMS):
     share = np.array([[r["rsd"][name]["target_call_share"][o] for o in ops] for r in results])
     ax.errorbar(ops, share.mean(0), yerr=share.std(0), marker=rsd.PRM_MARKERS[name], capsize=3,
                 color=plot.PALETTE[k], label=results[0]["prm_names"][name])
-ax.set(title=f"Problems on which RSD (δ={cfg.delta}) calls the target", xlabel="operations in the problem",
+ax.set(title="Problems on which RSD calls the target", xlabel="operations in the problem",
        ylabel="share of problems (mean ± sd over seeds)", ylim=(0, 1.05))
 ax.legend();
 
@@ -131,8 +139,8 @@ rsd.plot_acceptance(results, cfg);
 # The paper's theory says the hard step ω(r) = 1{r ≥ δ} is the optimal weighting; its ablation compares other
 # shapes. Here: soft weights ω(r) = r (keep a draft step with probability equal to its reward), with the learned
 # PRM (for a 0/1 PRM the two shapes coincide). The claim `hard_beats_soft_learned` below compares them at the same
-# rate of target calls: the hard threshold's accuracy at the soft rule's acceptance rate, interpolated between the
-# two thresholds of the sweep that bracket it.
+# rate of target calls: the hard threshold at the δ whose acceptance rate on the calibration split equals the soft
+# rule's there (the mean reward), against the soft rule, both on the test.
 
 # %%
 rows = [("hard ω, δ=" + f"{d['delta']}", d) for d in results[0]["sweep"]]
@@ -140,9 +148,11 @@ display(Markdown("| rule (learned PRM) | accuracy | FLOPs / target | accepted st
     f"| {label} | {mean_sd([r['sweep'][i]['accuracy'] for r in results])} | "
     f"{mean_sd([r['sweep'][i]['flop_ratio'] for r in results])} | "
     f"{mean_sd([r['sweep'][i]['acceptance_rate'] for r in results])} |" for i, (label, _) in enumerate(rows))
-    + f"\n| soft ω(r) = r | {mean_sd([r['soft']['accuracy'] for r in results])} | "
-    f"{mean_sd([r['soft']['flop_ratio'] for r in results])} | "
-    f"{mean_sd([r['soft']['acceptance_rate'] for r in results])} |"))
+    + "".join(f"\n| {label} | {mean_sd([r[key]['accuracy'] for r in results])} | "
+              f"{mean_sd([r[key]['flop_ratio'] for r in results])} | "
+              f"{mean_sd([r[key]['acceptance_rate'] for r in results])} |"
+              for label, key in (("soft ω(r) = r", "soft"), ("hard ω at the soft rule's calibrated rate",
+                                                              "hard_at_soft_rate")))))
 
 # %% [markdown]
 # ## Claim checks
@@ -150,10 +160,10 @@ display(Markdown("| rule (learned PRM) | accuracy | FLOPs / target | accepted st
 # The criteria were declared in `icml25.rsd` before any of this ran, one claim per PRM; one paired unit is one
 # draft/target training seed, and the verdict seeds are apart from the seeds the design was calibrated on. Every
 # claim carries the pair's calibration as preconditions, and the noisy and learned PRMs' quality (ROC AUC ≥ 0.8),
-# so a pair or a PRM that cannot show the effect makes the verdict inconclusive rather than refuted. With the
-# oracle, "the threshold beats random acceptance" holds by construction (it keeps exactly the right steps), so it
-# is no claim. Each training seed costs minutes of warm-up, so the `ci` run has three: fewer than the eight paired
-# units a decisive verdict needs, and every record says what it would be and how many units would decide it.
+# so a pair or a PRM that cannot show the effect makes the verdict inconclusive rather than refuted; best-of-N needs
+# its reranker to rank one problem's samples (within-problem AUC ≥ 0.7) and its largest N to reach RSD's FLOPs.
+# With the oracle, "the threshold beats random acceptance" holds by construction (it keeps exactly the right
+# steps), so it is no claim. The pairs and runs of the verdict seeds are computed in the book's warm-up.
 
 # %%
 verdicts = {}

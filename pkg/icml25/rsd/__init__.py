@@ -16,24 +16,26 @@ read (prefix caching): a model pays for each token the first time it reads it (p
 model) and for each token it writes; a discarded draft step is paid for and rolled back. The exact oracle PRM is a
 program and costs nothing; a learned PRM is a model and its tokens are counted.
 
-The package, one idea per module: `scales` (settings per scale), `claims`, `mixture` (Eqs. 1-3 on a one-step
-toy), `prms` (oracle, noisy and learned PRMs), `decoding` (Eq. 2 over a batch, with its FLOP meter), `speculative`
+The package, one idea per module: `scales` (settings per scale), `pair` (the chapter's draft/target pair and its
+declared calibration), `claims`, `mixture` (Eqs. 1-3 on a one-step toy), `prms` (oracle, noisy and learned PRMs), `decoding` (Eq. 2 over a batch, with its FLOP meter), `speculative`
 (token-level speculative decoding), `baselines` (best-of-N, majority vote), `experiment` (notebook 02's run and
 the claims' measurements) and `figures`.
 """
 
 from __future__ import annotations
 
-from .baselines import Samples, at_flops, best_of_n, majority_vote, sample
-from .claims import (ACCURACY_MARGIN, BEATS_PARALLEL, EFFICIENCY, GRADED, HARD_BEATS_SOFT, PRM_AUC_MIN, PRMS,
-                     RATE_MATCH, THRESHOLD_MATTERS)
-from .decoding import (Decoded, Meter, Step, _ntok, check_pair, cut_step, decode, decode_single, random_rule,
-                       soft_rule, threshold_rule)
-from .experiment import (claim_measurements, draft_and_target, generated_flops, hard_at_rate, prm_auc,
-                         reasoning_experiment, reasoning_results, target_call_share, warm_up_runs)
+from .baselines import Samples, at_flops, best_of_n, majority_vote, sample, within_problem_auc
+from .claims import (ACCURACY_MARGIN, BEATS_PARALLEL, EFFICIENCY, GRADED, HARD_BEATS_SOFT, PRM_AUC_MIN,
+                     PRM_RANK_MIN, PRMS, RATE_MATCH, THRESHOLD_MATTERS)
+from .decoding import (Decoded, Meter, Step, _ntok, check_pair, cut_step, decode, decode_single, delta_for_budget,
+                       random_rule, soft_rule, threshold_rule)
+from .experiment import (calibrated_deltas, calibration_steps, claim_measurements, draft_and_target, generated_flops,
+                         prm_auc, reasoning_experiment, reasoning_results, target_call_share, warm_up_runs)
 from .figures import PRM_MARKERS, plot_acceptance, plot_accountings, plot_accuracy_vs_flops
 from .mixture import acceptance_sets, brute_force_best, expected_reward, mixture, sample_rsd_categorical
 from .prms import (PRM_BAD, PRM_GOOD, PRM_QUERY, LearnedPRM, NoisyOraclePRM, OraclePRM, learned_prm,
-                   prm_training_data, train_prm, warm_up)
-from .scales import DELIMITER, DRAFT_MODEL, MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE, TARGET_MODEL, config
+                   prm_training_data, train_prm)
+from .pair import CALIBRATION, exact_match, pair_calibration
+from .scales import (DELIMITER, DRAFT_MODEL, MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE, TARGET_CALL_BUDGET,
+                     TARGET_MODEL, config)
 from .speculative import speculative_cost, speculative_decode

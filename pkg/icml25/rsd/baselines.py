@@ -40,7 +40,8 @@ def sample(z: zoo.ZooModel, problems: Sequence[arithmetic.Problem], n: int, temp
 
 def best_of_n(samples: Samples, problems: Sequence[arithmetic.Problem], prm) -> dict:
     """Best-of-N reranked by `prm`: the sample whose minimum step reward is highest wins (ties: the earliest).
-    Returns accuracy and total FLOPs (sampling + PRM) for every N' = 1..N (the first N' samples)."""
+    Returns accuracy and total FLOPs (sampling + PRM) for every N' = 1..N (the first N' samples), and how well the
+    chain score ranks one problem's samples (`within_problem_auc` over all N)."""
     tok = samples.model.tokenizer
     scores, prm_flops = np.zeros((samples.n, len(problems))), np.zeros(samples.n)
     for k, sols in enumerate(samples.texts):
@@ -54,13 +55,27 @@ def best_of_n(samples: Samples, problems: Sequence[arithmetic.Problem], prm) -> 
         r = np.asarray(prm.score(*rows), dtype=float)
         owner = np.asarray(owner)
         scores[k] = [r[owner == i].min() for i in range(len(problems))]  # a chain's minimum step reward
+    correct = np.array([[arithmetic.is_correct(p, sols[i]) for i, p in enumerate(problems)] for sols in samples.texts])
     acc, cost = [], []
     for m in range(1, samples.n + 1):
         pick = scores[:m].argmax(0)
-        acc.append(float(np.mean([arithmetic.is_correct(p, samples.texts[pick[i]][i])
-                                  for i, p in enumerate(problems)])))
+        acc.append(float(correct[pick, np.arange(len(problems))].mean()))
         cost.append(float(sum(samples.flops[:m]) + prm_flops[:m].sum()))
-    return {"n": list(range(1, samples.n + 1)), "accuracy": acc, "flops": cost}
+    return {"n": list(range(1, samples.n + 1)), "accuracy": acc, "flops": cost,
+            "ranking_auc": within_problem_auc(scores, correct)}
+
+
+def within_problem_auc(scores: np.ndarray, correct: np.ndarray) -> float:
+    """ROC AUC of chain scores (`scores[k, i]`: sample k of problem i) for telling a problem's right samples from
+    its wrong ones: the share of (right, wrong) pairs of the same problem whose right sample scores higher (ties
+    count half), pooled over the problems that have both. A reranker needs this, not a step-level AUC. NaN when no
+    problem has both."""
+    wins = pairs = 0.0
+    for s, c in zip(scores.T, correct.T.astype(bool)):
+        d = s[c][:, None] - s[~c][None, :]
+        wins += (d > 0).sum() + 0.5 * (d == 0).sum()
+        pairs += d.size
+    return float(wins / pairs) if pairs else float("nan")
 
 
 def majority_vote(samples: Samples, problems: Sequence[arithmetic.Problem]) -> dict:

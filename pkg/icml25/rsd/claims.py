@@ -4,33 +4,40 @@ threshold against soft weights at the same rate of target calls."""
 
 from __future__ import annotations
 
-from ..core import reasoners
-from ..core.claims import Claim, Effect, at_least, at_most
+from ..core.claims import Claim, Effect, at_least, at_most, share_at_least
+from . import pair
+from .scales import TARGET_CALL_BUDGET
 
 
-# Declared before any experiment ran, one claim per PRM (the exact oracle, its noisy copy, the learned PRM), each
-# at the official code's default threshold δ = 0.7: no δ is picked after the fact. One paired unit is one
-# draft/target training seed. Every claim needs the reasoners' calibration (`reasoners.CALIBRATION`); the
-# learned PRM's claims also need that PRM to have learned its task.
+# Declared before any verdict seed ran, one claim per PRM (the exact oracle, its noisy copy, the learned PRM). Each
+# PRM's δ is the paper's: the largest threshold whose share of target calls on a held-out calibration split of each
+# seed is within the budget `TARGET_CALL_BUDGET` (`decoding.delta_for_budget`), so no δ is picked after seeing the
+# test. One paired unit is one draft/target training seed. Every claim needs the pair's calibration
+# (`pair.CALIBRATION`); the graded PRMs' claims also need the PRM to separate right from wrong steps.
 
 PRMS = ("oracle", "noisy", "learned")
 GRADED = ("noisy", "learned")  # the PRMs whose threshold can be wrong: the oracle's keeps exactly the right steps
 PRM_AUC_MIN = 0.8
+PRM_RANK_MIN = 0.7  # within-problem ranking AUC a reranking PRM must reach for best-of-N to be the paper's baseline
 ACCURACY_MARGIN = 0.02  # the non-inferiority margin of "at the target's accuracy", declared before any run
-RATE_MATCH = 0.05  # random acceptance counts as "the same rate" when the two rates differ by at most this
+RATE_MATCH = 0.05  # two rules count as "the same rate" of accepted draft steps when the rates differ by at most this
+SHARE = pair.SHARE  # the share of seeds a per-seed precondition must hold on
+_DELTA = (f"at the δ that meets a budget of {TARGET_CALL_BUDGET:.0%} target calls on a held-out calibration split "
+          "(per seed)")
 
 
 def _pair_ok(**extra) -> dict:
-    return {"cost_ratio": [0.1] * 3, "draft_step_accuracy": [0.85] * 3, "target_accuracy": [0.9] * 3,
+    return {"cost_ratio": [0.1] * 3, "draft_in_band": [1.0] * 3, "target_in_band": [1.0] * 3,
             "prm_auc_noisy": [0.9] * 3, "prm_auc_learned": [0.9] * 3} | extra
 
 
 def _preconditions(prm: str) -> list:
-    pre = list(reasoners.CALIBRATION)
+    pre = list(pair.CALIBRATION)
     if prm in GRADED:
-        pre.append(at_least("prm_quality", f"prm_auc_{prm}", PRM_AUC_MIN,
-                            f"the {prm} PRM separates right from wrong draft steps (ROC AUC >= {PRM_AUC_MIN} on "
-                            "held-out draft rollouts, each seed): a PRM worse than that is not the paper's"))
+        pre.append(share_at_least("prm_quality", f"prm_auc_{prm}", PRM_AUC_MIN, SHARE,
+                                  f"the {prm} PRM separates right from wrong draft steps (ROC AUC >= {PRM_AUC_MIN} "
+                                  f"on held-out draft rollouts, on at least {SHARE:.0%} of seeds): a PRM worse than "
+                                  "that is not the paper's"))
     return pre
 
 
@@ -40,7 +47,7 @@ def _efficiency(prm: str) -> Claim:
         chapter="rsd", id=f"efficiency_{prm}",
         paper_statement="RSD keeps the target model's accuracy with far fewer FLOPs than target-only decoding",
         paper_value="up to 4.4x fewer FLOPs, accuracy at or above the target's",
-        criterion=f"With the {prm} PRM at δ = 0.7, per seed: total FLOPs of RSD / target-only below 1, both when "
+        criterion=f"With the {prm} PRM {_DELTA}, per seed: total FLOPs of RSD / target-only below 1, both when "
                   "every token read and written is counted (prefill included) and when only written tokens are "
                   "(95% t intervals; refuted if wholly above 0.9), and RSD's accuracy minus the target's above "
                   f"-{ACCURACY_MARGIN:g} (non-inferiority, 95% t interval; refuted if wholly below)",
@@ -57,20 +64,24 @@ def _efficiency(prm: str) -> Claim:
 
 
 def _beats_parallel(prm: str) -> Claim:
-    ok = _pair_ok(**{f"bon_covers_{prm}": [0.2, 0.3, 0.1]})
+    ok = _pair_ok(**{f"bon_covers_{prm}": [0.2, 0.3, 0.1], f"prm_rank_{prm}": [0.8, 0.8, 0.8]})
     return Claim(
         chapter="rsd", id=f"beats_parallel_{prm}",
         paper_statement="At comparable compute, RSD is more accurate than parallel decoding (draft best-of-N "
                         "reranked by the PRM)",
         paper_value="up to +3.5 average accuracy",
-        criterion=f"With the {prm} PRM at δ = 0.7, per seed: RSD's accuracy minus that of draft best-of-N reranked "
+        criterion=f"With the {prm} PRM {_DELTA}, per seed: RSD's accuracy minus that of draft best-of-N reranked "
                   "by the same PRM (a chain's minimum step reward) at the smallest N whose FLOPs reach RSD's is "
                   "above 0 (95% t interval; refuted if wholly below)",
         effects=[Effect("rsd_minus_best_of_n", f"rsd_minus_bon_{prm}")],
         preconditions=[*_preconditions(prm),
                        at_least("best_of_n_reaches", f"bon_covers_{prm}", 0.0,
                                 "the largest N of best-of-N costs at least RSD's FLOPs (each seed), so the match "
-                                "is at equal or greater compute")],
+                                "is at equal or greater compute"),
+                       share_at_least("prm_ranks", f"prm_rank_{prm}", PRM_RANK_MIN, SHARE,
+                                      f"the PRM ranks one problem's right samples above its wrong ones (pooled "
+                                      f"within-problem ROC AUC of the chain score >= {PRM_RANK_MIN}, on at least "
+                                      f"{SHARE:.0%} of seeds): best-of-N is reranked by a working reranker")],
         examples=(ok | {f"rsd_minus_bon_{prm}": [0.05, 0.04, 0.06]},
                   ok | {f"rsd_minus_bon_{prm}": [-0.05, -0.04, -0.06]}),
     )
@@ -82,7 +93,7 @@ def _threshold_matters(prm: str) -> Claim:
         chapter="rsd", id=f"threshold_matters_{prm}",
         paper_statement="Accepting draft steps by a reward threshold beats accepting them blindly at the same rate",
         paper_value="the threshold ω is optimal (theory)",
-        criterion=f"With the {prm} PRM at δ = 0.7, per seed: RSD's accuracy minus that of random step acceptance "
+        criterion=f"With the {prm} PRM {_DELTA}, per seed: RSD's accuracy minus that of random step acceptance "
                   "with probability equal to RSD's measured acceptance rate is above 0 (95% t interval; refuted "
                   "if wholly below)",
         effects=[Effect("threshold_minus_random", f"threshold_minus_random_{prm}")],
@@ -99,20 +110,22 @@ EFFICIENCY = {prm: _efficiency(prm) for prm in PRMS}
 BEATS_PARALLEL = {prm: _beats_parallel(prm) for prm in PRMS}
 THRESHOLD_MATTERS = {prm: _threshold_matters(prm) for prm in GRADED}
 
-_HARD_OK = _pair_ok(soft_rate_bracketed=[1.0] * 3)
+_HARD_OK = _pair_ok()
 HARD_BEATS_SOFT = Claim(
     chapter="rsd", id="hard_beats_soft_learned",
     paper_statement="The hard threshold ω(r) = 1{r ≥ δ} is the optimal weighting under a budget on target calls: "
                     "at the same rate of target calls it is at least as accurate as other shapes of ω",
     paper_value="Eq. (2) optimal (theory); the ω-shape ablation",
-    criterion="With the learned PRM, per seed: the accuracy of the hard threshold at the soft rule's acceptance "
-              "rate (interpolated linearly in acceptance rate between the two thresholds of the δ sweep that "
-              "bracket it) minus the accuracy of the soft rule ω(r) = r is above 0 (95% t interval; refuted if "
-              "wholly below)",
+    criterion="With the learned PRM, per seed: the accuracy of the hard threshold at the δ whose rate of accepted "
+              "draft steps on the held-out calibration split equals the soft rule's there (the mean reward) minus "
+              "the accuracy of the soft rule ω(r) = r (accept with probability r) is above 0 (95% t interval; "
+              "refuted if wholly below)",
     effects=[Effect("hard_minus_soft", "hard_minus_soft_learned")],
     preconditions=[*_preconditions("learned"),
-                   at_least("sweep_brackets_soft", "soft_rate_bracketed", 1.0,
-                            "the δ sweep's acceptance rates bracket the soft rule's (each seed): no extrapolation")],
-    examples=(_HARD_OK | {"hard_minus_soft_learned": [0.03, 0.05, 0.04]},
-              _HARD_OK | {"hard_minus_soft_learned": [-0.03, -0.05, -0.04]}),
+                   share_at_least("same_rate", "rate_match_soft", 1.0, SHARE,
+                                  f"on the test, the hard rule accepted the same share of draft steps as the soft "
+                                  f"rule within {RATE_MATCH:g} (on at least {SHARE:.0%} of seeds): the comparison is at "
+                                  "equal target-call rate")],
+    examples=(_HARD_OK | {"hard_minus_soft_learned": [0.03, 0.05, 0.04], "rate_match_soft": [1.0] * 3},
+              _HARD_OK | {"hard_minus_soft_learned": [-0.03, -0.05, -0.04], "rate_match_soft": [1.0] * 3}),
 )

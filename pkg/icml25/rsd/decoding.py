@@ -3,6 +3,7 @@ as if it kept a KV cache of the text it has read."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -95,6 +96,18 @@ class Decoded:
 def threshold_rule(delta: float) -> Callable[[np.ndarray], np.ndarray]:
     """Eq. (2): keep a draft step when its reward is at least δ (the official code's `>=`)."""
     return lambda rewards: np.asarray(rewards) >= delta
+
+
+def delta_for_budget(rewards: Sequence[float], budget: float) -> float:
+    """The paper's choice of δ under a budget on target calls: the largest threshold that sends at most a share
+    `budget` of the steps scored `rewards` to the target, i.e. the smallest reward value r* with
+    share(r <= r*) > `budget` (a step is rejected when r < δ). A 0/1 PRM whose zeros fit the budget gets δ = 1; one
+    whose zeros do not gets δ = 0, which accepts everything."""
+    r = np.sort(np.asarray(rewards, dtype=float))
+    if not len(r):
+        raise ValueError("delta_for_budget needs at least one reward")
+    above = np.flatnonzero(np.arange(1, len(r) + 1) / len(r) > budget)  # the steps below r[above[0]] fit the budget
+    return float(r[above[0]]) if len(above) else math.inf
 
 
 def random_rule(p: float, seed: int) -> Callable[[np.ndarray], np.ndarray]:

@@ -11,13 +11,14 @@ from transformers import PreTrainedModel
 from ..core import arithmetic, flops, generation, models, reasoners, zoo
 from ..core.generation import generate
 from ..core.seeding import derive_seed, torch_generator
-from . import baselines, claims, decoding, prms as _prms, scales, speculative
+from . import baselines, claims, decoding, pair, prms as _prms, scales, speculative
 from .baselines import at_flops, best_of_n, majority_vote, sample
-from .claims import GRADED, PRMS
-from .decoding import Decoded, check_pair, decode, decode_single, random_rule, soft_rule, threshold_rule
-from .prms import NoisyOraclePRM, OraclePRM, learned_prm, warm_up as warm_up_prms
+from .claims import GRADED, PRMS, RATE_MATCH
+from .decoding import (Decoded, check_pair, cut_step, decode, decode_single, delta_for_budget, random_rule,
+                       soft_rule, threshold_rule)
+from .prms import NoisyOraclePRM, OraclePRM, learned_prm
 from .speculative import speculative_cost
-from .scales import DRAFT_MODEL, MAX_NEW_TOKENS, TARGET_MODEL
+from .scales import DELIMITER, DRAFT_MODEL, MAX_NEW_TOKENS, TARGET_MODEL
 
 
 def generated_flops(d: Decoded, draft: PreTrainedModel, target: PreTrainedModel, prm_model=None) -> float:
@@ -56,6 +57,30 @@ def prm_auc(prms: dict, draft: zoo.ZooModel, n_problems: int, seed: int) -> dict
     return {name: float(roc_auc_score(labels, prm.score(*rows))) for name, prm in prms.items()}
 
 
+def calibration_steps(draft: zoo.ZooModel, n_problems: int, seed: int) -> tuple[list, list[str], list[str]]:
+    """The held-out calibration split that sets δ: the draft's greedy next step after every correct prefix of
+    `n_problems` problems of a stream of their own (neither training, the PRM's data nor the test uses it), as
+    (problems, prefixes, steps) for a PRM to score. These are the steps RSD's threshold meets while the prefix is
+    right, as it always is under the oracle."""
+    rows, prefixes = [], []
+    for p in arithmetic.sample_problems(n_problems, seed, 1, 5, stream="rsd-delta"):
+        steps = p.steps()
+        rows += [p] * len(steps)
+        prefixes += ["".join(steps[:k]) for k in range(len(steps))]
+    texts = generate(draft.model, draft.tokenizer, [p.prompt + x for p, x in zip(rows, prefixes)], 12,
+                     stop=(DELIMITER,)).texts
+    return rows, prefixes, [cut_step(t) for t in texts]
+
+
+def calibrated_deltas(prms: dict, split: tuple, budget: float) -> dict[str, float]:
+    """Each PRM's δ for a budget of `budget` target calls on the calibration `split` (`delta_for_budget`), and the
+    learned PRM's δ at the soft rule's rate there (`"soft"`: the soft rule accepts a step with probability r, so it
+    calls the target on a share 1 − mean(r) of the steps)."""
+    rewards = {name: prm.score(*split) for name, prm in prms.items()}
+    return ({name: delta_for_budget(r, budget) for name, r in rewards.items()}
+            | {"soft": delta_for_budget(rewards["learned"], 1.0 - float(np.mean(rewards["learned"])))})
+
+
 def draft_and_target(cfg, seed: int) -> tuple[zoo.ZooModel, zoo.ZooModel]:
     """The draft and target of `cfg` (`cfg.draft_model`, `cfg.target_model`: zoo names trained from `seed`, or any
     causal LM checkpoints), checked to write the task's alphabet and to share one tokenizer."""
@@ -68,10 +93,11 @@ def draft_and_target(cfg, seed: int) -> tuple[zoo.ZooModel, zoo.ZooModel]:
 def reasoning_experiment(cfg, seed: int) -> dict:
     """Everything notebook 02 plots and the claims read, for the draft/target pair of :func:`draft_and_target`
     (the zoo's of training seed `seed` at smoke and ci) on `cfg.n_test` held-out problems: the pair's
-    calibration; draft-only, target-only and token-level speculative decoding; RSD at δ = `cfg.delta` with each
-    PRM, random acceptance at each RSD's acceptance rate, the learned PRM's δ sweep and soft-ω ablation; draft
-    best-of-N reranked by each PRM, draft majority vote and target best-of-N (oracle), all with FLOPs as ratios
-    to target-only decoding in both accountings."""
+    calibration; draft-only, target-only and token-level speculative decoding; RSD with each PRM at its δ for the
+    budget `cfg.budget` (`calibrated_deltas` on `cfg.n_calibration` held-out problems), random acceptance at each
+    RSD's acceptance rate, the learned PRM's δ sweep, the soft ω(r) = r and the hard threshold at the soft rule's
+    calibrated rate; draft best-of-N reranked by each PRM, draft majority vote and target best-of-N (oracle), all
+    with FLOPs as ratios to target-only decoding in both accountings."""
     draft, target = draft_and_target(cfg, seed)
     problems = reasoners.test_problems(cfg.n_test)
     prms = {"oracle": OraclePRM(), "noisy": NoisyOraclePRM(cfg.epsilon, seed),
@@ -95,7 +121,8 @@ def reasoning_experiment(cfg, seed: int) -> dict:
                               patience=cfg.patience), prm)
 
     out = {"seed": seed, "prm_names": {k: p.name for k, p in prms.items()},
-           "calibration": reasoners.pair_calibration(draft, target, cfg.scale, problems),
+           "calibration": pair.pair_calibration(draft, target, problems),
+           "delta": calibrated_deltas(prms, calibration_steps(draft, cfg.n_calibration, seed), cfg.budget),
            "prm_auc": prm_auc({name: prms[name] for name in GRADED}, draft, cfg.prm_eval_problems, seed),
            "baselines": {k: {"accuracy": v.accuracy(problems), "flop_ratio": v.total_flops / t_flops,
                              "generated_flop_ratio": generated_flops(v, draft.model, target.model) / t_gen}
@@ -105,12 +132,12 @@ def reasoning_experiment(cfg, seed: int) -> dict:
     out["baselines"]["speculative"] = {"accuracy": out["baselines"]["target"]["accuracy"],
                                        "flop_ratio": sd["total_flops"] / t_flops,
                                        "token_acceptance_rate": sd["accepted"] / max(1, sum(map(len, target_ids)))}
-    out["rsd"] = {name: run(prm, threshold_rule(cfg.delta)) for name, prm in prms.items()}
+    out["rsd"] = {name: run(prm, threshold_rule(out["delta"][name])) for name, prm in prms.items()}
     out["random"] = {name: run(prms[name], random_rule(out["rsd"][name]["acceptance_rate"], derive_seed(seed, name)))
                      for name in GRADED}
-    out["sweep"] = [{"delta": d} | (out["rsd"]["learned"] if d == cfg.delta else
-                                    run(prms["learned"], threshold_rule(d))) for d in cfg.deltas]
+    out["sweep"] = [{"delta": d} | run(prms["learned"], threshold_rule(d)) for d in cfg.deltas]
     out["soft"] = run(prms["learned"], soft_rule(seed))
+    out["hard_at_soft_rate"] = run(prms["learned"], threshold_rule(out["delta"]["soft"]))
     drafts = sample(draft, problems, cfg.bon_n, cfg.bon_temperature, seed)
     curves = {f"best-of-N, {name}": best_of_n(drafts, problems, prm) for name, prm in prms.items()}
     curves["majority vote"] = majority_vote(drafts, problems)
@@ -134,25 +161,26 @@ def reasoning_results(cfg, seed: int) -> tuple[dict, bool]:
     models_used = {name: zoo.key(name, cfg.scale, seed) for name in (DRAFT_MODEL, TARGET_MODEL, "rsd-prm")}
     settings = {k: v for k, v in dict(cfg).items() if k not in ("seeds", "calibration_seeds")}
     settings.update(seed=seed, models=models_used)
-    sources = (sys.modules[__name__], baselines, claims, decoding, _prms, scales, speculative, arithmetic, flops,
-               generation, models, reasoners)
+    sources = (sys.modules[__name__], baselines, claims, decoding, pair, _prms, scales, speculative, arithmetic,
+               flops, generation, models, reasoners)
     return zoo.results("rsd-runs", settings, lambda: reasoning_experiment(cfg, seed), sources=sources)
 
 
 def warm_up_runs(cfg) -> None:
-    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): each seed's learned PRM
-    (:func:`icml25.rsd.prms.warm_up`), then each seed's :func:`reasoning_results`."""
-    warm_up_prms(cfg)
+    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): for each seed, the pair, its
+    learned PRM and :func:`reasoning_results` (the pair and PRM are zoo models, trained once and cached)."""
     for s in cfg.seeds:
+        if cfg.draft_model == DRAFT_MODEL and cfg.target_model == TARGET_MODEL:
+            for name in (DRAFT_MODEL, TARGET_MODEL, "rsd-prm"):
+                zoo.ensure(name, cfg.scale, s)
         reasoning_results(cfg, s)
 
 
 def claim_measurements(results: Sequence[dict]) -> dict[str, dict[str, dict]]:
     """What each claim reads, per PRM: one value per seed (a paired unit) for every effect and precondition."""
     per_seed = lambda get: [float(get(r)) for r in results]  # noqa: E731
-    pair = {"cost_ratio": per_seed(lambda r: r["calibration"]["cost_ratio"]),
-            "draft_step_accuracy": per_seed(lambda r: r["calibration"]["draft_step_accuracy"]),
-            "target_accuracy": per_seed(lambda r: r["baselines"]["target"]["accuracy"]),
+    pair = {**{k: per_seed(lambda r, k=k: r["calibration"][k]) for k in ("cost_ratio", "draft_in_band",
+                                                                          "target_in_band")},
             **{f"prm_auc_{p}": per_seed(lambda r, p=p: r["prm_auc"][p]) for p in GRADED}}
     out = {"efficiency": {}, "beats_parallel": {}, "threshold_matters": {}}
     for prm in PRMS:
@@ -164,27 +192,16 @@ def claim_measurements(results: Sequence[dict]) -> dict[str, dict[str, dict]]:
             f"accuracy_gap_{prm}": per_seed(lambda r: rsd(r)["accuracy"] - r["baselines"]["target"]["accuracy"])}
         out["beats_parallel"][prm] = pair | {
             f"rsd_minus_bon_{prm}": [rsd(r)["accuracy"] - m["accuracy"] for r, m in zip(results, matched)],
-            f"bon_covers_{prm}": [m["covers"] for m in matched], "bon_n": [m["n"] for m in matched]}
+            f"bon_covers_{prm}": [m["covers"] for m in matched], "bon_n": [m["n"] for m in matched],
+            f"prm_rank_{prm}": per_seed(lambda r: r["parallel"][f"best-of-N, {prm}"]["ranking_auc"])}
         if prm in GRADED:
             out["threshold_matters"][prm] = pair | {
                 f"threshold_minus_random_{prm}": per_seed(lambda r: rsd(r)["accuracy"] - r["random"][prm]["accuracy"]),
                 f"rate_gap_{prm}": per_seed(
                     lambda r: abs(rsd(r)["acceptance_rate"] - r["random"][prm]["acceptance_rate"]))}
-    hard = [hard_at_rate(r["sweep"], r["soft"]["acceptance_rate"]) for r in results]
-    # a seed whose sweep does not bracket the soft rule's rate has no such difference: it is recorded as 0 and
-    # fails the claim's precondition `sweep_brackets_soft`, so it never decides anything
     out["hard_beats_soft"] = pair | {
-        "hard_minus_soft_learned": [h - r["soft"]["accuracy"] if np.isfinite(h) else 0.0
-                                    for h, r in zip(hard, results)],
-        "soft_rate_bracketed": [float(np.isfinite(h)) for h in hard]}
+        "hard_minus_soft_learned": per_seed(lambda r: r["hard_at_soft_rate"]["accuracy"] - r["soft"]["accuracy"]),
+        "rate_match_soft": per_seed(lambda r: abs(r["hard_at_soft_rate"]["acceptance_rate"]
+                                                  - r["soft"]["acceptance_rate"]) <= RATE_MATCH)}
     return out
 
-
-def hard_at_rate(sweep: Sequence[dict], rate: float) -> float:
-    """The hard threshold's accuracy at acceptance rate `rate`, interpolated linearly between the two points of
-    the δ sweep whose acceptance rates bracket it (NaN when none do)."""
-    pts = sorted((d["acceptance_rate"], d["accuracy"]) for d in sweep)
-    for (r0, a0), (r1, a1) in zip(pts, pts[1:]):
-        if r0 <= rate <= r1:
-            return a0 if r1 == r0 else a0 + (a1 - a0) * (rate - r0) / (r1 - r0)
-    return float("nan")

@@ -26,7 +26,7 @@ def _errorbar(ax, results, points, **kw):
 
 def plot_accuracy_vs_flops(results: list[dict], cfg):
     """Final-answer accuracy against total FLOPs (every token read and written, relative to target-only): RSD at
-    δ = cfg.delta with each PRM, the learned PRM's δ sweep, the single-model baselines, speculative decoding and
+    each PRM's calibrated δ, the learned PRM's δ sweep, the single-model baselines, speculative decoding and
     the parallel baselines over N (mean ± sd over seeds)."""
     from ..core import plot
 
@@ -34,7 +34,7 @@ def plot_accuracy_vs_flops(results: list[dict], cfg):
     for k, name in enumerate(PRMS):
         _errorbar(ax, results, [(lambda r, n=name: r["rsd"][n]["flop_ratio"], lambda r, n=name: r["rsd"][n]["accuracy"])],
                   marker=PRM_MARKERS[name], ms=9, ls="none", color=plot.PALETTE[k],
-                  label=f"RSD δ={cfg.delta}, {results[0]['prm_names'][name]}")
+                  label=f"RSD at the {cfg.budget:.0%}-budget δ, {results[0]['prm_names'][name]}")
     _errorbar(ax, results, [(lambda r, i=i: r["sweep"][i]["flop_ratio"], lambda r, i=i: r["sweep"][i]["accuracy"])
                             for i in range(len(cfg.deltas))], marker=".", ls="-", lw=0.8, color=plot.PALETTE[2],
               alpha=0.6, label=f"RSD, learned PRM, δ ∈ {list(cfg.deltas)}")
@@ -58,7 +58,7 @@ def plot_accuracy_vs_flops(results: list[dict], cfg):
 
 def plot_accountings(results: list[dict], cfg):
     """RSD's FLOPs relative to target-only in both accountings (every token read and written; written or scored
-    tokens only), per PRM at δ = cfg.delta: one point per seed, bars at the mean."""
+    tokens only), per PRM at its calibrated δ: one point per seed, bars at the mean."""
     from ..core import plot
 
     fig, ax = plot.subplots()
@@ -71,24 +71,26 @@ def plot_accountings(results: list[dict], cfg):
             ax.scatter(x + (j - 0.5) * 0.38, row, color="black", s=10, zorder=3)
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set_xticks(x, [results[0]["prm_names"][p] for p in PRMS])
-    ax.set(title=f"RSD's compute at δ={cfg.delta} in two FLOP accountings", ylabel="FLOPs / target-only FLOPs")
+    ax.set(title="RSD's compute in two FLOP accountings", ylabel="FLOPs / target-only FLOPs")
     ax.legend()
     return fig
 
 
 def plot_acceptance(results: list[dict], cfg):
-    """The share of draft steps accepted against δ for the learned PRM, and at δ = cfg.delta for each PRM, with the
-    soft-ω ablation's rate (mean ± sd over seeds)."""
+    """The share of draft steps accepted against δ for the learned PRM, and at each PRM's calibrated δ (mean ± sd
+    over seeds of both), with the soft-ω ablation's rate and the budget's acceptance floor."""
     from ..core import plot
 
     fig, ax = plot.subplots()
     rate = [mean_sd(results, lambda r, i=i: r["sweep"][i]["acceptance_rate"]) for i in range(len(cfg.deltas))]
     ax.errorbar(cfg.deltas, [a[0] for a in rate], yerr=[a[1] for a in rate], marker="^", capsize=3,
                 color=plot.PALETTE[2], label=results[0]["prm_names"]["learned"])
-    for k, name in enumerate(PRMS[:2]):
+    for k, name in enumerate(PRMS):
+        d, d_sd = mean_sd(results, lambda r, n=name: min(r["delta"][n], 1.0))
         m, sd = mean_sd(results, lambda r, n=name: r["rsd"][n]["acceptance_rate"])
-        ax.errorbar([cfg.delta], [m], yerr=[sd], marker=PRM_MARKERS[name], capsize=3, ls="none",
-                    color=plot.PALETTE[k], label=results[0]["prm_names"][name])
+        ax.errorbar([d], [m], xerr=[d_sd], yerr=[sd], marker=PRM_MARKERS[name], ms=9, capsize=3, ls="none",
+                    color=plot.PALETTE[k], label=f"{results[0]['prm_names'][name]} at its calibrated δ")
+    ax.axhline(1 - cfg.budget, color="grey", lw=0.8, ls="--", label=f"{1 - cfg.budget:.0%}: the budget's floor")
     m, sd = mean_sd(results, lambda r: r["soft"]["acceptance_rate"])
     ax.axhspan(m - sd, m + sd, color=plot.PALETTE[5], alpha=0.2, label="soft ω(r) = r, learned PRM (± sd)")
     ax.set(title="Draft steps accepted as the threshold rises", xlabel="threshold δ",

@@ -116,14 +116,6 @@ def _build_prm(cfg, seed: int):
                      cfg.batch_size, cfg.lr)
 
 
-def warm_up(cfg) -> None:
-    """Train (or find cached) the learned PRM of every seed of `cfg` for the zoo's draft, before the notebooks run:
-    the builder's warm-up calls this so the chapter's runtime is its experiment's."""
-    if cfg.draft_model == DRAFT_MODEL:
-        for s in cfg.seeds:
-            zoo.ensure("rsd-prm", cfg.scale, s)
-
-
 def learned_prm(cfg, seed: int, draft: zoo.ZooModel | None = None) -> LearnedPRM:
     """The learned PRM of `seed`, trained on rollouts of the draft `cfg.draft_model`: for the zoo's draft, trained
     once and cached in the zoo; for any other draft (`draft`, already loaded), trained now on its rollouts."""

@@ -11,30 +11,35 @@ MAX_STEPS = 48  # a safety cap; every step writes at least one token, so MAX_NEW
 MAX_NEW_TOKENS = 48  # the same budget as reasoners.solve
 PATIENCE = 5  # the official code's batch-level patience: rounds without a newly finished problem before it stops
 
-DRAFT_MODEL, TARGET_MODEL = "arith-draft", "arith-target"  # the zoo's pair (smoke and ci)
+DRAFT_MODEL, TARGET_MODEL = "rsd-draft", "rsd-target"  # the chapter's own pair (`pair`; smoke and ci)
 #: the noisy oracle flips each verdict with this probability; with symmetric flips its ROC AUC is 1 − ε = 0.9,
-#: the quality the learned PRM reached on the calibration seeds (0.93), and above the PRM-quality bar below
+#: above the PRM-quality bar every graded PRM must pass (`claims.PRM_AUC_MIN`)
 NOISY_EPSILON = 0.1
+#: the budget on target calls that sets each PRM's δ (the paper's: δ is the largest threshold meeting it): the target
+#: may write at most this share of the steps, as measured on a held-out calibration split
+TARGET_CALL_BUDGET = 0.3
 
-# Verdict seeds are fresh for contract v2: the pairs of seeds 0-2 decided the earlier rounds and the pair's design
-# and this chapter's settings were chosen on them (the referee's 3 and 4 were seen too); any seed list works.
+# The pair's design (`pair`) and these settings were chosen on calibration seeds 0-4. Verdict seeds 200-207 are
+# fresh: seeds 100-102 decided the earlier rounds on the shared pair and were seen.
 config = make_config({
-    "smoke": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": [100], "calibration_seeds": [0],
-              "n_test": 24, "deltas": [0.5, 0.7], "delta": 0.7, "epsilon": NOISY_EPSILON, "gamma": 4,
-              "bon_n": 3, "target_bon_n": 1, "bon_temperature": 1.0, "patience": PATIENCE, "prm_preset": "nano",
-              "prm_problems": 100, "prm_steps": 20, "prm_eval_problems": 30, "toy_samples": 20000},
-    "ci": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": [100, 101, 102],
-           "calibration_seeds": [0, 1, 2, 3, 4], "n_test": 200, "deltas": [0.3, 0.5, 0.7, 0.9, 0.97], "delta": 0.7,
-           "epsilon": NOISY_EPSILON,
-           "gamma": 4, "bon_n": 6, "target_bon_n": 2, "bon_temperature": 1.0, "patience": PATIENCE,
-           "prm_preset": "nano", "prm_problems": 1500, "prm_steps": 300, "prm_eval_problems": 200,
-           "toy_samples": 100000},
+    "smoke": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": [200], "calibration_seeds": [0],
+              "n_test": 24, "n_calibration": 30, "budget": TARGET_CALL_BUDGET, "deltas": [0.5, 0.7],
+              "epsilon": NOISY_EPSILON, "gamma": 4, "bon_n": 3, "target_bon_n": 1, "bon_temperature": 1.0,
+              "patience": PATIENCE, "prm_preset": "nano", "prm_problems": 100, "prm_steps": 20,
+              "prm_eval_problems": 30, "toy_samples": 20000, "toy_delta": 0.7},
+    "ci": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": list(range(200, 208)),
+           "calibration_seeds": [0, 1, 2, 3, 4], "n_test": 200, "n_calibration": 300, "budget": TARGET_CALL_BUDGET,
+           "deltas": [0.3, 0.5, 0.7, 0.9, 0.97], "epsilon": NOISY_EPSILON, "gamma": 4, "bon_n": 16,
+           "target_bon_n": 2, "bon_temperature": 1.0, "patience": PATIENCE, "prm_preset": "nano",
+           "prm_problems": 1500, "prm_steps": 300, "prm_eval_problems": 200, "toy_samples": 100000, "toy_delta": 0.7},
     "full": {"draft_model": "Qwen/Qwen2.5-Math-1.5B-Instruct", "target_model": "Qwen/Qwen2.5-Math-7B-Instruct",
-             "seeds": list(range(100, 108)), "calibration_seeds": [0, 1, 2, 3, 4], "n_test": 500,
-             "deltas": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95], "delta": 0.7, "epsilon": NOISY_EPSILON, "gamma": 4, "bon_n": 16, "target_bon_n": 4, "bon_temperature": 1.0,
-             "patience": PATIENCE, "prm_preset": "micro", "prm_problems": 5000, "prm_steps": 1000,
-             "prm_eval_problems": 500, "toy_samples": 1000000},
+             "seeds": list(range(200, 208)), "calibration_seeds": [0, 1, 2, 3, 4], "n_test": 500,
+             "n_calibration": 500, "budget": TARGET_CALL_BUDGET,
+             "deltas": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95], "epsilon": NOISY_EPSILON, "gamma": 4,
+             "bon_n": 16, "target_bon_n": 4, "bon_temperature": 1.0, "patience": PATIENCE, "prm_preset": "micro",
+             "prm_problems": 5000, "prm_steps": 1000, "prm_eval_problems": 500, "toy_samples": 1000000, "toy_delta": 0.7},
 },
-    seeds=SEED, calibration_seeds=SEED, n_test=COUNT, deltas=FRACTION, delta=FRACTION, epsilon=FRACTION, gamma=COUNT, bon_n=COUNT,
-    target_bon_n=COUNT, bon_temperature=POSITIVE, patience=COUNT, prm_preset=one_of(*tinylm.PRESETS),
-    prm_problems=COUNT, prm_steps=COUNT, prm_eval_problems=COUNT, toy_samples=COUNT)
+    seeds=SEED, calibration_seeds=SEED, n_test=COUNT, n_calibration=COUNT, budget=FRACTION, deltas=FRACTION,
+    epsilon=FRACTION, gamma=COUNT, bon_n=COUNT, target_bon_n=COUNT, bon_temperature=POSITIVE, patience=COUNT,
+    prm_preset=one_of(*tinylm.PRESETS), prm_problems=COUNT, prm_steps=COUNT, prm_eval_problems=COUNT,
+    toy_samples=COUNT, toy_delta=FRACTION)
