@@ -5,6 +5,7 @@ builder's warm-up) equal the direct computation, with the same types: arrays whe
 import dataclasses
 
 import numpy as np
+import pytest
 
 from icml25 import cascade_routing as cr
 
@@ -49,6 +50,8 @@ def test_benchmark_read_back_from_the_cache_equals_the_direct_computation(tmp_pa
 def test_real_pool_read_back_from_the_cache_equals_the_direct_computation(tmp_path, monkeypatch):
     """The builder's warm-up computes every seed (and every benchmark cell); what the notebook then reads equals
     computing it in place."""
+    from icml25.cascade_routing import cached
+
     monkeypatch.setenv("ICML25_CACHE", str(tmp_path))
     cfg = cr.config("smoke", seeds=[100, 101], pool_sizes=[3], noise_levels=["low"])
     direct = [cr.real_pool_cell(s, cfg) for s in cfg.seeds]
@@ -62,6 +65,11 @@ def test_real_pool_read_back_from_the_cache_equals_the_direct_computation(tmp_pa
     # so what the claims are decided on is the same too
     assert_same(cr.real_claim_measurements([r for r, *_ in read], [c for _, c, _ in read]),
                 cr.real_claim_measurements(*map(list, zip(*direct))))
+    # and the calibration seeds' candidate pools, which notebook 03 tabulates, are read back without computing
+    monkeypatch.setattr(cached, "real_pool_cell", lambda seed, cfg: pytest.fail("computed after the warm-up"))
+    pools = cr.calibration_pools(cfg)
+    assert list(pools) == list(cr.CALIBRATION_POOLS)
+    assert all(len(runs) == len(cells) == len(cfg.calibration_seeds) for runs, cells in pools.values())
 
 
 def test_real_pool_cache_is_addressed_by_the_knobs_it_reads(tmp_path, monkeypatch):

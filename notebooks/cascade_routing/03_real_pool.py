@@ -99,10 +99,8 @@ pd.DataFrame({"FLOPs per prediction": shown.flops[0].round(-1),
 
 # %%
 calibration = {}
-for pool in ("classifiers", "memories"):
-    pool_cfg = cr.config(scale, real_pool=pool, n_lambdas=n_lambdas, qmc_samples=qmc_samples, seeds=cfg.calibration_seeds)
-    c_runs, c_cells, _ = zip(*[cr.real_pool_results(s, pool_cfg) for s in pool_cfg.calibration_seeds])
-    m = cr.real_claim_measurements(list(c_runs), list(c_cells))
+for pool, (c_runs, c_cells) in cr.calibration_pools(cfg).items():  # cached in the builder's warm-up
+    m = cr.real_claim_measurements(c_runs, c_cells)
     calibration[pool] = {"positive control gain (mean)": np.mean(m["positive_control_gain"]),
                          "positive control gain (sd)": np.std(m["positive_control_gain"]),
                          "learned estimators' gain (mean)": np.mean(m["real_gain"]),

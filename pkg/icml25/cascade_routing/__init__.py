@@ -28,7 +28,8 @@ seeds, cached for the book's warm-up: `warm_up`).
 from __future__ import annotations
 
 from .benchmark import Estimates, Pool, make_estimates, make_pool
-from .cached import benchmark_results, cached_benchmark_cell, real_pool_results, warm_up
+from .cached import (CALIBRATION_POOLS, benchmark_results, cached_benchmark_cell, calibration_pools,
+                     real_pool_results, warm_up)
 from .claims import (BEATS_BOTH, CLAIM_POOL_SIZES, CLAIMS, ESTIMATORS_MATTER, NON_INFERIORITY_MARGIN, OPTIMAL_CASCADE,
                      PAPER_SMALLEST_GAIN, REAL_POOL_BEATS_BOTH, cell_key)
 from .curves import (curves, lambda_grid, quality_cost_auc, remove_dominated, routing_for_budget, run_strategy,

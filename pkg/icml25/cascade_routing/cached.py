@@ -86,9 +86,28 @@ def real_pool_results(seed: int, cfg) -> tuple[RealRuns, dict, bool]:
     return _runs(value["runs"]), _cell(value["cell"]), now
 
 
+#: the candidate real pools notebook 03 compares on the calibration seeds (the chapter chose "memories")
+CALIBRATION_POOLS = ("classifiers", "memories")
+
+
+def calibration_pools(cfg) -> dict[str, tuple[list[RealRuns], list[dict]]]:
+    """Each candidate real pool (`CALIBRATION_POOLS`) on `cfg.calibration_seeds`, the scale's other knobs but
+    `n_lambdas` and `qmc_samples` from `cfg`, through the cache: {pool: (runs, cells)} per calibration seed."""
+    out = {}
+    for pool in CALIBRATION_POOLS:
+        pool_cfg = scales.config(cfg.scale, real_pool=pool, n_lambdas=cfg.n_lambdas, qmc_samples=cfg.qmc_samples,
+                                 seeds=cfg.calibration_seeds)
+        runs, cells, _ = zip(*[real_pool_results(s, pool_cfg) for s in pool_cfg.seeds])
+        out[pool] = (list(runs), list(cells))
+    return out
+
+
 def warm_up(cfg) -> None:
-    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): every cell of the benchmark
-    and every seed of the real pool."""
+    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): every cell of the benchmark,
+    every seed of the real pool and, where the pools are scikit-learn's, the candidate pools on the calibration
+    seeds."""
     benchmark_results(cfg)
     for seed in cfg.seeds:
         real_pool_results(seed, cfg)
+    if not cfg.pool_models:
+        calibration_pools(cfg)
