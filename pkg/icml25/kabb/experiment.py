@@ -28,7 +28,7 @@ GAMMAS = (0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999, 0.9995, 0.9998, 0.9999, 1.
 # spread 0.063 and the seen verdict seeds' 0.067) asks for about 315-341.
 CALIBRATION_SEEDS = {"smoke": list(range(6)), "ci": list(range(50)), "full": list(range(50))}
 VERDICT_SEEDS = {"smoke": list(range(1000, 1006)), "ci": list(range(1000, 1400)), "full": list(range(1000, 1400))}
-FIGURE_SEEDS = 100  # the figures run every selector on the first this many verdict seeds
+FIGURE_SEEDS = 50  # the figures run every selector on the first this many verdict seeds
 
 config = make_config({
     "smoke": {"seeds": VERDICT_SEEDS["smoke"], "calibration_seeds": CALIBRATION_SEEDS["smoke"], "n_rounds": 300, "n_experts": 10, "k": 2, "gamma": None, "floor": 0.05,
