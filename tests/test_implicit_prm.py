@@ -241,7 +241,7 @@ def test_claim_measurements_are_paired_per_seed_differences():
     runs = {s: {"arms": {"ce": arm(0.6 + s, {"prm_min": 0.5, "majority": 0.4, "random": 0.3}),
                          "ce_n1": arm(0.5, {"prm_min": 0.35 + s, "majority": 0.4, "random": 0.3})},
                 "position": {"step_auc": 0.99, ip.STEP_AUC: 0.55},
-                "verifiers": {"4": {"oracle": 0.7, "noisy": 0.45, "majority": 0.4, "random": 0.3}}}
+                "verifiers": {"4": {"exact": 0.7, "noisy": 0.45, "majority": 0.4, "random": 0.3}}}
             for s in (0, 1)}
     m = ip.claim_measurements(runs, 4)
     assert m["step_auc"] == [0.6, 1.6] and m["n1_minus_random"] == pytest.approx([0.05, 1.05])
@@ -268,7 +268,7 @@ def test_step_verifiers_and_the_position_null():
     labels = [[[True, True], [True, False]], [[False], []]]
     cands = ip.Candidates(problems, [["a", "b"], ["c", "d"]], np.zeros((2, 2), int), np.zeros((2, 2), bool), labels)
     v = ip.verifier_scores(cands, 0.0, 0)
-    assert v["oracle"].tolist() == [[1.0, 0.0], [0.0, 0.0]] and np.array_equal(v["noisy"], v["oracle"])
+    assert v["exact"].tolist() == [[1.0, 0.0], [0.0, 0.0]] and np.array_equal(v["noisy"], v["exact"])
     flipped = ip.verifier_scores(cands, 1.0, 0)["noisy"]
     assert flipped.tolist() == [[0.0, 0.0], [1.0, 0.0]]
     rates = np.array([0.9, 0.4])
@@ -389,3 +389,17 @@ def test_a_base_outside_the_zoo_is_run_in_place_every_time(monkeypatch):
     for _ in range(2):
         assert ip.seed_results(ip.config("smoke", model="some/checkpoint"), 3) == ({"arms": {}}, True)
     assert calls == [3, 3]
+
+
+def test_best_of_n_keeps_a_score_apart_from_its_own_oracle():
+    """The exact step verifier's picks and the any-correct oracle are two selectors: a verifier that always picks the
+    wrong candidate scores 0 while the oracle scores 1 (they were once averaged under one name, reading 0.5), and a
+    score named like one of best_of_n's own selectors is refused."""
+    problems = arithmetic.sample_problems(1, 0, max_ops=3)
+    correct = np.array([[True, False, False, False]])
+    cands = ip.Candidates(problems, [["a", "b", "c", "d"]], np.array([[3, 4, 4, 5]]), correct, [[[]] * 4])
+    wrong = np.array([[0.0, 1.0, 0.0, 0.0]])
+    out = ip.best_of_n(cands, {"exact": wrong}, 4)
+    assert out["exact"] == 0.0 and out["oracle"] == 1.0
+    with pytest.raises(ValueError, match="clash"):
+        ip.best_of_n(cands, {"oracle": wrong}, 4)

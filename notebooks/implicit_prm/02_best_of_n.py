@@ -197,13 +197,12 @@ fig, axes = plot.subplots(1, 2, sharey=True)
 for ax, (title, get, keys) in zip(axes, (
         (f"Best-of-N, {names['ce']}", lambda r, n: r["arms"]["ce"]["best_of"][str(n)], selectors),
         ("Best-of-N, step verifiers of known quality", lambda r, n: r["verifiers"][str(n)],
-         ["random", "majority", "oracle_steps", "noisy", "oracle"]))):
+         ["random", "majority", "exact", "noisy", "oracle"]))):
     for k, c in zip(keys, plot.PALETTE):
-        key = "oracle" if k == "oracle_steps" else k
-        a = np.array([[(get(r, n)[key] if k != "oracle" else r["arms"]["ce"]["best_of"][str(n)]["oracle"]) for n in Ns]
+        a = np.array([[(get(r, n)[k] if k != "oracle" else r["arms"]["ce"]["best_of"][str(n)]["oracle"]) for n in Ns]
                       for r in runs.values()])
         ax.errorbar(Ns, a.mean(0), yerr=a.std(0), marker="o", capsize=3, color=c,
-                    label={"oracle_steps": "exact step verifier", "noisy": "noisy step verifier"}.get(k, k),
+                    label={"exact": "exact step verifier", "noisy": "noisy step verifier"}.get(k, k),
                     ls=":" if k == "oracle" else "-")
     ax.axvline(cfg.claim_n, color="grey", lw=0.8, ls="--")
     ax.set(xscale="log", title=title, xlabel="N (candidates per problem)", ylim=(0, 1.02))

@@ -122,9 +122,9 @@ def claim_measurements(runs: dict[int, dict], n: int) -> dict[str, list[float]]:
         "n1_train_step_auc": [arm(s, "ce_n1")["train"]["step_auc"] for s in seeds],
         "prm_minus_majority": [b["prm_min"] - b["majority"] for b in bo["ce"]],
         "n1_minus_random": [b["prm_min"] - b["random"] for b in bo["ce_n1"]],
-        "oracle_minus_majority": [v["oracle"] - v["majority"] for v in ver],
+        "oracle_minus_majority": [v["exact"] - v["majority"] for v in ver],
         "noisy_minus_majority": [v["noisy"] - v["majority"] for v in ver],
-        "oracle_minus_random": [v["oracle"] - v["random"] for v in ver],
+        "oracle_minus_random": [v["exact"] - v["random"] for v in ver],
         "noisy_minus_random": [v["noisy"] - v["random"] for v in ver],
     }
 

@@ -88,7 +88,10 @@ def best_of_n(cands: Candidates, scores: dict[str, np.ndarray], n: int,
     Selectors: `random` (expected accuracy), `majority`, the argmax of each score in `scores` (e.g. `prm_min`,
     `prm_outcome`, or `ref_likelihood`, the generator's own log-likelihood of the candidate), `<score>_vote` for the scores named in
     `voted` (majority voting with each vote weighted by σ(score), the official evaluation's weighting of an implicit
-    PRM's votes), and `oracle` (any correct)."""
+    PRM's votes), and `oracle` (any correct). A score may not take a selector's name: it would be averaged with it."""
+    clash = set(scores) & {"random", "majority", "oracle"} | set(scores) & {f"{v}_vote" for v in voted}
+    if clash:
+        raise ValueError(f"scores named {sorted(clash)} clash with best_of_n's own selectors; rename them")
     total = cands.correct.shape[1]
     if n > total or n < 1:
         raise ValueError(f"best-of-{n} needs 1 <= n <= {total} candidates")
@@ -194,7 +197,7 @@ def position_rewards(cands: Candidates, rates: np.ndarray) -> list[list[np.ndarr
 
 
 def verifier_scores(cands: Candidates, noise: float, seed: int) -> dict[str, np.ndarray]:
-    """Response scores of two step verifiers of known quality: `oracle`, 1 when every step is right (the exact
+    """Response scores of two step verifiers of known quality: `exact`, 1 when every step is right (the exact
     verifier, min over its step labels), and `noisy`, the same with each step label flipped with probability
     `noise`. A response without steps scores 0."""
     rng = numpy_rng(seed, CHAPTER, "noisy-verifier")
@@ -206,4 +209,4 @@ def verifier_scores(cands: Candidates, noise: float, seed: int) -> dict[str, np.
         return float(lab.min()) if len(lab) else 0.0
 
     return {name: np.array([[score(lab, flip) for lab in row] for row in cands.step_labels])
-            for name, flip in (("oracle", False), ("noisy", True))}
+            for name, flip in (("exact", False), ("noisy", True))}
