@@ -329,14 +329,10 @@ def test_standardised_effect_whose_smallest_effect_is_the_null_uses_the_interval
     assert scorecard.standardised(e) == pytest.approx((3.0, 2.0, 4.0))  # (0.01 - x) / 0.002, the paper's side positive
 
 
-def test_rsd_s_learned_prms_are_trained_in_the_warm_up():
-    """rsd's learned PRMs and runs (one per verdict seed) are computed before the notebooks, after the shared
-    reasoners."""
-    from icml25 import rsd
-
-    seeds = rsd.config("ci").seeds
-    assert build.shared_models(build.discover(["rsd"]), "ci") == (
-        [(n, s) for s in seeds for n in build.SHARED_ZOO] + [("rsd-runs", None)])
+def test_rsd_s_pairs_prms_and_runs_are_computed_in_the_warm_up():
+    """rsd trains no shared reasoner: its own pairs, learned PRMs and runs (one per verdict seed) are all computed
+    by its warm-up entry before the notebooks."""
+    assert build.shared_models(build.discover(["rsd"]), "ci") == [("rsd-runs", None)]
     assert build.CHAPTER_RESULTS["rsd"] == ("rsd-runs", "warm_up_runs")
 
 

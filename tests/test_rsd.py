@@ -4,10 +4,11 @@ and bad input."""
 
 import numpy as np
 import pytest
+import torch
 
 from icml25 import rsd
 from icml25.core import arithmetic, flops, reasoners, tinylm, zoo
-from icml25.core.seeding import derive_seed
+from icml25.core.seeding import derive_seed, numpy_rng
 
 
 @pytest.fixture(scope="module")
@@ -251,12 +252,13 @@ def test_claims_read_the_experiments_measurements():
     def run(seed, acc):
         rsd_row = {"accuracy": acc, "flop_ratio": 0.4, "generated_flop_ratio": 0.3, "acceptance_rate": 0.8}
         curve = {"n": [1, 2], "accuracy": [0.5, 0.6], "flop_ratio": [0.2, 0.5]}
-        sweep = [{"acceptance_rate": 0.4, "accuracy": 0.9}, {"acceptance_rate": 0.8, "accuracy": 0.7}]
-        return {"calibration": {"cost_ratio": 0.1, "draft_step_accuracy": 0.8},
+        curve = curve | {"ranking_auc": 0.75}
+        return {"calibration": {"cost_ratio": 0.1, "draft_in_band": 1.0, "target_in_band": 1.0},
                 "prm_auc": {"noisy": 0.9, "learned": 0.85}, "baselines": {"target": {"accuracy": 0.9}},
                 "rsd": {p: rsd_row for p in rsd.PRMS}, "random": {p: rsd_row | {"accuracy": 0.5} for p in rsd.GRADED},
-                "parallel": {f"best-of-N, {p}": curve for p in rsd.PRMS}, "sweep": sweep,
-                "soft": {"acceptance_rate": 0.5 + seed / 10, "accuracy": 0.8}}
+                "parallel": {f"best-of-N, {p}": curve for p in rsd.PRMS},
+                "soft": {"acceptance_rate": 0.5, "accuracy": 0.8},
+                "hard_at_soft_rate": {"acceptance_rate": 0.5 + seed / 10, "accuracy": 0.85}}
     m = rsd.claim_measurements([run(0, 0.92), run(1, 0.91)])
     for prm in rsd.PRMS:
         e = m["efficiency"][prm]
@@ -264,6 +266,7 @@ def test_claims_read_the_experiments_measurements():
         assert e["prm_auc_learned"] == [0.85, 0.85] and e["prm_auc_noisy"] == [0.9, 0.9]
         assert m["beats_parallel"][prm][f"rsd_minus_bon_{prm}"] == pytest.approx([0.32, 0.31])  # N=2 reaches 0.4
         assert m["beats_parallel"][prm][f"bon_covers_{prm}"] == pytest.approx([0.1, 0.1])
+        assert m["beats_parallel"][prm][f"prm_rank_{prm}"] == [0.75, 0.75]
         claims = [(rsd.EFFICIENCY[prm], e), (rsd.BEATS_PARALLEL[prm], m["beats_parallel"][prm])]
         if prm in rsd.GRADED:
             assert m["threshold_matters"][prm][f"threshold_minus_random_{prm}"] == pytest.approx([0.42, 0.41])
@@ -271,17 +274,66 @@ def test_claims_read_the_experiments_measurements():
         for claim, measured in claims:
             assert claim.decide(measured)["verdict"] in ("reproduced", "refuted", "inconclusive")
     assert "oracle" not in rsd.THRESHOLD_MATTERS  # true by construction with a 0/1 oracle: not a claim
-    # hard ω at the soft rule's rate (0.5, then 0.6): 0.9 - 0.2 * (rate - 0.4) / 0.4, minus soft's 0.8
-    assert m["hard_beats_soft"]["hard_minus_soft_learned"] == pytest.approx([0.05, 0.0])
-    assert m["hard_beats_soft"]["soft_rate_bracketed"] == [1.0, 1.0]
+    # the hard rule at the soft rule's calibrated rate, minus the soft rule; rates 0.5 vs 0.5, then 0.6 vs 0.5
+    assert m["hard_beats_soft"]["hard_minus_soft_learned"] == pytest.approx([0.05, 0.05])
+    assert m["hard_beats_soft"]["rate_match_soft"] == [1.0, 0.0]
 
 
-def test_hard_threshold_interpolates_only_inside_the_sweep():
-    sweep = [{"acceptance_rate": 0.6, "accuracy": 0.8}, {"acceptance_rate": 0.2, "accuracy": 0.9},
-             {"acceptance_rate": 0.4, "accuracy": 0.85}]
-    assert rsd.hard_at_rate(sweep, 0.5) == pytest.approx(0.825)
-    assert rsd.hard_at_rate(sweep, 0.2) == pytest.approx(0.9)
-    assert np.isnan(rsd.hard_at_rate(sweep, 0.7)) and np.isnan(rsd.hard_at_rate(sweep, 0.1))
+def test_delta_for_budget_is_the_largest_threshold_within_the_budget():
+    # a 0/1 PRM: its zeros fit a 30% budget (δ = 1 rejects exactly them) or they do not (δ = 0 accepts everything)
+    assert rsd.delta_for_budget([0, 1, 1, 1, 1], 0.3) == 1.0
+    assert rsd.delta_for_budget([0, 0, 1, 1], 0.3) == 0.0
+    assert rsd.delta_for_budget(np.arange(1, 11) / 10, 0.3) == pytest.approx(0.4)  # rejects 0.1-0.3: 30%
+    r = numpy_rng(0, "budget").random(1001)
+    for budget in (0.0, 0.1, 0.5, 0.9):
+        d = rsd.delta_for_budget(r, budget)
+        assert np.mean(r < d) <= budget < np.mean(r <= d)  # within the budget, and any larger δ is over it
+    assert rsd.delta_for_budget([0.2, 0.5], 1.0) == np.inf  # a budget of every step: the target writes them all
+
+
+def test_within_problem_auc_on_an_exact_case():
+    scores = np.array([[0.9, 0.1, 0.5], [0.2, 0.3, 0.5], [0.9, 0.8, 0.5]])  # samples x problems
+    correct = np.array([[1, 0, 1], [0, 1, 1], [0, 0, 1]], dtype=bool)  # problem 2 has no wrong sample
+    # problem 0: right 0.9 vs wrong 0.2 (win) and 0.9 (tie); problem 1: right 0.3 vs 0.1 (win) and 0.8 (loss)
+    assert rsd.within_problem_auc(scores, correct) == pytest.approx((1 + 0.5 + 1 + 0) / 4)
+    assert np.isnan(rsd.within_problem_auc(scores[:, 2:], correct[:, 2:]))
+
+
+def test_exact_match_is_one_on_a_model_that_copies_the_solution():
+    """Teacher-forced exact match counts a problem only when every solution token is the argmax: a model whose
+    logits put all mass on the true next token scores 1, one shifted by a token scores 0."""
+    from icml25.rsd import pair
+
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    ps = arithmetic.sample_problems(5, 0)
+
+    class Oracle(torch.nn.Module):
+        def __init__(self, shift):
+            super().__init__()
+            self.shift = shift
+
+        def forward(self, input_ids, attention_mask):
+            nxt = torch.roll(input_ids, -1 - self.shift, dims=1)
+            return type("Out", (), {"logits": torch.nn.functional.one_hot(nxt, len(tok)).float()})
+
+    assert pair.exact_match(Oracle(0), tok, ps) == 1.0
+    assert pair.exact_match(Oracle(1), tok, ps) == 0.0
+
+
+def test_the_pair_stops_at_its_exact_match_mark():
+    """The draft/target builder validates every `eval_every` steps while far from `stop_at`, every step once within
+    `fine_margin` of it, and stops at the first validation reaching it."""
+    from icml25.core.config import make_config
+    from icml25.rsd import pair
+
+    presets = {s: dict(pair.TARGET["smoke"], steps=80, stop_at=0.05, fine_margin=0.04, eval_every=5)
+               for s in ("smoke", "ci", "full")}
+    _, _, info = pair._build(make_config(presets)("smoke"), 0)
+    steps, ems = zip(*info["evals"])
+    assert all(em < 0.05 for em in ems[:-1]) and info["stopped_at"] == steps[-1]
+    assert ems[-1] >= 0.05 or steps[-1] == 80
+    for k, s in enumerate(steps):
+        assert s % 5 == 0 or s == 80 or ems[k - 1] >= 0.01  # off the coarse grid only once near the mark
 
 
 def test_reasoning_results_are_cached_for_the_zoo_pair_and_computed_for_other_checkpoints(tmp_path, monkeypatch):
@@ -295,6 +347,6 @@ def test_reasoning_results_are_cached_for_the_zoo_pair_and_computed_for_other_ch
     assert rsd.reasoning_results(cfg, 7) == ({"seed": 7, "pair": [1, 2]}, True)  # as JSON, computed now
     assert rsd.reasoning_results(cfg, 7) == ({"seed": 7, "pair": [1, 2]}, False) and calls == [7]  # read back
     assert rsd.reasoning_results(rsd.config("smoke", seeds=[3]), 7)[1] is False  # the seed list: same address
-    assert rsd.reasoning_results(rsd.config("smoke", delta=0.5), 7)[1] is True  # a knob it reads: another
+    assert rsd.reasoning_results(rsd.config("smoke", budget=0.5), 7)[1] is True  # a knob it reads: another
     other = rsd.config("smoke", draft_model="some/checkpoint")
     assert rsd.reasoning_results(other, 7)[1] and rsd.reasoning_results(other, 7)[1]  # never cached

@@ -28,7 +28,7 @@
 # %% tags=["parameters"]
 scale = "ci"
 seed = 0
-seeds = None  # training seeds of the pairs shown (the ones the rsd chapter decides on); None: the scale's value
+seeds = None  # training seeds of the pairs shown (seed 0: the pair the other chapters start from); None: the scale's value
 n_test = None  # test problems per evaluation; None: the scale's value
 
 # %%
@@ -158,5 +158,6 @@ print(f"prompt {len(long.prompt)} tokens, solution {len(long.solution)} tokens:"
 # example measurements; the notebook measures and calls `check`, which computes one of three verdicts and records
 # it for the [scorecard](../scorecard.md) (see "How this book decides"). "The target is more accurate than the
 # draft" is not such a statement: it is what this pair was built to be, and whether it holds on a seed depends on
-# where the target's early stop lands. So it stays a table, and the chapters that need the pair (RSD) carry its
-# rows as preconditions: a seed whose pair misses them makes their verdicts inconclusive rather than refuted.
+# where the target's early stop lands. So it stays a table. The chapter that mixes a draft with a target in its
+# claims (RSD) trains a pair of its own on the whole mix (`icml25.rsd.pair`) and carries that pair's calibration
+# as preconditions: a seed whose pair misses them makes its verdicts inconclusive rather than refuted.

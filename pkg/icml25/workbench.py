@@ -15,12 +15,14 @@ from .core.config import COUNT, SEED, make_config
 
 MODELS = ("arith-draft", "arith-target")
 
-# The pairs shown are the ones the rsd chapter decides on (its verdict seeds), so the table is their calibration;
-# `calibration_seeds` are the seeds the pair's design (stop rule, sizes) was chosen on.
+# The pair shown is the one the chapters built on the shared reasoners start from (seed 0: implicit_prm, ple, mpo,
+# hybrid_winrate, lora_init, model_swarms), so the table is the calibration of the models they use and costs no
+# training of its own; `calibration_seeds` are the seeds the pair's design (stop rule, sizes) was chosen on. (The
+# rsd chapter decides on a pair of its own, `icml25.rsd.pair`, with its own declared calibration.)
 config = make_config({
-    "smoke": {"seeds": [100], "calibration_seeds": [0], "n_test": 40},
-    "ci": {"seeds": [100, 101, 102], "calibration_seeds": [0, 1, 2], "n_test": 500},
-    "full": {"seeds": [100, 101, 102, 103, 104], "calibration_seeds": [0, 1, 2], "n_test": 2000},
+    "smoke": {"seeds": [0], "calibration_seeds": [0], "n_test": 40},
+    "ci": {"seeds": [0], "calibration_seeds": [0, 1, 2], "n_test": 500},
+    "full": {"seeds": [0], "calibration_seeds": [0, 1, 2], "n_test": 2000},
 },
     seeds=SEED, calibration_seeds=SEED, n_test=COUNT)
 

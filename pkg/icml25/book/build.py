@@ -63,7 +63,7 @@ KERNEL_START_S = 300  # a kernel's start-up (imports) on a loaded machine has ta
 # Zoo models that several chapters start from, trained before the notebooks fan out so that no notebook's time
 # is spent waiting on a zoo lock while another trains them; at the seeds of the chapters that use every seed.
 SHARED_ZOO = ("arith-draft", "arith-target")
-SHARED_ZOO_USERS = ("workbench", "rsd")
+SHARED_ZOO_USERS = ("workbench",)
 # chapters that start from the shared models at seed 0 only
 SHARED_ZOO_SEED0_USERS = ("implicit_prm", "ple", "mpo", "hybrid_winrate", "lora_init", "model_swarms")
 # a chapter's own zoo model that the warm-up trains too when the chapter's `model` knob names it (at its config's
