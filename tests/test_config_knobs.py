@@ -156,17 +156,17 @@ def test_invalid_values_are_refused_naming_the_knob(slug, data):
 def test_rsd_examples_of_the_issue_are_refused_with_what_is_valid():
     with pytest.raises(ValueError, match=r"^setting n_test=-5 is not valid: n_test must be an integer >= 1$"):
         rsd.config("ci", n_test=-5)
-    with pytest.raises(ValueError, match=r"^setting delta='abc' is not valid: delta must be a finite number in "
+    with pytest.raises(ValueError, match=r"^setting toy_delta='abc' is not valid: toy_delta must be a finite number in "
                                          r"\[0, 1\]$"):
-        rsd.config("ci", delta="abc")
+        rsd.config("ci", toy_delta="abc")
 
 
 def test_papermill_values_are_coerced_where_nothing_is_lost():
-    cfg = rsd.config("ci", n_test="5", delta="0.3", seeds="[0, 1]", epsilon=0, bon_n=6.0, prm_preset="micro")
-    assert same((cfg.n_test, cfg.delta, cfg.seeds, cfg.epsilon, cfg.bon_n, cfg.prm_preset),
+    cfg = rsd.config("ci", n_test="5", toy_delta="0.3", seeds="[0, 1]", epsilon=0, bon_n=6.0, prm_preset="micro")
+    assert same((cfg.n_test, cfg.toy_delta, cfg.seeds, cfg.epsilon, cfg.bon_n, cfg.prm_preset),
                 (5, 0.3, [0, 1], 0.0, 6, "micro"))
     assert rsd.config("ci", n_test=None).n_test == rsd.config("ci").n_test  # None: the scale's value
-    for bad in (dict(n_test=5.5), dict(n_test="5.5"), dict(n_test=True), dict(delta=float("nan")),
+    for bad in (dict(n_test=5.5), dict(n_test="5.5"), dict(n_test=True), dict(toy_delta=float("nan")),
                 dict(seeds=[]), dict(seeds="0, 1, x"), dict(prm_preset="huge"), dict(deltas=[0.5, 1.5])):
         with pytest.raises(ValueError, match=f"setting {next(iter(bad))}="):
             rsd.config("ci", **bad)
