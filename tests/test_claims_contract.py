@@ -124,6 +124,19 @@ def test_a_size_undecided_power_line_asks_to_tell_the_estimate_from_the_smallest
     need = math.ceil(((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * sd / (1.0 - est)) ** 2)
     assert got["units_needed"] == need and need > len(x)  # not the units to see 1 against 0, which 10 already pass
 
+
+def test_an_estimate_on_the_smallest_effect_gets_no_power_line_but_says_why():
+    """Mean a hair below 1, the smallest effect (at or above it the estimate reproduces): telling the two apart would
+    take astronomically many units (the formula divides by their difference), so the record says the estimate sits
+    on the bar instead of printing a number."""
+    x = [1.6, 0.4, 1.3, 0.7, 1.1, 0.9, 1.5, 0.5, 1.2, 0.8]
+    assert np.mean(x) == pytest.approx(1.0)
+    got = decide(BETTER, diff=[v - 1e-6 for v in x], b_acc=0.9)
+    assert got["verdict"] == INCONCLUSIVE and got.get("units_needed") is None
+    assert "sits on the paper's smallest effect" in got["reason"]
+    near = decide(BETTER, diff=[v - 0.1 for v in x], b_acc=0.9)  # 0.9: a plan of some hundred units, printed
+    assert near["verdict"] == INCONCLUSIVE and len(x) < near["units_needed"] <= claims.ON_THE_BAR * len(x)
+
 SHARE = Claim(chapter="demo", id="share", paper_statement="some runs are B-like", paper_value="a share",
               criterion="share of B-like runs > 0 (exact binomial, 95%); refuted below 0.1",
               effects=[Effect("b_share", "is_b", min_effect=0.1, method="binomial")],

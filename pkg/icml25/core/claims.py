@@ -234,6 +234,11 @@ def _unit_floor(n: int, planned: int | None) -> str | None:
     return f"only {n} paired units: a decisive verdict needs {MIN_UNITS} ({plan})"
 
 
+#: a size-undecided power line asking for more than this many times the units run is not a plan: the estimate sits
+#: on the paper's smallest effect, and the record says so instead of printing the number
+ON_THE_BAR = 100
+
+
 def _with_floor(need: int | None, floor: str | None, planned: int | None) -> int | None:
     """The units a verdict held back by the unit floor needs: at least what the floor asks, whatever the spread."""
     if not floor:
@@ -316,9 +321,13 @@ class Effect:
         delta = abs(self.min_effect - est) if size_undecided else abs(
             (self.min_effect if self.min_effect is not None else est) - self.null)
         sd = float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
+        need = units_needed(sd, delta, 1 - self.confidence)
+        if size_undecided and need and need > ON_THE_BAR * len(x):
+            note += (f"; the estimate sits on the paper's smallest effect: about {need} units would tell them apart "
+                     "at this spread, so no feasible sample of this design decides it")
+            need = None
         out.update(verdict=verdict, note=note, sd=_nan_none(sd),
-                   units_needed=_with_floor(units_needed(sd, delta, 1 - self.confidence), floor,
-                                            self.planned_units))
+                   units_needed=_with_floor(need, floor, self.planned_units))
         if self.design_sd is not None:
             out.update(design_sd=self.design_sd, planned_units=self.planned_units)
         return out
