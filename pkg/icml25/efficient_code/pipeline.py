@@ -9,15 +9,17 @@ TMU, then MU, then the program text, so the choice is deterministic. A task with
 from __future__ import annotations
 
 import math
+import sys
+from collections import Counter
 
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
 
-from ..core import generation, models, tinylm, train
+from ..core import generation, models, tinylm, train, zoo
 from ..core.seeding import numpy_rng, torch_generator
 from . import tasks as T
 from .sandbox import Execution, Limits, run_candidate
@@ -269,27 +271,19 @@ def run_experiment(cfg) -> dict:
     """:func:`run_seed` for every seed of `cfg` with one shared :class:`Measurer`, and the ET noise floor
     (:func:`et_noise`) on the first seed's held-out tasks, as JSON: {"runs": {seed: {arm: Arm as a dict}},
     "et_noise", "statuses" (sandbox verdicts of the distinct executions)}."""
-    from dataclasses import asdict
-
     measure = Measurer(cfg.perf_size, workers=cfg.workers)
     runs = {str(s): {name: asdict(arm) for name, arm in run_seed(cfg, s, measure).items()} for s in cfg.seeds}
     held_out = T.split_tasks(T.all_tasks(cfg.families, cfg.constants), cfg.n_test, cfg.seeds[0])[1]
-    statuses: dict[str, int] = {}
-    for e in measure.cache.values():
-        statuses[e.status] = statuses.get(e.status, 0) + 1
-    return {"runs": runs, "et_noise": et_noise(held_out, measure), "statuses": statuses}
+    statuses = Counter(e.status for e in measure.cache.values())
+    return {"runs": runs, "et_noise": et_noise(held_out, measure), "statuses": dict(statuses)}
 
 
 def experiment(cfg) -> tuple[dict[int, dict[str, Arm]], float, dict[str, int]]:
     """:func:`run_experiment`, cached like a zoo model (`icml25.core.zoo.results`, addressed by every knob of `cfg`
     and every part of this package), so the book's builder runs it once in its warm-up and the notebook reads it
     back. Returns (runs {seed: {arm: Arm}}, ET noise floor, sandbox verdict counts)."""
-    import inspect
-
-    from ..core import zoo
-
     stored, _ = zoo.results(RESULT_NAME, dict(cfg), lambda: run_experiment(cfg),
-                            sources=zoo.chapter_modules(inspect.getmodule(Arm)))
+                            sources=zoo.chapter_modules(sys.modules[__name__]))
     runs = {int(s): {name: Arm(a["name"], a["train_net"], a["losses"], Evaluation(**a["evaluation"]))
                      for name, a in arms.items()} for s, arms in stored["runs"].items()}
     return runs, stored["et_noise"], stored["statuses"]
