@@ -207,7 +207,7 @@ def claim_runs(cfg) -> tuple[dict, dict]:
         measured = claim_measurements(runs, cfg) | {"bracket_margin": calibrate_decay(cfg)["bracket_margin"]}
         return {"measured": measured, "null": drift_null(cfg)}
 
-    value = zoo.results("kabb-claim-runs", settings, compute, sources=zoo.chapter_modules(sys.modules[__name__]))[0]
+    value = zoo.results("kabb-runs", settings, compute, sources=zoo.chapter_modules(sys.modules[__name__]))[0]
     return value["measured"], value["null"]
 
 
