@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -30,8 +31,8 @@ def injected_source(page) -> str:
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    """A throw-away notebooks/ and book/ with one good and one failing notebook in the kabb chapter (a chapter that
-    starts from no shared zoo model), and a package of its own for the import analysis."""
+    """A throw-away notebooks/ and book/ with one good and one failing notebook in the kabb chapter, which warms
+    nothing up here (no `CHAPTER_RESULTS` entry), and a package of its own for the import analysis."""
     nbs, book = tmp_path / "notebooks", tmp_path / "book"
     (nbs / "kabb").mkdir(parents=True)
     (nbs / "kabb" / "01_good.py").write_text(GOOD)
@@ -46,6 +47,7 @@ def project(tmp_path, monkeypatch):
     monkeypatch.setattr(build, "PACKAGE", tmp_path / "pkg" / "icml25")  # others may edit pkg/ meanwhile
     monkeypatch.setattr(build, "KERNELS", tmp_path / "kernels")
     monkeypatch.setattr(build, "LOCK", tmp_path / "requirements.lock")
+    monkeypatch.setattr(build, "CHAPTER_RESULTS", {})
     return tmp_path
 
 
@@ -83,13 +85,13 @@ def test_a_notebook_that_times_the_machine_runs_alone_after_the_others(project):
     tasks = build.discover()
     timed = next(t for t in tasks if t.slug == "kernels")
     todo = [(timed, "h0")] + [(t, "h") for t in tasks if t is not timed]  # the timed one listed first
-    rounds = build.run_order(todo)
-    assert [[t.key for t, _ in batch] for batch in rounds] == [["kabb/01_good", "kabb/02_bad"], ["kernels/01_timed"]]
-    assert build.run_order([(timed, "h0")]) == [[(timed, "h0")]]
-    # the timed notebook gets every core; notebooks sharing the machine one each
+    together, alone = build.run_order(todo)
+    assert [t.key for t, _ in together] == ["kabb/01_good", "kabb/02_bad"] and alone == [(timed, "h0")]
+    assert build.run_order([(timed, "h0")]) == ([], [(timed, "h0")])
+    # the timed notebook gets every core; notebooks sharing the machine one each, or all of it when alone
     cores = os.cpu_count()
-    assert [build.round_threads(batch, jobs=2) for batch in rounds] == [1, cores]
-    assert build.round_threads(rounds[0][:1], jobs=2) == 1 and build.round_threads(rounds[0], jobs=1) == cores
+    assert [build.notebook_threads(t, jobs=2) for t in (together[0][0], timed)] == [1, cores]
+    assert build.notebook_threads(together[0][0], jobs=1) == cores
     manifest = build.execute(tasks, "ci", jobs=2, keep_going=True)
     entries = manifest["notebooks"]
     assert entries["kernels/01_timed"]["status"] == "ok"
@@ -269,29 +271,44 @@ def test_a_chapter_s_cached_preparation_is_warmed_and_then_read_back(tmp_path, m
     assert now and len(calls) == 2  # one it reads does not
 
 
-def test_zoo_warmup_is_recorded_beside_the_notebooks(project, monkeypatch):
-    trained = []
-    monkeypatch.setattr(build, "shared_models", lambda tasks, scale: [("arith-draft", 0)])
-    monkeypatch.setattr(build, "_pool", _InlinePool)
-    monkeypatch.setattr(build, "_train_shared", lambda name, scale, seed: trained.append((name, scale, seed)))
-    build.warm_zoo(build.discover(), "ci", jobs=2)
-    manifest = build.load_manifest()
-    assert trained == [("arith-draft", "ci", 0)]
-    assert manifest["zoo_warmup"]["models"] == ["arith-draft seed 0"] and manifest["notebooks"] == {}
+def test_notebooks_run_beside_the_warm_up_and_each_waits_for_the_entries_it_needs(project, monkeypatch):
+    """The warm-up entry below finishes only once a notebook that needs nothing has run beside it; the notebook
+    that needs the entry reads what it wrote. The manifest records the entry's own time."""
+    trained, free_ran = project / "trained", project / "free-ran"
+    (project / "notebooks" / "kabb" / "02_bad.py").unlink()
+    (project / "notebooks" / "kabb" / "01_good.py").write_text(GOOD + f"# %%\nassert open({str(trained)!r}).read()\n")
+    (project / "notebooks" / "perf_prediction").mkdir()
+    (project / "notebooks" / "perf_prediction" / "01_free.py").write_text(
+        GOOD + f"# %%\nopen({str(free_ran)!r}, 'w').write('ran')\n")
+    monkeypatch.setattr(build, "shared_models",
+                        lambda tasks, scale: [("arith-draft", 0)] if any(t.slug == "kabb" for t in tasks) else [])
+
+    def train(name, scale, seed):
+        deadline = time.time() + 240
+        while not free_ran.exists():
+            if time.time() > deadline:
+                raise TimeoutError("no notebook ran beside the warm-up")
+            time.sleep(0.2)
+        trained.write_text(f"{name} {scale} {seed}")
+
+    monkeypatch.setattr(build, "_train_shared", train)  # the pool's workers are forked: they see this one
+    manifest = build.execute(build.discover(), "ci", jobs=2, keep_going=True)
+    assert {k: e["status"] for k, e in manifest["notebooks"].items()} == {"kabb/01_good": "ok",
+                                                                         "perf_prediction/01_free": "ok"}
+    assert trained.read_text() == "arith-draft ci 0"
+    assert manifest["zoo_warmup"]["models"] == ["arith-draft seed 0"]
+    assert manifest["zoo_warmup"]["duration_s_per_model"]["arith-draft seed 0"] <= manifest["zoo_warmup"]["duration_s"]
 
 
-class _InlinePool:
-    def __init__(self, max_workers):
-        pass
+def test_the_longest_warm_up_entries_start_first_and_a_seeded_one_is_one_entry_per_seed():
+    from icml25 import rsd
 
-    def __enter__(self):
-        return self
-
-    def shutdown(self, **kwargs):
-        pass
-
-    def map(self, fn, *iterables):
-        return map(fn, *iterables)
+    seeds = rsd.config("ci").seeds
+    assert build.shared_models(build.discover(["rsd"]), "ci") == [("rsd-runs", s) for s in seeds]
+    models = build.shared_models(build.discover(["kabb", "aoe", "mpo"]), "ci")
+    order = build.warmup_order(models)
+    assert sorted(order, key=str) == sorted(models, key=str) and order[0] == ("aoe-runs", None)  # in WARMUP_FIRST
+    assert order[1:] == [m for m in models if m[0] != "aoe-runs"]  # the others keep their order
 
 
 def test_scorecard_shows_three_verdicts_with_reasons_and_never_mixes_scales(project, monkeypatch):
@@ -330,10 +347,9 @@ def test_standardised_effect_whose_smallest_effect_is_the_null_uses_the_interval
 
 
 def test_rsd_s_pairs_prms_and_runs_are_computed_in_the_warm_up():
-    """rsd trains no shared reasoner: its own pairs, learned PRMs and runs (one per verdict seed) are all computed
-    by its warm-up entry before the notebooks."""
-    assert build.shared_models(build.discover(["rsd"]), "ci") == [("rsd-runs", None)]
-    assert build.CHAPTER_RESULTS["rsd"] == ("rsd-runs", "warm_up_runs")
+    """rsd trains no shared reasoner: its own pairs, learned PRMs and runs are computed before the notebooks, by
+    one warm-up entry per verdict seed."""
+    assert build.CHAPTER_RESULTS["rsd"] == ("rsd-runs", "warm_up_seed") and "rsd" in build.SEEDED_RESULTS
 
 
 def test_efficient_code_s_pipeline_runs_in_the_warm_up():

@@ -15,10 +15,12 @@ writes the book: the page, the chapter's records and the manifest entry together
 SIGINT and SIGTERM held off meanwhile. Workers and kernels die with the builder (parent-death signal), and SIGINT
 or SIGTERM cancel the build: running notebooks are killed and the book keeps its previous pages and entries.
 
-Before the notebooks fan out, the zoo models several chapters share are trained once, with the base models of
-the chapters in `CHAPTER_ZOO` and the cached preparations of those in `CHAPTER_RESULTS` (a learning-rate search),
-recorded as the manifest's `zoo_warmup`, so no chapter's runtime includes waiting for another's training; on Ray
-they are tasks the notebooks of those chapters depend on. The notebooks of `ALONE` chapters (the kernels appendix,
+The warm-up trains the zoo models several chapters share once, with the base models of the chapters in
+`CHAPTER_ZOO` and the cached preparations of those in `CHAPTER_RESULTS` (a learning-rate search, a chapter's runs),
+longest first, recorded as the manifest's `zoo_warmup`, each entry with its own time. A notebook starts once the
+entries its chapter needs are ready, so no chapter's runtime includes waiting for another's training, and a worker
+with no entry left runs notebooks while the others still train; on Ray the entries are tasks the notebooks of those
+chapters depend on. The notebooks of `ALONE` chapters (the kernels appendix,
 which times the machine) run locally after all the others, one at a time.
 """
 
@@ -74,7 +76,7 @@ CHAPTER_ZOO = {"knowledge_editing": ("icml25.knowledge_editing_world", "ke-base"
 # what a chapter computes before its experiment and caches like a zoo model (`icml25.core.zoo.results`), run by the
 # warm-up too, so the chapter's runtime is its experiment's: {slug: (cache name, function of the chapter's module
 # that takes its config)}
-CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_runs"),
+CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_seed"),
                    "cascade_routing": ("cascade-runs", "warm_up"),
                    "memory_layers": ("memory-runs", "warm_up"),
                    "aoe": ("aoe-runs", "warm_up"),
@@ -91,6 +93,12 @@ CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_runs"),
                    "efficient_code": ("ec-runs", "warm_up"),
                    "knowledge_editing": ("ke-lifelong", "warm_up_lifelong"),
                    "kabb": ("kabb-runs", "warm_up")}
+# chapters whose `CHAPTER_RESULTS` function also takes a seed: one warm-up entry per seed of the chapter's config, so
+# that the builder's workers share a chapter whose every seed trains models of its own
+SEEDED_RESULTS = ("rsd",)
+# the warm-up's longest entries at ci, longest first (measured from an empty cache on a quiet 2-core machine): they
+# start first, so that the last entry to finish is a short one; the others follow in the order `shared_models` gives
+WARMUP_FIRST = ("st-trackers", "ec-runs", "dist-runs", "cascade-runs", "aoe-runs", "rsd-runs")
 # chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine
 # precondition): the local executor runs them after every other notebook has finished, one at a time, so that no
 # other notebook shares the cores while they time them
@@ -385,7 +393,7 @@ def run_notebook(task: Task, source: str, scale: str, threads: int) -> dict:
 
 def shared_models(tasks: list[Task], scale: str) -> list[tuple[str, int | None]]:
     """(zoo name, seed) of every shared model the selected notebooks will ask for, and (cache name, None) of every
-    chapter result of `CHAPTER_RESULTS` they will."""
+    chapter result of `CHAPTER_RESULTS` they will ((cache name, seed) for each seed of a `SEEDED_RESULTS` chapter)."""
     import importlib
 
     slugs = {t.slug for t in tasks}
@@ -397,8 +405,16 @@ def shared_models(tasks: list[Task], scale: str) -> list[tuple[str, int | None]]
         cfg = importlib.import_module(f"icml25.{slug}").config(scale)
         if cfg.model == CHAPTER_ZOO[slug][1]:
             own += [(cfg.model, seed) for seed in ([cfg.base_seed] if "base_seed" in cfg else cfg.seeds)]
-    own += [(CHAPTER_RESULTS[slug][0], None) for slug in sorted(slugs & set(CHAPTER_RESULTS))]
+    for slug in sorted(slugs & set(CHAPTER_RESULTS)):
+        seeded = importlib.import_module(f"icml25.{slug}").config(scale).seeds if slug in SEEDED_RESULTS else [None]
+        own += [(CHAPTER_RESULTS[slug][0], seed) for seed in seeded]
     return [(name, seed) for seed in seeds for name in SHARED_ZOO] + own
+
+
+def warmup_order(models: list[tuple[str, int | None]]) -> list[tuple[str, int | None]]:
+    """`models` with the entries named in `WARMUP_FIRST` first, in its order (a stable sort)."""
+    rank = {name: i for i, name in enumerate(WARMUP_FIRST)}
+    return sorted(models, key=lambda m: rank.get(m[0], len(rank)))
 
 
 def _train_shared(name: str, scale: str, seed: int | None) -> None:
@@ -409,7 +425,7 @@ def _train_shared(name: str, scale: str, seed: int | None) -> None:
     for slug, (result, function) in CHAPTER_RESULTS.items():
         if name == result:
             chapter = importlib.import_module(f"icml25.{slug}")
-            getattr(chapter, function)(chapter.config(scale))
+            getattr(chapter, function)(chapter.config(scale), *([] if seed is None else [seed]))
             return
 
     for module, _ in CHAPTER_ZOO.values():
@@ -466,22 +482,6 @@ def _kill_pool(pool: ProcessPoolExecutor) -> None:
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-def warm_zoo(tasks: list[Task], scale: str, jobs: int, out: Output | None = None) -> None:
-    """Train the shared zoo models (cached ones are only loaded) and record the time in the manifest."""
-    models = shared_models(tasks, scale)
-    if not models:
-        return
-    start = time.perf_counter()
-    pool = _pool(jobs)
-    try:
-        each = list(pool.map(_timed_train, *zip(*[(name, scale, seed) for name, seed in models])))
-    except BaseException:
-        _kill_pool(pool)
-        raise
-    pool.shutdown()
-    _record_warmup(out or output(scale), models, scale, time.perf_counter() - start, each)
-
-
 def _timed_train(name: str, scale: str, seed: int | None) -> float:
     """`_train_shared`, returning its wall time in seconds."""
     start = time.perf_counter()
@@ -505,45 +505,60 @@ def _report(i: int, n: int, task: Task, entry: dict) -> None:
           + (f"  -- {entry['error']}" if entry["error"] else ""), flush=True)
 
 
-def run_order(todo: list[tuple[Task, str]]) -> list[list[tuple[Task, str]]]:
-    """The local executor's rounds: every notebook that may share the machine at once, then each notebook of an
-    `ALONE` chapter in a round of its own."""
-    together = [x for x in todo if x[0].slug not in ALONE]
-    return ([together] if together else []) + [[x] for x in todo if x[0].slug in ALONE]
+def run_order(todo: list[tuple[Task, str]]) -> tuple[list[tuple[Task, str]], list[tuple[Task, str]]]:
+    """The local executor's order: the notebooks that may share the machine (with the warm-up), and those of the
+    `ALONE` chapters, which run one at a time after all of them."""
+    return [x for x in todo if x[0].slug not in ALONE], [x for x in todo if x[0].slug in ALONE]
 
 
-def round_threads(batch: list[tuple[Task, str]], jobs: int) -> int:
-    """The threads each notebook of a round of `run_order` gets: one when `jobs` notebooks share the cores, every
-    core when the round is an `ALONE` chapter's notebook (it times the machine, as `icml25 bench` does, on all of
-    it) or when the build runs one notebook at a time."""
-    alone = len(batch) == 1 and batch[0][0].slug in ALONE
-    return max(1, os.cpu_count() or 1) if alone or jobs == 1 else 1
+def notebook_threads(task: Task, jobs: int) -> int:
+    """The threads a notebook gets: one when `jobs` notebooks share the cores, every core for an `ALONE` chapter's
+    notebook (it times the machine, as `icml25 bench` does, on all of it) or when the build runs one notebook at a
+    time."""
+    return max(1, os.cpu_count() or 1) if task.slug in ALONE or jobs == 1 else 1
 
 
-def _run_local(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: bool) -> None:
-    warm_zoo([t for t, _ in todo], out.scale, jobs, out)
+def _run_local(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: bool,
+               warm: list[Task] | None = None) -> None:
+    """The warm-up entries of the notebooks of `todo` (or of `warm`), longest first, and the notebooks in one pool
+    of `jobs` workers: a notebook starts once the entries its chapter needs are ready, so a worker with no entry
+    left runs notebooks while another still trains; then each notebook of an `ALONE` chapter on its own."""
+    tasks = [t for t, _ in todo] if warm is None else warm
+    models = warmup_order(shared_models(tasks, out.scale))
+    needs = {t.key: set(shared_models([t], out.scale)) for t in tasks}
+    waiting, alone = run_order(todo)
     pool = _pool(jobs)
     try:
-        i, failed = 0, False
-        for batch in run_order(todo):
-            if failed and not keep_going:
+        start, each = time.perf_counter(), {}
+        training = {pool.submit(_timed_train, name, out.scale, seed): (name, seed) for name, seed in models}
+        running, i, failed = {}, 0, False
+        while training or running or (waiting and not failed):
+            for t, h in [x for x in waiting if needs[x[0].key] <= each.keys()] if not failed else []:
+                waiting.remove((t, h))
+                running[pool.submit(run_notebook, t, t.source.read_text(), out.scale,
+                                    notebook_threads(t, jobs))] = (t, h)
+            done, _ = wait({*training, *running}, return_when=FIRST_COMPLETED)
+            for fut in done:
+                if fut in training:
+                    each[training.pop(fut)] = fut.result()
+                    if len(each) == len(models):
+                        _record_warmup(out, models, out.scale, time.perf_counter() - start,
+                                       [each[m] for m in models])
+                    continue
+                t, h = running.pop(fut)
+                i += 1
+                entry = commit(out, t, fut.result(), h)["notebooks"][t.key]
+                _report(i, len(todo), t, entry)
+                if entry["status"] == "failed" and not keep_going:
+                    failed = True
+                    training = {f: m for f, m in training.items() if not f.cancel()}
+        for t, h in alone if not failed else []:
+            i += 1
+            result = pool.submit(run_notebook, t, t.source.read_text(), out.scale, notebook_threads(t, jobs))
+            entry = commit(out, t, result.result(), h)["notebooks"][t.key]
+            _report(i, len(todo), t, entry)
+            if entry["status"] == "failed" and not keep_going:
                 break
-            threads = round_threads(batch, jobs)
-            futures = {pool.submit(run_notebook, t, t.source.read_text(), out.scale, threads): (t, h)
-                       for t, h in batch}
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    t, h = futures[fut]
-                    i += 1
-                    entry = commit(out, t, fut.result(), h)["notebooks"][t.key]
-                    _report(i, len(todo), t, entry)
-                    if entry["status"] == "failed" and not keep_going:
-                        failed = True
-                        for f in pending:
-                            f.cancel()
-                        pending = {f for f in pending if not f.cancelled()}
     except BaseException:
         _kill_pool(pool)
         raise

@@ -30,7 +30,7 @@ from .claims import (ACCURACY_MARGIN, BEATS_PARALLEL, EFFICIENCY, GRADED, HARD_B
 from .decoding import (Decoded, Meter, Step, _ntok, check_pair, cut_step, decode, decode_single, delta_for_budget,
                        random_rule, soft_rule, threshold_rule)
 from .experiment import (calibrated_deltas, calibration_steps, claim_measurements, draft_and_target, generated_flops,
-                         prm_auc, reasoning_experiment, reasoning_results, target_call_share, warm_up_runs)
+                         prm_auc, reasoning_experiment, reasoning_results, target_call_share, warm_up_seed)
 from .figures import PRM_MARKERS, plot_acceptance, plot_accountings, plot_accuracy_vs_flops
 from .mixture import acceptance_sets, brute_force_best, expected_reward, mixture, sample_rsd_categorical
 from .prms import (PRM_BAD, PRM_GOOD, PRM_QUERY, LearnedPRM, NoisyOraclePRM, OraclePRM, learned_prm,

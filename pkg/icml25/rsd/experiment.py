@@ -166,14 +166,14 @@ def reasoning_results(cfg, seed: int) -> tuple[dict, bool]:
     return zoo.results("rsd-runs", settings, lambda: reasoning_experiment(cfg, seed), sources=sources)
 
 
-def warm_up_runs(cfg) -> None:
-    """What the book's builder runs before the notebooks (its `CHAPTER_RESULTS` entry): for each seed, the pair, its
-    learned PRM and :func:`reasoning_results` (the pair and PRM are zoo models, trained once and cached)."""
-    for s in cfg.seeds:
-        if cfg.draft_model == DRAFT_MODEL and cfg.target_model == TARGET_MODEL:
-            for name in (DRAFT_MODEL, TARGET_MODEL, "rsd-prm"):
-                zoo.ensure(name, cfg.scale, s)
-        reasoning_results(cfg, s)
+def warm_up_seed(cfg, seed: int) -> None:
+    """What the book's builder runs before the notebooks for each seed of `cfg` (its `CHAPTER_RESULTS` entry, one
+    per seed): the seed's pair, its learned PRM and :func:`reasoning_results` (the pair and PRM are zoo models,
+    trained once and cached)."""
+    if cfg.draft_model == DRAFT_MODEL and cfg.target_model == TARGET_MODEL:
+        for name in (DRAFT_MODEL, TARGET_MODEL, "rsd-prm"):
+            zoo.ensure(name, cfg.scale, seed)
+    reasoning_results(cfg, seed)
 
 
 def claim_measurements(results: Sequence[dict]) -> dict[str, dict[str, dict]]:
