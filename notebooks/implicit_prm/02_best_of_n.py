@@ -48,8 +48,8 @@
 # position), on the same candidates, which separates right from wrong steps wherever errors come at typical places.
 # Every PRM trains until its step rewards separate right from wrong steps *within* the prompts of its training
 # responses (mean within-prompt step AUC at least `implicit_prm.LEARNED_STEP_AUC` on its first `check_responses`
-# training responses, all of them at `ci`, checked every `eval_every` steps, at most `train_steps` for the main PRM
-# and as many passes over its data for a PRM on fewer responses): the step labels decide only when training stops,
+# training responses, all of them at `ci`, checked every `eval_every` steps, at most `train_steps` steps for every
+# PRM, the one on one response per instruction included): the step labels decide only when training stops,
 # never a gradient. The training-set preconditions are measured on all its training responses. The best-of-N claims
 # need their PRM to have reached that regime on at least `implicit_prm.STEPS_SHARE` of the seeds; the step-signal
 # claim does not (step signal from outcome labels is what it tests).

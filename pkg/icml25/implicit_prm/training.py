@@ -146,10 +146,11 @@ def reference(cfg, base: str) -> ReferenceCache:
 
 
 def train_arm(cfg, seed: int, data: Rollouts, objective: str, beta: float, ref: ReferenceCache):
-    """One trained PRM of the experiment: from `ref`'s model, with `cfg`'s stop rule and as many passes over its
-    data as the main PRM makes over all `responses_per_prompt` (`train_steps` scaled by its share of them)."""
-    steps = max(1, round(cfg.train_steps * len(data.labels) / (cfg.n_prompts * cfg.responses_per_prompt)))
-    return train_implicit_prm(ref.reference, ref.tokenizer, data, objective, beta, steps, cfg.batch_size,
+    """One trained PRM of the experiment: from `ref`'s model, with the main PRM's budget and stop rule whatever its
+    data (at most `train_steps` steps, stopping at the first check where it has learned; the paper compares PRMs
+    trained on fewer responses per instruction by their best-of-N; how many steps each of its runs took was not
+    checked, so matching the budget is this chapter's choice, the one that lets a PRM on less data learn)."""
+    return train_implicit_prm(ref.reference, ref.tokenizer, data, objective, beta, cfg.train_steps, cfg.batch_size,
                               cfg.lr, seed, eval_every=cfg.eval_every, check_responses=cfg.check_responses,
                               ref_cache=ref)
 
