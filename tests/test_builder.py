@@ -306,9 +306,11 @@ def test_the_longest_warm_up_entries_start_first_and_a_seeded_one_is_one_entry_p
     seeds = rsd.config("ci").seeds
     assert build.shared_models(build.discover(["rsd"]), "ci") == [("rsd-runs", s) for s in seeds]
     models = build.shared_models(build.discover(["kabb", "aoe", "mpo"]), "ci")
-    order = build.warmup_order(models)
-    assert sorted(order, key=str) == sorted(models, key=str) and order[0] == ("aoe-runs", None)  # in WARMUP_FIRST
-    assert order[1:] == [m for m in models if m[0] != "aoe-runs"]  # the others keep their order
+    assert models == [(n, 0) for n in build.SHARED_ZOO] + [("aoe-runs", None), ("kabb-runs", None),
+                                                            ("mpo-lm-runs", None)]
+    first = [m for m in models if m[0] in build.WARMUP_FIRST]
+    assert build.WARMUP_FIRST.index("aoe-runs") < build.WARMUP_FIRST.index("mpo-lm-runs")
+    assert build.warmup_order(models) == first + [m for m in models if m not in first]  # the others keep their order
 
 
 def test_scorecard_shows_three_verdicts_with_reasons_and_never_mixes_scales(project, monkeypatch):

@@ -98,7 +98,8 @@ CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_seed"),
 SEEDED_RESULTS = ("rsd",)
 # the warm-up's longest entries at ci, longest first (measured from an empty cache on a quiet 2-core machine): they
 # start first, so that the last entry to finish is a short one; the others follow in the order `shared_models` gives
-WARMUP_FIRST = ("st-trackers", "ec-runs", "dist-runs", "cascade-runs", "aoe-runs", "rsd-runs")
+WARMUP_FIRST = ("memory-runs", "st-trackers", "dist-runs", "cascade-runs", "implicit-prm-runs", "aoe-runs", "ec-runs",
+                "fq-runs", "rsd-runs", "mpo-lm-runs")
 # chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine
 # precondition): the local executor runs them after every other notebook has finished, one at a time, so that no
 # other notebook shares the cores while they time them
