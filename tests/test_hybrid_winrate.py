@@ -230,28 +230,98 @@ def _pairs(n, rng, signal=1.0):
     return hw.ZooPairs(hw.pair_label(a_ok, b_ok), fa, fb)
 
 
-def test_fine_tuned_head_reads_the_informative_feature():
-    """The head fitted to labels that only the first feature predicts: its weight on that feature is positive and
-    dominant, and on new pairs it correlates with the labels at least as well as that feature alone."""
-    rng = np.random.default_rng(0)
-    train, pairs = _pairs(2000, rng), _pairs(3000, rng)
-    w = hw.fit_judge(train.head_inputs, train.z)
-    assert w[0] > 0 and abs(w[0]) > 5 * abs(w[1])
-    tuned = hw.FinitePopulation(pairs.z, hw.fine_tuned_judge(train)(pairs))
-    raw = hw.FinitePopulation(pairs.z, pairs.head_inputs[:, 0])
-    assert tuned.rho >= raw.rho - 0.01 > 0.5
-    assert pairs.decided_share == pytest.approx(np.mean(pairs.z != 0.5))
-
-
 def test_zoo_null_permutes_the_judge_and_keeps_the_labels():
     rng = np.random.default_rng(1)
-    train, pairs = _pairs(500, rng), _pairs(800, rng)
-    (real, decided), (null, decided_null) = (hw.zoo_populations(pairs, train, 5),
-                                             hw.zoo_populations(pairs, train, 5, null=True))
-    assert decided == decided_null
+    pairs = _pairs(800, rng)
+    scores = {hw.ZOO_JUDGE: pairs.offshelf}
+    (real, decided), (null, decided_null) = (hw.zoo_populations(pairs, scores, 5),
+                                             hw.zoo_populations(pairs, scores, 5, null=True))
+    assert decided == decided_null == pytest.approx(np.mean(pairs.z != 0.5))
     assert np.array_equal(real[hw.ZOO_JUDGE].z, null[hw.ZOO_JUDGE].z)
     assert sorted(real[hw.ZOO_JUDGE].s) == pytest.approx(sorted(null[hw.ZOO_JUDGE].s))
     assert real[hw.ZOO_JUDGE].rho > 0.3 and abs(null[hw.ZOO_JUDGE].rho) < 0.1
+
+
+def test_fitted_alpha_bias_matches_monte_carlo():
+    """The first-order O(1/n) bias of the fitted-α estimate, on a bounded finite population whose residual is
+    skewed in ŝ, equals the Monte Carlo bias at n = 50 within 4 standard errors plus a fifth (the O(1/n²) rest), and
+    shrinks as 1/n."""
+    rng = np.random.default_rng(3)
+    s = rng.random(400) ** 2
+    z = np.clip(0.2 + 0.3 * s + 0.8 * (s - 0.3) ** 2 + 0.1 * rng.normal(size=400), 0, 1)
+    idx = rng.integers(400, size=(200_000, 50))
+    est = hw.control_variates(z[idx], s[idx], s.mean())
+    mc, se = est.mean() - z.mean(), est.std() / np.sqrt(len(est))
+    pred = hw.fitted_alpha_bias(z, s, 50)
+    assert abs(pred) > 8 * se  # the term is visible at this n
+    assert abs(mc - pred) < 4 * se + 0.2 * abs(pred)  # first order: O(1/n²) left over
+    assert hw.fitted_alpha_bias(z, s, 500) == pytest.approx(pred / 10)
+    assert hw.fitted_alpha_bias(z, np.ones(400), 50) == 0.0
+
+
+def _arith_pairs(model, tok, n, seed):
+    from icml25.core import arithmetic
+
+    problems = arithmetic.sample_problems(n, seed)
+    sol_a = [p.solution if i % 2 else "A" + str(i) for i, p in enumerate(problems)]
+    sol_b = [p.solution if i % 3 == 0 else "A" + str(i + 1) for i, p in enumerate(problems)]
+    z = hw.pair_label([arithmetic.is_correct(p, x) for p, x in zip(problems, sol_a)],
+                      [arithmetic.is_correct(p, x) for p, x in zip(problems, sol_b)])
+    feats = lambda sols: hw.solution_features(model, tok, problems, sols)  # noqa: E731
+    return hw.ZooPairs(z, feats(sol_a), feats(sol_b), tuple(problems), tuple(sol_a), tuple(sol_b))
+
+
+def test_preferences_drop_ties_and_choose_the_right_solution():
+    from icml25.core import arithmetic, tinylm
+
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    pairs = _arith_pairs(tinylm.make_model("nano", tok, 0).eval(), tok, 12, 2)
+    problems, chosen, rejected = pairs.preferences()
+    assert len(problems) == int(np.sum(pairs.z != 0.5)) > 0
+    for p, c, r in zip(problems, chosen, rejected):
+        assert arithmetic.is_correct(p, c) and not arithmetic.is_correct(p, r)
+
+
+def test_bradley_terry_loss_equals_a_plain_reference():
+    import torch
+    from icml25.core import arithmetic, tinylm
+    from icml25.core.generation import encode_completions
+
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    model = tinylm.make_model("nano", tok, 0).eval()
+    problems = arithmetic.sample_problems(3, 4)
+    chosen, rejected = [p.solution for p in problems], ["A1", "A22", problems[0].solution]
+    enc = lambda sols: encode_completions(tok, [p.prompt for p in problems], sols, add_eos=True)  # noqa: E731
+    with torch.no_grad():
+        got = float(hw.bradley_terry_loss(model, {"chosen": enc(chosen), "rejected": enc(rejected)}))
+    r = lambda p, y: np.mean(_solution_logps(model, tok, p.prompt, y))  # noqa: E731
+    want = np.mean([np.log1p(np.exp(-(r(p, c) - r(p, x)))) for p, c, x in zip(problems, chosen, rejected)])
+    assert got == pytest.approx(want, rel=1e-5)
+
+
+def test_fine_tuning_moves_the_judge_towards_its_preferences_and_leaves_the_original():
+    """Bradley-Terry fine-tuning of a copy: the original judge's weights are untouched, the copy's reward margin
+    (chosen − rejected) on its training pairs grows, and the fine-tuned judge's pair score is the off-the-shelf
+    formula (with lr → 0 it equals the off-the-shelf judge's score)."""
+    import torch
+    from types import SimpleNamespace
+    from icml25.core import arithmetic, tinylm
+
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    judge = SimpleNamespace(model=tinylm.make_model("nano", tok, 0).eval(), tokenizer=tok)
+    before = [t.clone() for t in judge.model.parameters()]
+    train = _arith_pairs(judge.model, tok, 40, 5)
+    tuned = hw.fine_tune_judge(judge, train, lr=3e-3, epochs=4, batch_size=8, seed=0)
+    assert all(torch.equal(a, b) for a, b in zip(before, judge.model.parameters()))
+    problems, chosen, rejected = train.preferences()
+
+    def margin(m):
+        r = lambda sols: hw.solution_features(m, tok, problems, sols)[:, 0]  # noqa: E731
+        return float(np.mean(r(chosen) - r(rejected)))
+
+    assert margin(tuned) > margin(judge.model) + 0.05
+    frozen = hw.fine_tune_judge(judge, train, lr=1e-12, epochs=1, batch_size=8, seed=0)
+    assert hw.likelihood_judge(frozen, tok, train) == pytest.approx(train.offshelf, abs=1e-6)
 
 
 def _solution_logps(model, tok, prompt, sol):
