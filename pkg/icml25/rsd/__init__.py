@@ -36,6 +36,6 @@ from .mixture import acceptance_sets, brute_force_best, expected_reward, mixture
 from .prms import (PRM_BAD, PRM_GOOD, PRM_QUERY, LearnedPRM, NoisyOraclePRM, OraclePRM, learned_prm,
                    prm_training_data, train_prm)
 from .pair import CALIBRATION, exact_match, pair_calibration
-from .scales import (DELIMITER, DRAFT_MODEL, MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE, TARGET_CALL_BUDGET,
-                     TARGET_MODEL, config)
+from .scales import (DELIMITER, DRAFT_MODEL, FROM_DRAFT, MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE,
+                     TARGET_CALL_BUDGET, TARGET_MODEL, config)
 from .speculative import speculative_cost, speculative_decode

@@ -22,17 +22,24 @@ PRM_RANK_MIN = 0.7  # within-problem ranking AUC a reranking PRM must reach for 
 ACCURACY_MARGIN = 0.02  # the non-inferiority margin of "at the target's accuracy", declared before any run
 RATE_MATCH = 0.05  # two rules count as "the same rate" of accepted draft steps when the rates differ by at most this
 SHARE = pair.SHARE  # the share of seeds a per-seed precondition must hold on
+ROUTED_MIN = 0.01  # a δ that sends fewer of the calibration split's steps to the target is no threshold at all
 _DELTA = (f"at the δ that meets a budget of {TARGET_CALL_BUDGET:.0%} target calls on a held-out calibration split "
           "(per seed)")
 
 
 def _pair_ok(**extra) -> dict:
     return {"cost_ratio": [0.1] * 3, "draft_in_band": [1.0] * 3, "target_in_band": [1.0] * 3,
-            "prm_auc_noisy": [0.9] * 3, "prm_auc_learned": [0.9] * 3} | extra
+            "prm_auc_noisy": [0.9] * 3, "prm_auc_learned": [0.9] * 3,
+            **{f"routed_{p}": [0.2] * 3 for p in PRMS}} | extra
 
 
 def _preconditions(prm: str) -> list:
-    pre = list(pair.CALIBRATION)
+    pre = [*pair.CALIBRATION,
+           share_at_least("budget_feasible", f"routed_{prm}", ROUTED_MIN, SHARE,
+                          f"the budget holds the {prm} PRM's low rewards: on the calibration split its δ sends at "
+                          f"least {ROUTED_MIN:.0%} of the draft's steps to the target (on at least {SHARE:.0%} of "
+                          "seeds); when a 0/1 PRM's zeros exceed the budget, δ = 0 accepts every step and RSD is "
+                          "the draft alone")]
     if prm in GRADED:
         pre.append(share_at_least("prm_quality", f"prm_auc_{prm}", PRM_AUC_MIN, SHARE,
                                   f"the {prm} PRM separates right from wrong draft steps (ROC AUC >= {PRM_AUC_MIN} "

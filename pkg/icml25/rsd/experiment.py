@@ -72,13 +72,15 @@ def calibration_steps(draft: zoo.ZooModel, n_problems: int, seed: int) -> tuple[
     return rows, prefixes, [cut_step(t) for t in texts]
 
 
-def calibrated_deltas(prms: dict, split: tuple, budget: float) -> dict[str, float]:
-    """Each PRM's δ for a budget of `budget` target calls on the calibration `split` (`delta_for_budget`), and the
+def calibrated_deltas(prms: dict, split: tuple, budget: float) -> tuple[dict[str, float], dict[str, float]]:
+    """Each PRM's δ for a budget of `budget` target calls on the calibration `split` (`delta_for_budget`), with the
     learned PRM's δ at the soft rule's rate there (`"soft"`: the soft rule accepts a step with probability r, so it
-    calls the target on a share 1 − mean(r) of the steps)."""
+    calls the target on a share 1 − mean(r) of the steps); and the share of the split's steps each PRM's δ sends to
+    the target (0 when the budget cannot hold the PRM's lowest rewards, so δ accepts every draft step)."""
     rewards = {name: prm.score(*split) for name, prm in prms.items()}
-    return ({name: delta_for_budget(r, budget) for name, r in rewards.items()}
-            | {"soft": delta_for_budget(rewards["learned"], 1.0 - float(np.mean(rewards["learned"])))})
+    deltas = ({name: delta_for_budget(r, budget) for name, r in rewards.items()}
+              | {"soft": delta_for_budget(rewards["learned"], 1.0 - float(np.mean(rewards["learned"])))})
+    return deltas, {name: float(np.mean(r < deltas[name])) for name, r in rewards.items()}
 
 
 def draft_and_target(cfg, seed: int) -> tuple[zoo.ZooModel, zoo.ZooModel]:
@@ -120,9 +122,10 @@ def reasoning_experiment(cfg, seed: int) -> dict:
         return summary(decode(draft.model, draft.tokenizer, target.model, target.tokenizer, problems, prm, rule,
                               patience=cfg.patience), prm)
 
+    deltas, routed = calibrated_deltas(prms, calibration_steps(draft, cfg.n_calibration, seed), cfg.budget)
     out = {"seed": seed, "prm_names": {k: p.name for k, p in prms.items()},
-           "calibration": pair.pair_calibration(draft, target, problems),
-           "delta": calibrated_deltas(prms, calibration_steps(draft, cfg.n_calibration, seed), cfg.budget),
+           "calibration": pair.pair_calibration(draft, target, problems), "delta": deltas,
+           "calibration_routed": routed,
            "prm_auc": prm_auc({name: prms[name] for name in GRADED}, draft, cfg.prm_eval_problems, seed),
            "baselines": {k: {"accuracy": v.accuracy(problems), "flop_ratio": v.total_flops / t_flops,
                              "generated_flop_ratio": generated_flops(v, draft.model, target.model) / t_gen}
@@ -181,7 +184,8 @@ def claim_measurements(results: Sequence[dict]) -> dict[str, dict[str, dict]]:
     per_seed = lambda get: [float(get(r)) for r in results]  # noqa: E731
     pair = {**{k: per_seed(lambda r, k=k: r["calibration"][k]) for k in ("cost_ratio", "draft_in_band",
                                                                           "target_in_band")},
-            **{f"prm_auc_{p}": per_seed(lambda r, p=p: r["prm_auc"][p]) for p in GRADED}}
+            **{f"prm_auc_{p}": per_seed(lambda r, p=p: r["prm_auc"][p]) for p in GRADED},
+            **{f"routed_{p}": per_seed(lambda r, p=p: r["calibration_routed"][p]) for p in PRMS}}
     out = {"efficiency": {}, "beats_parallel": {}, "threshold_matters": {}}
     for prm in PRMS:
         rsd = lambda r, prm=prm: r["rsd"][prm]  # noqa: E731

@@ -1,8 +1,10 @@
 """Process reward models: the exact step verifier (oracle), its noisy copy, and a learned PRM trained on the
-draft's own rollouts (a zoo entry, `rsd-prm`)."""
+draft's own rollouts (a zoo entry, `rsd-prm`). At ci the learned PRM starts from the draft's weights, as the paper's
+PRM (Skywork-o1-Open-PRM-Qwen-2.5-1.5B) starts from a model of its draft's family and size."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import numpy as np
@@ -13,7 +15,7 @@ from ..core import arithmetic, models, reasoners, tinylm, zoo
 from ..core.generation import left_pad
 from ..core.seeding import derive_seed, numpy_rng, torch_generator
 from ..core.train import lm_batches, train
-from .scales import DRAFT_MODEL, config
+from .scales import DRAFT_MODEL, FROM_DRAFT, config
 
 
 def _step_index(prefix: str) -> int:
@@ -99,11 +101,15 @@ PRM_ZOO = {s: _prm_cfg(s) for s in ("smoke", "ci", "full")}
 
 def train_prm(draft: zoo.ZooModel, preset: str, n_problems: int, steps: int, seed: int, batch_size: int = 64,
               lr: float = 3e-3):
-    """A learned PRM (a `preset`-sized char-level LM) trained on `draft`'s rollouts of `n_problems` training
-    problems: (model, tokenizer, info)."""
+    """A learned PRM trained on `draft`'s rollouts of `n_problems` training problems: (model, tokenizer, info).
+    With `preset` = `FROM_DRAFT` it starts from a copy of the draft (which already computes the next step, so it
+    has only to learn to compare), else it is a `preset`-sized char-level LM trained from scratch."""
     texts, labels = prm_training_data(draft, n_problems, seed)
-    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
-    model = tinylm.make_model(preset, tok, derive_seed(seed, "rsd-prm"))
+    if preset == FROM_DRAFT:
+        model, tok = copy.deepcopy(draft.model).float(), draft.tokenizer
+    else:
+        tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+        model = tinylm.make_model(preset, tok, derive_seed(seed, "rsd-prm"))
     result = train(model, lm_batches(tok, texts, labels, batch_size, seed, add_eos=False), steps,
                    lr=lr, desc=f"rsd-prm (seed {seed})")
     return model, tok, {"losses": result.losses, "n_examples": len(texts),
