@@ -252,3 +252,21 @@ def test_weighted_nll_batches_equal_the_per_batch_encoding():
     direct = encode_completions(z.tokenizer, [prompts[2], prompts[0]], [completions[2], completions[0]], True)
     torch.testing.assert_close(mpo.weighted_nll(z.model, trimmed),
                                mpo.weighted_nll(z.model, direct | {"weight": torch.tensor([1.0, 3.0])}))
+
+
+def test_common_noise_couples_the_samples_of_nearby_policies():
+    """Gumbel-max sampling with generators in the same state (the paired evaluation): a policy and a slightly
+    tempered copy of it give the same completion far more often than with independent noise, and a policy with
+    itself always does."""
+    from icml25.core import arithmetic, models
+    from icml25.core.seeding import torch_generator
+
+    z = models.get("arith-draft", "smoke", 0, alphabet=arithmetic.ALPHABET)
+    ref, near = mpo.reference_policy(z.model, 1.5), mpo.reference_policy(z.model, 1.6)
+    prompts = [p.prompt for p in arithmetic.sample_problems(64, 0, max_ops=3)]
+    a = mpo.sample_mixture([ref], [1.0], z.tokenizer, prompts, torch_generator(0, "crn"))
+    assert a == mpo.sample_mixture([ref], [1.0], z.tokenizer, prompts, torch_generator(0, "crn"))
+    coupled = mpo.sample_mixture([near], [1.0], z.tokenizer, prompts, torch_generator(0, "crn"))
+    independent = mpo.sample_mixture([near], [1.0], z.tokenizer, prompts, torch_generator(1, "crn"))
+    same = lambda xs: np.mean([x == y for x, y in zip(a, xs)])  # noqa: E731
+    assert same(coupled) > same(independent) + 0.2

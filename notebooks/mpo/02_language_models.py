@@ -67,6 +67,11 @@ cfg
 # MPO's weights come from BSMD exactly as in the tabular notebook, with sequence log-probabilities
 # $\log \pi_k(y|x) - \log \pi_{\text{ref}}(y|x)$ of a pool of reference samples.
 #
+# Every method is sampled on the same held-out prompts with the same random numbers: each token is drawn by the
+# Gumbel-max trick from noise that is the same for every method at a given prompt and position, so where two
+# policies agree they make the same choice, and a method's gain over $\pi_{\text{ref}}$ is a paired difference on
+# coupled samples (its standard error, from the per-prompt differences, is part of each run).
+#
 # Sampling the sequence-level mix $\pi_\lambda \propto \prod_k \pi_k^{\lambda_k}$ exactly would need the
 # normaliser over all continuations; like the paper's language-model experiments we decode **per token**,
 # $p(y_t) \propto \prod_k \pi_k(y_t \mid x, y_{<t})^{\lambda_k}$, which is an approximation. Each method is scored on
@@ -116,9 +121,11 @@ ax.set(title="Worst objective's raw-reward gain over π_ref",
 # ## Claim check
 #
 # `mpo.balanced_lm`, one paired unit per seed: MPO's worst-objective gain exceeds the best single-objective
-# policy's and the uniform per-token mix's (95% t intervals above 0). Its precondition: each single-objective policy
-# raises its own raw reward by at least 2 points over $\pi_{\text{ref}}$ (the fine-tuning learned its objective) on
-# at least three quarters of the seeds.
+# policy's and the uniform per-token mix's (95% t intervals above 0). Its preconditions: each single-objective
+# policy raises its own raw reward over $\pi_{\text{ref}}$ by at least `mpo.SINGLE_GAIN` on average over the seeds
+# (the fine-tuning regime learns every objective), and the evaluation resolves that bar (the standard error of each
+# mean gain is at most half of it). One seed's gain is measured too noisily for a per-seed bar: an earlier version
+# asked for the bar on three quarters of the seeds, and that count was mostly evaluation noise.
 
 # %%
 meas = mpo.lm_measurements(runs)
@@ -135,9 +142,12 @@ plot.show_verdicts(v)
 # %%
 display(Markdown(
     f"MPO's weights per seed: {'; '.join(str(np.round(r.lam, 2)) for r in runs)} over {mpo.LM_OBJECTIVES}. "
-    f"Every single-objective policy gained at least 2 points on its own objective on "
-    f"{sum(g >= 0.02 for g in meas['own_objective_gain'])} of {len(runs)} seeds (the smallest such gain of a seed, "
-    f"per seed: {', '.join(f'{100 * g:.1f}' for g in meas['own_objective_gain'])} points). MPO's worst-objective gain minus the best single "
+    "Each single-objective policy's gain on its own objective, mean over seeds ± its standard error: "
+    + "; ".join(f"{o} {100 * np.mean(meas[k]):.1f} ± {100 * np.sqrt(np.sum(np.square(meas[k + '_se']))) / len(runs):.1f}"
+                f" points (per seed {', '.join(f'{100 * g:.1f}' for g in meas[k])})"
+                for o, k in zip(mpo.LM_OBJECTIVES, mpo.OWN_GAIN_KEYS))
+    + f"; one seed's gain has a standard error of about {100 * np.mean([meas[k + '_se'] for k in mpo.OWN_GAIN_KEYS]):.1f} points. "
+    f"MPO's worst-objective gain minus the best single "
     f"policy's is {100 * np.mean(meas['mpo_minus_best_single']):.1f} points and minus the uniform mix's "
     f"{100 * np.mean(meas['mpo_minus_uniform']):.1f} points (means over seeds). Two approximations stand between "
     "this experiment and the theory: the per-token mix is not the sequence-level π_λ that BSMD optimises, and the "

@@ -51,7 +51,7 @@ config = make_config({
               "lm_beta": 0.25, "lm_temperature": 1.5, "lm_max_ops": 3, "lm_eval_prompts": 32, "lm_bsmd_steps": 100,
               "lm_bsmd_m": 4, "model": "arith-draft"},
     "ci": {"seeds": list(range(100, 108)), "calibration_seeds": CALIBRATION_SEEDS, "sweep_seeds": [100],
-           "claim_beta": 0.5, "lm_seeds": list(range(200, 208)), "betas": [0.5, 0.1], "n_prompts": 50, "n_responses": 64, "bsmd_steps": 2000,
+           "claim_beta": 0.5, "lm_seeds": list(range(500, 508)), "betas": [0.5, 0.1], "n_prompts": 50, "n_responses": 64, "bsmd_steps": 2000,
            "bsmd_m": 64, "ms": [4, 16, 64, 256, 1024], "step_scale": 64.0, "prompts_per_step": 4,
            "pg_lrs": [1.0, 3.0], "pg_compute_factor": 4.0, "eval_every": 100,
            "lm_prompts": 128, "lm_samples": 8, "lm_finetune_steps": 300, "lm_batch_size": 32, "lm_lr": 1e-3,
@@ -76,7 +76,11 @@ config = make_config({
 # --------------------------------------------------------------------------------------------------- claims
 # Declared before the experiments of this version ran (BALANCED_LM's regime — π_ref tempered, problems of at most
 # lm_max_ops operations, the fine-tuning budget — was chosen on the calibration seeds from the singles' own gains
-# alone, and decided on lm_seeds 200+, which no design choice saw). Paired units: one per seed in Setting A (at β = claim_beta,
+# alone, and decided on lm_seeds 200+, which no design choice saw). BALANCED_LM's evaluation was then made paired
+# (common Gumbel noise) and its precondition moved from a per-seed count to the mean over seeds, after a referee
+# found the count mostly evaluation noise; a probe of the fine-tuning regime on the calibration seeds (learning rates
+# 3e-4 and 3e-3, 256 or 512 prompts, 600 steps) found none whose weakest objective gained clearly more than the
+# kept regime's, so the regime is unchanged; decided on lm_seeds 500+, fresh (200+ and the referee's 300+ were seen). Paired units: one per seed in Setting A (at β = claim_beta,
 # the paper's headline β; the two β of a seed share its problem, so they are not independent units), one per seed
 # in Setting B. The tolerance of MAXMIN (1% of |V*|) and the compute factor of COMPUTE (1/4) are the chapter's
 # reading of the paper's statements, kept from the first version of the chapter.
@@ -120,6 +124,22 @@ COMPUTE = Claim(
               {"mpo_minus_pg_at_4x": [-0.05, -0.02, 0.01, -0.03], "pg_progress": [0.9, 0.95, 0.9, 0.92]}),
 )
 
+SINGLE_GAIN = 0.02  # the raw-reward gain on its own objective a single-objective policy must show to count as learned
+# One policy's gain on one seed is measured on lm_eval_prompts coupled samples, a standard error of about 0.013 at
+# ci (calibration seeds), too close to the bar to decide per seed; the regime is judged by the mean over the seeds.
+LM_OBJECTIVES = ("correct", "large answer", "even answer")  # Setting B's K = 3 rewards (see `lm_rewards`)
+OWN_GAIN_KEYS = tuple(f"own_gain_{o.split()[0]}" for o in LM_OBJECTIVES)
+
+
+def _weakest_mean_gain(m) -> float:
+    return float(min(np.mean(m[k]) for k in OWN_GAIN_KEYS))
+
+
+def _weakest_gain_se(m) -> float:
+    return float(max(np.sqrt(np.sum(np.square(m[k + "_se"]))) / len(m[k + "_se"]) for k in OWN_GAIN_KEYS))
+
+
+
 BALANCED_LM = Claim(
     chapter="mpo", id="balanced_lm",
     paper_statement="MPO achieves balanced performance across diverse preferences with language models",
@@ -127,17 +147,21 @@ BALANCED_LM = Claim(
     criterion="Setting B, one unit per seed: the worst objective's raw-reward gain over π_ref, min_k (E_π[r_k] − "
               "E_π_ref[r_k]) (twice the minimum win rate against π_ref, minus one), is larger for the per-token "
               "MPO mix than for the best single-objective policy and than for the uniform per-token mix "
-              "(95% t intervals above 0)",
+              "(95% t intervals above 0); every method is sampled on the same held-out prompts with the same "
+              "Gumbel noise, so each gain is a paired difference on coupled samples",
     effects=[Effect("mpo_minus_best_single", "mpo_minus_best_single"),
              Effect("mpo_minus_uniform", "mpo_minus_uniform")],
     preconditions=[
-        share_at_least("singles_learn", "own_objective_gain", 0.02, 0.75,
-                       "every single-objective policy raises its own raw reward over π_ref by >= 2 points, on >= "
-                       "75% of the seeds")],
-    examples=({"mpo_minus_best_single": [0.05, 0.04, 0.06], "mpo_minus_uniform": [0.02, 0.03, 0.025],
-               "own_objective_gain": [0.1, 0.12, 0.09]},
-              {"mpo_minus_best_single": [0.05, 0.04, 0.06], "mpo_minus_uniform": [-0.01, 0.0, -0.02],
-               "own_objective_gain": [0.1, 0.12, 0.09]}),
+        at_least("singles_learn", _weakest_mean_gain, SINGLE_GAIN,
+                 f"every single-objective policy raises its own raw reward over π_ref by >= {SINGLE_GAIN:g} on "
+                 f"average over the seeds (the weakest objective's mean gain)"),
+        at_most("gain_resolved", _weakest_gain_se, SINGLE_GAIN / 2,
+                f"the evaluation resolves that bar: the standard error of each of those mean gains (paired over "
+                f"the test prompts, pooled over the seeds) is at most {SINGLE_GAIN / 2:g}, half the bar")],
+    examples=({"mpo_minus_best_single": [0.05, 0.04, 0.06], "mpo_minus_uniform": [0.02, 0.03, 0.025]}
+              | {k: [0.1, 0.12, 0.09] for k in OWN_GAIN_KEYS} | {k + "_se": [0.013] * 3 for k in OWN_GAIN_KEYS},
+              {"mpo_minus_best_single": [0.05, 0.04, 0.06], "mpo_minus_uniform": [-0.01, 0.0, -0.02]}
+              | {k: [0.1, 0.12, 0.09] for k in OWN_GAIN_KEYS} | {k + "_se": [0.013] * 3 for k in OWN_GAIN_KEYS}),
 )
 
 # ------------------------------------------------------------------------------------------ checks of input
@@ -539,7 +563,6 @@ def tabular_measurements(runs: Sequence[TabularRun], cfg) -> dict[str, list[floa
 
 # ------------------------------------------------------------------------------- Setting B: tiny language models
 
-LM_OBJECTIVES = ("correct", "large answer", "even answer")
 IMPLIED_REWARD_PROMPTS = 256  # the implied rewards r̃_k (a figure; they decide nothing) use the first test prompts
 MAX_NEW_TOKENS = 48  # the budget of reasoners.solve
 
@@ -555,7 +578,12 @@ def lm_rewards(problem: arithmetic.Problem, completion: str) -> np.ndarray:
 def sample_mixture(models, lam, tokenizer, prompts: Sequence[str], generator: torch.Generator) -> list[str]:
     """Sample one completion per prompt from the per-token log-linear mix of `models` with weights λ (temperature 1,
     KV-cached). λ = e_k samples π_k itself; the mix is not the sequence-level π_λ of Eq. (4), only its
-    per-token approximation (the normalisers of the prefixes are ignored)."""
+    per-token approximation (the normalisers of the prefixes are ignored).
+
+    Each token is drawn by the Gumbel-max trick, y_t = argmax_v (log p(v) + G_v) with G_v ~ Gumbel(0, 1) from
+    `generator` (one draw per prompt, position and token, done prompts included): two calls whose generators start
+    in the same state use the same noise, so policies sampled on the same prompts make the same choice wherever
+    their distributions agree (common random numbers; the paired evaluation of `run_language_models`)."""
     lam = check_simplex(lam, len(models))
     ids, mask = left_pad([tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts],
                          tokenizer.pad_token_id)
@@ -567,7 +595,8 @@ def sample_mixture(models, lam, tokenizer, prompts: Sequence[str], generator: to
                 for m, c in zip(models, caches)]
         caches = [o.cache for o in outs]
         logp = sum(float(l) * torch.log_softmax(o.logits[:, -1].float(), -1) for l, o in zip(lam, outs))
-        nxt = torch.multinomial(torch.softmax(logp, -1), 1, generator=generator).squeeze(-1)
+        u = torch.rand(logp.shape, generator=generator).clamp_min(torch.finfo(torch.float32).tiny)
+        nxt = (logp - torch.log(-torch.log(u))).argmax(-1)
         for i in torch.nonzero(~done).flatten().tolist():
             out[i].append(int(nxt[i]))
             done[i] = int(nxt[i]) == tokenizer.eos_token_id
@@ -632,6 +661,7 @@ class LMRun:
     per_objective: dict[str, np.ndarray]  # estimated E[r̃_k] = β E[log π_k/π_ref] of every method
     raw_rewards: dict[str, np.ndarray]  # mean of each raw reward (accuracy, rate of large, rate of even answers)
     reference_spread: np.ndarray  # per objective: the sd of its reward among π_ref's samples of one prompt, averaged
+    gain_se: dict[str, np.ndarray]  # per objective: the standard error of raw_gain (paired over the test prompts)
 
     def raw_gain(self, name: str) -> np.ndarray:
         """E_π[r_k] − E_π_ref[r_k] per objective: twice the win rate against π_ref minus one, for 0/1 rewards."""
@@ -648,12 +678,13 @@ class LMRun:
 
     def as_json(self) -> dict:
         return zoo.as_json({"lam": self.lam, "per_objective": self.per_objective, "raw_rewards": self.raw_rewards,
-                            "reference_spread": self.reference_spread})
+                            "reference_spread": self.reference_spread, "gain_se": self.gain_se})
 
     @classmethod
     def from_json(cls, d: dict) -> "LMRun":
         return cls(np.asarray(d["lam"]), {n: np.asarray(v) for n, v in d["per_objective"].items()},
-                   {n: np.asarray(v) for n, v in d["raw_rewards"].items()}, np.asarray(d["reference_spread"]))
+                   {n: np.asarray(v) for n, v in d["raw_rewards"].items()}, np.asarray(d["reference_spread"]),
+                   {n: np.asarray(v) for n, v in d["gain_se"].items()})
 
 
 def _policy_logratios(ref, policies, tokenizer, prompts, completions) -> np.ndarray:
@@ -679,24 +710,60 @@ def reference_policy(model, temperature: float):
     return ref.eval()
 
 
+def single_objective_policies(cfg, seed: int, ref, tok, gen: torch.Generator):
+    """The training problems, π_ref's `lm_samples` samples of each with their rewards ([N, K]), and the K
+    single-objective policies fine-tuned on them by reward-weighted likelihood (Eq. 2)."""
+    train_problems = arithmetic.sample_problems(cfg.lm_prompts, seed, max_ops=cfg.lm_max_ops, stream="mpo-train")
+    rows = [p for p in train_problems for _ in range(cfg.lm_samples)]
+    prompts = [p.prompt for p in rows]
+    completions = sample_mixture([ref], [1.0], tok, prompts, gen)
+    rewards = np.stack([lm_rewards(p, c) for p, c in zip(rows, completions)])
+    policies = [finetune_single_objective(ref, tok, prompts, completions, rewards[:, k], cfg.lm_beta,
+                                          cfg.lm_finetune_steps, seed + 1000 * k, lr=cfg.lm_lr,
+                                          batch_size=cfg.lm_batch_size) for k in range(len(LM_OBJECTIVES))]
+    return train_problems, rewards, policies
+
+
+def score_methods(cfg, seed: int, ref, tok, policies, methods: dict) -> tuple[dict, dict, dict]:
+    """Every method (name -> (models, λ)) sampled once on each of `lm_eval_prompts` held-out prompts, the same
+    prompts and the same Gumbel noise for every method: the estimated E[r̃_k] (on the first test prompts), the mean
+    raw rewards, and the standard error of each method's raw gain over π_ref, paired over the prompts."""
+    test = arithmetic.sample_problems(cfg.lm_eval_prompts, seed, max_ops=cfg.lm_max_ops, stream="mpo-test")
+    test_prompts, few = [p.prompt for p in test], slice(IMPLIED_REWARD_PROMPTS)
+    per_objective, scores = {}, {}
+    for name, (mix, weights) in methods.items():
+        ys = sample_mixture(mix, weights, tok, test_prompts, torch_generator(seed, "mpo-eval"))  # common noise
+        per_objective[name] = cfg.lm_beta * _policy_logratios(ref, policies, tok, test_prompts[few], ys[few]).mean(-1)
+        scores[name] = np.stack([lm_rewards(p, y) for p, y in zip(test, ys)])  # [prompts, K]
+    raw = {name: r.mean(0) for name, r in scores.items()}
+    gain_se = {name: (r - scores["π_ref"]).std(0, ddof=1) / np.sqrt(len(test)) for name, r in scores.items()}
+    return per_objective, raw, gain_se
+
+
+def singles_only(cfg, seed: int) -> dict[str, np.ndarray]:
+    """What the calibration of Setting B's regime reads (on `calibration_seeds` only): each single-objective
+    policy's raw gain over π_ref on its own objective, and its standard error, without BSMD or the mixes."""
+    z = models.get(cfg.model, cfg.scale, 0, alphabet=arithmetic.ALPHABET)
+    ref, tok = reference_policy(z.model, cfg.lm_temperature), z.tokenizer
+    _, _, policies = single_objective_policies(cfg, seed, ref, tok, torch_generator(seed, "mpo-lm"))
+    methods = {"π_ref": ([ref], [1.0])} | {f"π_{o}": ([p], [1.0]) for o, p in zip(LM_OBJECTIVES, policies)}
+    _, raw, se = score_methods(cfg, seed, ref, tok, policies, methods)
+    return {"own_gain": np.array([raw[f"π_{o}"][k] - raw["π_ref"][k] for k, o in enumerate(LM_OBJECTIVES)]),
+            "own_gain_se": np.array([se[f"π_{o}"][k] for k, o in enumerate(LM_OBJECTIVES)])}
+
+
 def run_language_models(cfg, seed: int) -> LMRun:
     """Setting B for one seed: π_ref = the `model` knob's LM (the zoo's arithmetic draft at smoke and ci; any causal
     LM's folder or Hub id through :func:`icml25.core.models.get`) at temperature `lm_temperature`, on problems of at
     most `lm_max_ops` operations; K = 3 single-objective policies fine-tuned by reward-weighted likelihood on
     reference samples; λ̄ by BSMD (Eqs. 7-8, the declared step scale) on a fresh pool of `lm_bsmd_m` reference
-    samples per training prompt; then every method sampled once on each of `lm_eval_prompts` held-out prompts (the
-    same prompts for every method) and scored on the raw rewards and on the implied rewards r̃_k."""
+    samples per training prompt; then every method scored on held-out prompts by :func:`score_methods` (the same
+    prompts and the same Gumbel noise for every method, so each gain over π_ref is a paired difference on coupled
+    samples)."""
     z = models.get(cfg.model, cfg.scale, 0, alphabet=arithmetic.ALPHABET)
     ref, tok = reference_policy(z.model, cfg.lm_temperature), z.tokenizer
     gen = torch_generator(seed, "mpo-lm")
-    train_problems = arithmetic.sample_problems(cfg.lm_prompts, seed, max_ops=cfg.lm_max_ops, stream="mpo-train")
-    prompts = [p.prompt for p in train_problems for _ in range(cfg.lm_samples)]
-    completions = sample_mixture([ref], [1.0], tok, prompts, gen)
-    rewards = np.stack([lm_rewards(p, c) for p, c in zip([p for p in train_problems for _ in range(cfg.lm_samples)],
-                                                          completions)])
-    policies = [finetune_single_objective(ref, tok, prompts, completions, rewards[:, k], cfg.lm_beta,
-                                          cfg.lm_finetune_steps, seed + 1000 * k, lr=cfg.lm_lr,
-                                          batch_size=cfg.lm_batch_size) for k in range(len(LM_OBJECTIVES))]
+    train_problems, rewards, policies = single_objective_policies(cfg, seed, ref, tok, gen)
     # BSMD on a pool of m reference samples per prompt
     pool_prompts = [p.prompt for p in train_problems for _ in range(cfg.lm_bsmd_m)]
     pool = sample_mixture([ref], [1.0], tok, pool_prompts, gen)
@@ -704,22 +771,14 @@ def run_language_models(cfg, seed: int) -> LMRun:
                                                                            cfg.lm_bsmd_m)
     uniform_ref = np.full((cfg.lm_prompts, cfg.lm_bsmd_m), 1 / cfg.lm_bsmd_m)  # the pool as an empirical π_ref
     lam = bsmd(logr, uniform_ref, cfg.lm_bsmd_steps, cfg.lm_bsmd_m, seed, cfg.step_scale, 1).lam_bar
-    # evaluation on held-out prompts
     k = len(policies)
     methods = {"π_ref": ([ref], [1.0])}
     methods |= {f"π_{name}": ([p], [1.0]) for name, p in zip(LM_OBJECTIVES, policies)}
     methods["uniform per-token mix"] = (policies, np.full(k, 1 / k))
     methods["MPO"] = (policies, lam)
-    test = arithmetic.sample_problems(cfg.lm_eval_prompts, seed, max_ops=cfg.lm_max_ops, stream="mpo-test")
-    test_prompts = [p.prompt for p in test]
-    per_objective, raw = {}, {}
-    for name, (mix, weights) in methods.items():
-        ys = sample_mixture(mix, weights, tok, test_prompts, gen)
-        few = slice(IMPLIED_REWARD_PROMPTS)
-        per_objective[name] = cfg.lm_beta * _policy_logratios(ref, policies, tok, test_prompts[few], ys[few]).mean(-1)
-        raw[name] = np.mean([lm_rewards(p, y) for p, y in zip(test, ys)], 0)
+    per_objective, raw, gain_se = score_methods(cfg, seed, ref, tok, policies, methods)
     spread = rewards.reshape(cfg.lm_prompts, cfg.lm_samples, -1).std(1).mean(0)
-    return LMRun(lam, per_objective, raw, spread)
+    return LMRun(lam, per_objective, raw, spread, gain_se)
 
 
 #: the knobs Setting B reads (the rest of the config is Setting A's)
@@ -758,4 +817,7 @@ def lm_measurements(runs: Sequence[LMRun]) -> dict[str, list[float]]:
     return {"mpo_minus_best_single": [r.min_gain("MPO") - max(r.min_gain(n) for n in singles) for r in runs],
             "mpo_minus_uniform": [r.min_gain("MPO") - r.min_gain("uniform per-token mix") for r in runs],
             "own_objective_gain": [r.own_objective_gain for r in runs],
+            **{key: [r.raw_gain(f"π_{o}")[k] for r in runs] for k, (key, o) in enumerate(zip(OWN_GAIN_KEYS, LM_OBJECTIVES))},
+            **{key + "_se": [r.gain_se[f"π_{o}"][k] for r in runs]
+               for k, (key, o) in enumerate(zip(OWN_GAIN_KEYS, LM_OBJECTIVES))},
             "mpo_min_gain": [r.min_gain("MPO") for r in runs]}
