@@ -234,8 +234,8 @@ def test_zoo_null_permutes_the_judge_and_keeps_the_labels():
     rng = np.random.default_rng(1)
     pairs = _pairs(800, rng)
     scores = {hw.ZOO_JUDGE: pairs.offshelf}
-    (real, decided), (null, decided_null) = (hw.zoo_populations(pairs, scores, 5),
-                                             hw.zoo_populations(pairs, scores, 5, null=True))
+    (real, decided), (null, decided_null) = (hw.zoo_populations(pairs.z, scores, 5),
+                                             hw.zoo_populations(pairs.z, scores, 5, null=True))
     assert decided == decided_null == pytest.approx(np.mean(pairs.z != 0.5))
     assert np.array_equal(real[hw.ZOO_JUDGE].z, null[hw.ZOO_JUDGE].z)
     assert sorted(real[hw.ZOO_JUDGE].s) == pytest.approx(sorted(null[hw.ZOO_JUDGE].s))

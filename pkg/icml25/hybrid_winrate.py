@@ -39,7 +39,7 @@ from .core import arithmetic, reasoners, zoo
 from .core.generation import encode_completions, token_logprobs
 from .core.claims import Claim, Effect, Equivalence, at_least, at_most
 from .core.config import COUNT, NONNEGATIVE, SEED, Range, make_config
-from .core.seeding import numpy_rng, torch_generator
+from .core.seeding import numpy_rng, one_thread, torch_generator
 from .core.train import train as train_lm
 
 CHAPTER = "hybrid_winrate"
@@ -487,17 +487,20 @@ ZOO_JUDGES = (ZOO_JUDGE, "zoo LM fine-tuned")
 
 def zoo_data(cfg, seed: int) -> tuple[ZooPairs, ZooPairs]:
     """One seed's zoo pairs: the evaluation population (`zoo_problems`) and the separate fine-tuning pairs
-    (`zoo_finetune_problems` problems of another stream)."""
-    return (zoo_pairs(cfg, seed, "hybrid-winrate", cfg.zoo_problems),
-            zoo_pairs(cfg, seed, "hybrid-winrate/finetune", cfg.zoo_finetune_problems))
+    (`zoo_finetune_problems` problems of another stream). On one torch thread: the zoo's tiny matmuls gain nothing
+    from a second one, whose OpenMP team stalls on a busy machine."""
+    with one_thread():
+        return (zoo_pairs(cfg, seed, "hybrid-winrate", cfg.zoo_problems),
+                zoo_pairs(cfg, seed, "hybrid-winrate/finetune", cfg.zoo_finetune_problems))
 
 
 def zoo_scores(cfg, seed: int, pairs: ZooPairs, train: ZooPairs, lr: float, epochs: int) -> dict[str, np.ndarray]:
     """One seed's two zoo judges on the evaluation pairs: the off-the-shelf target LM, and the same LM with the same
     score after Bradley-Terry fine-tuning on `train` (`fine_tune_judge` at `lr`, `epochs`)."""
     target = zoo.get("arith-target", cfg.scale, 0)
-    tuned = fine_tune_judge(target, train, lr, epochs, cfg.ft_batch_size, seed)
-    return {ZOO_JUDGES[0]: pairs.offshelf, ZOO_JUDGES[1]: likelihood_judge(tuned, target.tokenizer, pairs)}
+    with one_thread():  # as in `zoo_data`
+        tuned = fine_tune_judge(target, train, lr, epochs, cfg.ft_batch_size, seed)
+        return {ZOO_JUDGES[0]: pairs.offshelf, ZOO_JUDGES[1]: likelihood_judge(tuned, target.tokenizer, pairs)}
 
 
 def calibrate_fine_tuning(cfg) -> dict:
@@ -517,27 +520,57 @@ def calibrate_fine_tuning(cfg) -> dict:
     return {"table": table, "lr": lr, "epochs": epochs}
 
 
+def _calibration_settings(cfg) -> dict:
+    return {"scale": cfg.scale, "calibration_seeds": list(cfg.calibration_seeds), "ft_lrs": list(cfg.ft_lrs),
+            "ft_epochs": list(cfg.ft_epochs), "ft_batch_size": cfg.ft_batch_size, "zoo_problems": cfg.zoo_problems,
+            "zoo_finetune_problems": cfg.zoo_finetune_problems,
+            "models": [zoo.key(m, cfg.scale, 0) for m in ("arith-draft", "arith-target")]}
+
+
 def cached_calibration(cfg) -> dict:
     """`calibrate_fine_tuning(cfg)`, cached like a zoo model (`icml25.core.zoo.results`), addressed by the knobs
     it reads, the zoo models' addresses and this module's source."""
-    settings = {"scale": cfg.scale, "calibration_seeds": list(cfg.calibration_seeds), "ft_lrs": list(cfg.ft_lrs),
-                "ft_epochs": list(cfg.ft_epochs), "ft_batch_size": cfg.ft_batch_size, "zoo_problems": cfg.zoo_problems,
-                "zoo_finetune_problems": cfg.zoo_finetune_problems,
-                "models": [zoo.key(m, cfg.scale, 0) for m in ("arith-draft", "arith-target")]}
-    value, _ = zoo.results("hybrid-winrate-ft-calibration", settings, lambda: calibrate_fine_tuning(cfg),
-                           sources=zoo.chapter_modules(sys.modules[__name__]))
+    value, _ = zoo.results("hybrid-winrate-ft-calibration", _calibration_settings(cfg),
+                           lambda: calibrate_fine_tuning(cfg), sources=zoo.chapter_modules(sys.modules[__name__]))
     return value
 
 
-def zoo_populations(pairs: ZooPairs, scores: dict[str, np.ndarray], seed: int,
+def zoo_runs(cfg) -> dict:
+    """What the claims need from the zoo, per verdict seed: the evaluation pairs' labels and both judges' scores
+    (`zoo_scores` at the learning rate and epochs `cached_calibration` chose), with that calibration."""
+    cal = cached_calibration(cfg)
+    runs = {}
+    for seed in cfg.seeds:
+        pairs, train = zoo_data(cfg, seed)
+        runs[str(seed)] = {"z": pairs.z, "scores": zoo_scores(cfg, seed, pairs, train, cal["lr"], cal["epochs"])}
+    return {"calibration": cal, "runs": runs}
+
+
+def cached_runs(cfg) -> tuple[dict, dict[int, tuple[np.ndarray, dict[str, np.ndarray]]]]:
+    """`zoo_runs(cfg)`, cached like a zoo model (`icml25.core.zoo.results`), addressed by every knob it reads, the
+    zoo models' addresses and this module's source. Returns the calibration and {seed: (z, {judge: scores})}."""
+    settings = {"seeds": list(cfg.seeds), "calibration": _calibration_settings(cfg)}
+    value, _ = zoo.results("hybrid-winrate-runs", settings, lambda: zoo_runs(cfg),
+                           sources=zoo.chapter_modules(sys.modules[__name__]))
+    runs = {int(seed): (np.asarray(r["z"], float), {j: np.asarray(v, float) for j, v in r["scores"].items()})
+            for seed, r in value["runs"].items()}
+    return value["calibration"], runs
+
+
+def warm_up(cfg) -> None:
+    """The builder's warm-up: compute and cache the calibration and the zoo runs (`cached_runs`)."""
+    cached_runs(cfg)
+
+
+def zoo_populations(z: np.ndarray, scores: dict[str, np.ndarray], seed: int,
                     null: bool = False) -> tuple[dict[str, FinitePopulation], float]:
-    """One seed's finite populations of the zoo judges (`scores`, from `zoo_scores`) and the share of decided
-    pairs. `null=True` gives the null control: each judge's scores permuted across the pairs (judges that know
-    nothing about them, with the same score distribution)."""
+    """One seed's finite populations of the zoo judges (labels `z`, `scores` from `zoo_scores`) and the share of
+    decided pairs. `null=True` gives the null control: each judge's scores permuted across the pairs (judges that
+    know nothing about them, with the same score distribution)."""
     if null:
         rng = numpy_rng(seed, CHAPTER, "permuted-judge")
         scores = {j: rng.permutation(s) for j, s in scores.items()}
-    return {j: FinitePopulation(pairs.z, s) for j, s in scores.items()}, pairs.decided_share
+    return {j: FinitePopulation(z, s) for j, s in scores.items()}, float(np.mean(np.asarray(z) != 0.5))
 
 
 def run_zoo_experiment(cfg, populations: dict[int, tuple[dict[str, FinitePopulation], float]]) -> list[dict]:
