@@ -373,7 +373,8 @@ def pair_score(score_a, score_b) -> np.ndarray:
 def solution_features(model, tokenizer, problems, solutions, batch_size: int = 250) -> np.ndarray:
     """An LM's view of each solution, [len, 2]: the mean and the minimum over its tokens (end token included) of
     log p(y_t | x, y_<t). The mean is the judge's reward (its exp, a length-normalised likelihood, is the score);
-    the minimum is shown on the page only: no judge reads it."""
+    no judge reads the minimum (an earlier fine-tuned head did, which made its contrast with the off-the-shelf
+    judge unfair: see the ledger)."""
     out = []
     for i in range(0, len(problems), batch_size):
         batch = encode_completions(tokenizer, [p.prompt for p in problems[i:i + batch_size]],
@@ -505,8 +506,8 @@ def zoo_scores(cfg, seed: int, pairs: ZooPairs, train: ZooPairs, lr: float, epoc
 
 def calibrate_fine_tuning(cfg) -> dict:
     """Choose the fine-tuning learning rate and epochs on the calibration seeds only: for each (lr, epochs) of
-    `cfg.ft_lrs` × `cfg.ft_epochs`, the fine-tuned judge's ρ² on each calibration seed's evaluation pairs; the setting with the
-    highest mean ρ² is the one the verdict seeds use. The off-the-shelf judge's ρ² is listed beside it."""
+    `cfg.ft_lrs` × `cfg.ft_epochs`, the fine-tuned judge's ρ² on each calibration seed's evaluation pairs; the
+    setting with the highest mean ρ² is the one the verdict seeds use. The off-the-shelf judge's ρ² is listed beside it."""
     grid = [(float(lr), int(ep)) for lr in cfg.ft_lrs for ep in cfg.ft_epochs]
     table = []
     for seed in cfg.calibration_seeds:
