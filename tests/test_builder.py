@@ -358,3 +358,12 @@ def test_efficient_code_s_pipeline_runs_in_the_warm_up():
     """efficient_code's whole pipeline (sandbox runs, fine-tuning, evaluation) is computed before the notebooks."""
     assert build.shared_models(build.discover(["efficient_code"]), "ci") == [("ec-runs", None)]
     assert build.CHAPTER_RESULTS["efficient_code"] == ("ec-runs", "warm_up")
+
+
+def test_hybrid_winrate_s_fine_tuned_judges_are_computed_in_the_warm_up():
+    """hybrid_winrate's calibration and zoo judges (Bradley-Terry fine-tuning of every weight) are one cached result,
+    computed by the warm-up after the shared reasoners it scores and started among the longest entries."""
+    assert build.CHAPTER_RESULTS["hybrid_winrate"] == ("hybrid-winrate-runs", "warm_up")
+    models = build.shared_models(build.discover(["hybrid_winrate"]), "ci")
+    assert models == [(n, 0) for n in build.SHARED_ZOO] + [("hybrid-winrate-runs", None)]
+    assert build.warmup_order(models)[0] == ("hybrid-winrate-runs", None)

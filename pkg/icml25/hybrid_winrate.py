@@ -67,7 +67,7 @@ config = make_config({
              "n_small": 10, "tie_rate": 0.1, "gap_mean": 0.2, "judge_noise": 1.0, "length_bias": 1.0,
              "zoo_problems": 5000, "zoo_finetune_problems": 2000, **_ZOO},
 },
-    seeds=SEED, n_population=COUNT, n_finetune=COUNT, n_grid=Range(ge=2), repeats=COUNT,
+    seeds=SEED, calibration_seeds=SEED, n_population=COUNT, n_finetune=COUNT, n_grid=Range(ge=2), repeats=COUNT,
     n_claim=Range(ge=2), n_small=Range(ge=2), tie_rate=Range(ge=0, lt=1), gap_mean=Range(), judge_noise=NONNEGATIVE,
     length_bias=Range(), zoo_problems=COUNT, zoo_finetune_problems=COUNT, ft_lrs=Range(gt=0), ft_epochs=COUNT,
     ft_batch_size=COUNT)

@@ -92,14 +92,15 @@ CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_seed"),
                    "state_tracking": ("st-trackers", "train_design"),
                    "efficient_code": ("ec-runs", "warm_up"),
                    "knowledge_editing": ("ke-lifelong", "warm_up_lifelong"),
-                   "kabb": ("kabb-runs", "warm_up")}
+                   "kabb": ("kabb-runs", "warm_up"),
+                   "hybrid_winrate": ("hybrid-winrate-runs", "warm_up")}
 # chapters whose `CHAPTER_RESULTS` function also takes a seed: one warm-up entry per seed of the chapter's config, so
 # that the builder's workers share a chapter whose every seed trains models of its own
 SEEDED_RESULTS = ("rsd",)
 # the warm-up's longest entries at ci, longest first (measured from an empty cache on a quiet 2-core machine): they
 # start first, so that the last entry to finish is a short one; the others follow in the order `shared_models` gives
-WARMUP_FIRST = ("memory-runs", "st-trackers", "dist-runs", "cascade-runs", "implicit-prm-runs", "aoe-runs", "ec-runs",
-                "fq-runs", "rsd-runs", "mpo-lm-runs")
+WARMUP_FIRST = ("memory-runs", "hybrid-winrate-runs", "st-trackers", "dist-runs", "cascade-runs", "implicit-prm-runs",
+                "aoe-runs", "ec-runs", "fq-runs", "rsd-runs", "mpo-lm-runs")
 # chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine
 # precondition): the local executor runs them after every other notebook has finished, one at a time, so that no
 # other notebook shares the cores while they time them
