@@ -438,7 +438,7 @@ def test_the_warm_up_computes_the_experiment_once_and_the_notebook_reads_back_th
 
     def fake_seed(cfg, seed, measure):
         calls.append(seed)
-        return {"random_correct": P.Arm("random_correct", 1.5, [0.3, 0.1], evaluation)}
+        return {"random_correct": P.Arm("random_correct", 1.5, 1.2, [0.3, 0.1], evaluation)}
 
     monkeypatch.setattr(P, "run_seed", fake_seed)
     monkeypatch.setattr(P, "et_noise", lambda tasks, measure: 0.02)
@@ -447,6 +447,28 @@ def test_the_warm_up_computes_the_experiment_once_and_the_notebook_reads_back_th
     runs, noise, statuses = E.experiment(cfg)
     assert calls == [5, 6] and noise == 0.02 and statuses == {}
     arm = runs[6]["random_correct"]
-    assert arm.train_net == 1.5 and arm.losses == [0.3, 0.1]
+    assert arm.train_net == 1.5 and arm.train_net_geo == 1.2 and arm.losses == [0.3, 0.1]
     assert arm.evaluation.pass_at_1 == 0.5 and arm.evaluation.log_et[0] == 0.0 and np.isnan(arm.evaluation.log_et[1])
     assert calls == [5, 6]  # read back, not recomputed
+
+
+def test_dataset_efficiency_is_the_mean_and_the_geometric_mean_of_the_passing_programs_nets():
+    """Exact case: NETs 2 and 8 against a canonical of 1 s (a failing program does not count) give mean 5 and
+    geometric mean 4; a set with one task thousands of times its canonical moves the mean, not the typical NET."""
+    task = T.Task("sum_mult", 3)
+
+    class Fixed:
+        def __init__(self, times):
+            self.times = times
+
+        def canonical(self, tasks):
+            return {t: Execution("PASS", time=1.0, peak=1.0, area=1.0) for t in tasks}
+
+        def __call__(self, pairs):
+            return [Execution("PASS", time=x, peak=1.0, area=x) if x else Execution("FAIL") for x in self.times]
+
+    assert P.dataset_efficiency([(task, "a"), (task, "b"), (task, "c")], Fixed([2.0, 8.0, None])) == (5.0, 4.0)
+    slow, fast = Fixed([1.0] * 9 + [20000.0]), Fixed([0.1] * 9 + [20000.0])
+    pairs = [(task, str(i)) for i in range(10)]
+    (mean_slow, geo_slow), (mean_fast, geo_fast) = (P.dataset_efficiency(pairs, m) for m in (slow, fast))
+    assert mean_slow / mean_fast < 1.001 and geo_slow / geo_fast == pytest.approx(10 ** 0.9)

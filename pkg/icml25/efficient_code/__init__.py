@@ -35,13 +35,17 @@ decides on fresh seeds from 100."""
 # calibration seeds 0-2 every one of the 24 models reached pass@1 >= 0.31 (judged by the `models_learn`
 # precondition alone, before any verdict of this regime). The whole pipeline runs in the book builder's warm-up
 # (`warm_up`); five seeds took about 250 s of CPU (fine-tuning and sandboxes together). ci decides on eight fresh
-# seeds 400-407, the contract's fewest for a decisive verdict: on five (200-204, seen) both claims could only be
-# inconclusive, and a referee ran 300-304.
+# seeds, the contract's fewest for a decisive verdict: on five (200-204, seen) both claims could only be
+# inconclusive, and a referee ran 300-304. On 400-407 correlation was reproduced, but a referee's fresh 500-507 and
+# 510-517 left it inconclusive: its training_sets_differ precondition read the spread of the mean NET, which one
+# training task with a slow-only solution (NET 20,000+, the same in every training set) can make up 50-90% of, so
+# it failed on seeds whose training sets differ in a dozen tasks (geometric-mean spread 2.4-2.7). It now reads the
+# geometric-mean NET, changed after those verdicts were seen, and ci decides on fresh seeds 600-607.
 config = make_config({
     "smoke": {"seeds": [100], "calibration_seeds": CALIBRATION_SEEDS, "families": ["sum_mult", "member", "gen_sum"], "constants": [3, 4, 5, 6],
               "n_test": 4, "perf_size": 1, "noise_runs": 3, "model": "nano", "steps": 40, "generator_steps": 10,
               "batch_size": 16, "lr": 1e-2, "max_tokens": 16, "mix_shares": [0.0, 0.5, 1.0], "workers": 2},
-    "ci": {"seeds": list(range(400, 408)), "calibration_seeds": CALIBRATION_SEEDS, "families": list(tasks.FAMILIES), "constants": [3, 4, 5, 6, 7, 8, 9, 10],
+    "ci": {"seeds": list(range(600, 608)), "calibration_seeds": CALIBRATION_SEEDS, "families": list(tasks.FAMILIES), "constants": [3, 4, 5, 6, 7, 8, 9, 10],
            "n_test": 16, "perf_size": 4, "noise_runs": 3, "model": "nano", "steps": 600, "generator_steps": 40,
            "batch_size": 24, "lr": 1e-2, "max_tokens": 16, "mix_shares": [0.0, 0.25, 0.5, 0.75, 1.0], "workers": 2},
     "full": {"seeds": [100, 101, 102, 103, 104], "calibration_seeds": CALIBRATION_SEEDS, "families": list(tasks.FAMILIES), "constants": list(range(3, 23)),
@@ -131,7 +135,8 @@ CORRELATION = Claim(
     preconditions=[at_least("models_learn", "min_pass_at_1", LEARNS,
                             f"every model of the share sweep solves >= {LEARNS:.0%} of held-out tasks"),
                    at_least("training_sets_differ", "train_net_spread", 1.2,
-                            "on every seed the training sets' NET spans at least a factor 1.2 across the shares"),
+                            "on every seed the training sets' typical program (geometric-mean NET) spans at least "
+                            "a factor 1.2 across the shares"),
                    at_least("seeds_ranked", lambda m: len(m["spearman_rho"]), 3,
                             "at least 3 seeds with three or more models that solve a task")],
     examples=({"spearman_rho": [1.0, 0.5, 1.0, 1.0], "min_pass_at_1": 0.4, "train_net_spread": [2.0, 1.8, 2.2]},

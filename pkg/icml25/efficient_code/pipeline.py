@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
+from scipy import stats
 
 from ..core import generation, models, tinylm, train, zoo
 from ..core.seeding import numpy_rng, torch_generator
@@ -120,11 +121,13 @@ def mix(slow: Sequence, fast: Sequence, share: float, seed: int) -> list:
     return [(t, fast_by_task[t] if rng.random() < share else s) for t, s in slow]
 
 
-def dataset_efficiency(data: Sequence[tuple[T.Task, str]], measure: Measurer) -> float:
-    """Mean NET of a training set's correct programs (the x-axis of the paper's correlation figure)."""
+def dataset_efficiency(data: Sequence[tuple[T.Task, str]], measure: Measurer) -> tuple[float, float]:
+    """Mean NET of a training set's correct programs (the x-axis of the paper's correlation figure), and their
+    geometric mean: the typical program's NET, which one task with a slow-only solution thousands of times its
+    canonical's cannot dominate as it does the mean."""
     canon = measure.canonical(sorted({t for t, _ in data}, key=lambda t: (t.family, t.c)))
     nets = [normalised(e, canon[t])[0] for (t, _), e in zip(data, measure(list(data))) if e.passed]
-    return float(np.mean(nets)) if nets else float("nan")
+    return (float(np.mean(nets)), float(stats.gmean(nets))) if nets else (float("nan"), float("nan"))
 
 
 # --- the tiny code LM ----------------------------------------------------------------------------------------
@@ -200,10 +203,12 @@ def lm_sampler(pool_tasks: Sequence[T.Task], tok, cfg, seed: int):
 
 @dataclass(frozen=True)
 class Arm:
-    """One fine-tuned model: its training set's efficiency and what it generates on held-out tasks."""
+    """One fine-tuned model: its training set's efficiency (mean and geometric-mean NET, `dataset_efficiency`) and
+    what it generates on held-out tasks."""
 
     name: str
     train_net: float
+    train_net_geo: float
     losses: list[float]
     evaluation: Evaluation
 
@@ -226,7 +231,7 @@ def run_seed(cfg, seed: int, measure: Measurer) -> dict[str, Arm]:
         key = tuple(ds)
         if key not in trained:
             model, losses = finetune(ds, tok, cfg, seed)
-            trained[key] = Arm(name, dataset_efficiency(ds, measure), losses,
+            trained[key] = Arm(name, *dataset_efficiency(ds, measure), losses,
                                evaluate(model, tok, test_tasks, measure, cfg.max_tokens))
         arms[name] = trained[key]
     return arms
@@ -284,6 +289,7 @@ def experiment(cfg) -> tuple[dict[int, dict[str, Arm]], float, dict[str, int]]:
     back. Returns (runs {seed: {arm: Arm}}, ET noise floor, sandbox verdict counts)."""
     stored, _ = zoo.results(RESULT_NAME, dict(cfg), lambda: run_experiment(cfg),
                             sources=zoo.chapter_modules(sys.modules[__name__]))
-    runs = {int(s): {name: Arm(a["name"], a["train_net"], a["losses"], Evaluation(**a["evaluation"]))
+    runs = {int(s): {name: Arm(a["name"], a["train_net"], a["train_net_geo"], a["losses"],
+                               Evaluation(**a["evaluation"]))
                      for name, a in arms.items()} for s, arms in stored["runs"].items()}
     return runs, stored["et_noise"], stored["statuses"]
