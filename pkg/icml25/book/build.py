@@ -592,7 +592,7 @@ def _run_ray(out: Output, todo: list[tuple[Task, str]], jobs: int, keep_going: b
         if resources.get("num_gpus") and not ray.cluster_resources().get("GPU"):
             print("  the Ray cluster has no GPU: full-scale notebooks run on CPUs", flush=True)
             resources.pop("num_gpus")
-        models = shared_models([t for t, _ in todo], out.scale)
+        models = warmup_order(shared_models([t for t, _ in todo], out.scale))  # submitted longest first
         train = ray.remote(num_cpus=1)(_timed_train)
         start = time.perf_counter()
         zoo_refs = [train.remote(name, out.scale, seed) for name, seed in models]
