@@ -379,7 +379,7 @@ def test_paired_log_et_ratio_compares_the_same_tasks_only():
 
 
 def P_arm(evaluation):
-    return P.Arm("x", 1.0, [], evaluation)
+    return P.Arm("x", 1.0, 1.0, [], evaluation)
 
 
 def test_normalised_is_the_ratio_to_the_canonical_measurement():
