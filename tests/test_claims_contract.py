@@ -106,13 +106,26 @@ def test_fewer_than_eight_units_decide_only_with_a_calibration_power_calculation
 
 
 def test_an_inconclusive_record_states_its_power_line():
+    """The interval straddles both 0 and the smallest effect 1 with the estimate between them: only a refutation
+    can come, once the interval fits in the gap between the estimate and 1, so that gap sets the units."""
     x = [1.5, -0.8, 2.2, 0.1, 1.9, -0.9, 1.7, 0.2]
     got = decide(BETTER, diff=x, b_acc=0.9)
-    sd = np.std(x, ddof=1)
-    need = math.ceil(((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * sd / 1.0) ** 2)
+    sd, est = np.std(x, ddof=1), np.mean(x)
+    need = math.ceil(((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * sd / (1.0 - est)) ** 2)
     assert got["verdict"] == INCONCLUSIVE and got["units_needed"] == need
     assert f"about {need} paired units would decide" in got["reason"]
     assert "units_needed" not in decide(BETTER, diff=x, b_acc=0.1)  # a failed precondition: no power line
+
+
+def test_a_power_line_asks_for_more_units_than_left_the_effect_undecided():
+    """An estimate past the smallest effect whose interval still reaches 0 can only come to be reproduced, once the
+    interval clears 0: the estimate's distance from 0 sets the units, never fewer than one more than were run."""
+    x = [2.9, -0.4, 2.6, -0.2, 2.8, -0.3, 2.7, 0.1]  # mean 1.275, past 1, interval reaching below 0
+    got = decide(BETTER, diff=x, b_acc=0.9)
+    sd, est = np.std(x, ddof=1), np.mean(x)
+    normal = math.ceil(((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * sd / est) ** 2)
+    assert got["verdict"] == INCONCLUSIVE and est > 1 and got["effects"][0]["ci_low"] < 0
+    assert got["units_needed"] == max(normal, len(x) + 1) > len(x)
 
 
 

@@ -314,23 +314,32 @@ class Effect:
         floor = _unit_floor(len(x), self.planned_units) if unit_floor and verdict != INCONCLUSIVE else None
         if floor:
             verdict, note = INCONCLUSIVE, f"{floor}; it would be {verdict}"
-        # the power line: units to see the paper's smallest effect against "no effect"; when the direction holds but
-        # the size is undecided, units to tell the estimate from the smallest effect (the bar the interval straddles)
-        size_undecided = (verdict == INCONCLUSIVE and self.min_effect is not None and self._beyond(self.min_effect, est)
-                          and self._beyond(lo if self.direction == "greater" else hi, self.null))
-        delta = abs(self.min_effect - est) if size_undecided else abs(
-            (self.min_effect if self.min_effect is not None else est) - self.null)
         sd = float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
-        need = units_needed(sd, delta, 1 - self.confidence)
-        if size_undecided and need and need > ON_THE_BAR * len(x):
-            note += (f"; the estimate sits on the paper's smallest effect: about {need} units would tell them apart "
-                     "at this spread, so no feasible sample of this design decides it")
+        need, on_the_bar = self._power_line(est, sd, len(x)) if verdict == INCONCLUSIVE else (None, "")
+        if on_the_bar:
+            note += (f"; the estimate sits on {on_the_bar}: about {need} units would tell them apart at this spread, "
+                     "so no feasible sample of this design decides it")
             need = None
         out.update(verdict=verdict, note=note, sd=_nan_none(sd),
                    units_needed=_with_floor(need, floor, self.planned_units))
         if self.design_sd is not None:
             out.update(design_sd=self.design_sd, planned_units=self.planned_units)
         return out
+
+    def _power_line(self, est: float, sd: float, n: int) -> tuple[int | None, str]:
+        """Paired units that would decide this effect at the observed estimate and spread, and what the estimate
+        sits on when that is more than `ON_THE_BAR` times `n` ("" otherwise). An estimate short of the bar (the
+        smallest effect, or the null when none is given) can only come to be refuted, once the interval shrinks
+        inside the gap between the two; one that reaches the bar can only come to be reproduced, once the interval
+        clears the null. Never fewer than n + 1: n units left it undecided."""
+        bar = self.null if self.min_effect is None else self.min_effect
+        short = self._beyond(bar, est)
+        need = units_needed(sd, abs(bar - est) if short else abs(est - self.null), 1 - self.confidence)
+        if need is None:
+            return None, ""
+        if need > ON_THE_BAR * n:
+            return need, ("the paper's smallest effect" if short and self.min_effect is not None else "the null")
+        return max(need, n + 1), ""
 
     def _judge(self, est: float, lo: float, hi: float) -> tuple[str, str]:
         """Size before sign: the verdict of an interval [lo, hi] around `est`, and why."""
