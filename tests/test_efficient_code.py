@@ -472,3 +472,19 @@ def test_dataset_efficiency_is_the_mean_and_the_geometric_mean_of_the_passing_pr
     pairs = [(task, str(i)) for i in range(10)]
     (mean_slow, geo_slow), (mean_fast, geo_fast) = (P.dataset_efficiency(pairs, m) for m in (slow, fast))
     assert mean_slow / mean_fast < 1.001 and geo_slow / geo_fast == pytest.approx(10 ** 0.9)
+
+
+def test_the_correlation_null_is_the_exact_permutation_distributions_mean():
+    """Every order of four generated NETs against their training NETs: Spearman's rho averages to 0 over the 24 orders
+    (ties included, by the symmetry of rank sums), for exactly the seeds the real statistic keeps."""
+    from itertools import permutations
+
+    from scipy import stats
+
+    x = [[1.0, 2.0, 4.0, 8.0, np.nan], [3.0, 1.0, 2.0, 5.0, 4.0], [1.0, 2.0, 3.0, 4.0, 5.0]]
+    y = [[2.0, 1.0, 8.0, 4.0, 5.0], [1.0, 1.0, 9.0, 3.0, 2.0], [np.nan, np.nan, 1.0, 2.0, np.nan]]
+    null = E.spearman_null_per_seed(x, y)
+    assert len(null) == len(E.spearman_per_seed(x, y)) == 2  # the third seed has two finite pairs: left out
+    by_hand = np.mean([stats.spearmanr([1, 2, 4, 8], np.array([2.0, 1.0, 8.0, 4.0])[list(o)]).statistic
+                       for o in permutations(range(4))])
+    assert null[0] == pytest.approx(by_hand) and null == pytest.approx([0.0, 0.0], abs=1e-12)

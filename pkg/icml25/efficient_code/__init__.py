@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -80,17 +81,33 @@ def paired_log_et_ratios(runs: dict, seeds, arm: str, baseline: str) -> list[flo
     return [v for v in out if math.isfinite(v)]
 
 
+def _ranked_pairs(x, y):
+    """Per seed (rows), the log NETs of the shares (columns) where both are finite, for the seeds with at least three
+    such pairs that vary on both sides (the seeds a rank correlation can be computed on)."""
+    for xs, ys in zip(np.asarray(x, dtype=float), np.asarray(y, dtype=float)):
+        ok = np.isfinite(xs) & np.isfinite(ys)
+        if ok.sum() >= 3 and np.ptp(xs[ok]) > 0 and np.ptp(ys[ok]) > 0:
+            yield np.log(xs[ok]), np.log(ys[ok])
+
+
 def spearman_per_seed(x, y) -> list[float]:
     """Per seed (rows), Spearman's rank correlation of log training-set NET with log generated NET across the
     fastest-correct shares (columns), over the finite pairs; a seed with fewer than three is left out."""
     from scipy import stats
 
-    out = []
-    for xs, ys in zip(np.asarray(x, dtype=float), np.asarray(y, dtype=float)):
-        ok = np.isfinite(xs) & np.isfinite(ys)
-        if ok.sum() >= 3 and np.ptp(xs[ok]) > 0 and np.ptp(ys[ok]) > 0:
-            out.append(float(stats.spearmanr(np.log(xs[ok]), np.log(ys[ok])).statistic))
-    return out
+    return [float(stats.spearmanr(lx, ly).statistic) for lx, ly in _ranked_pairs(x, y)]
+
+
+def spearman_null_per_seed(x, y) -> list[float]:
+    """The null control's units, for the seeds `spearman_per_seed` keeps: per seed, the mean of Spearman's rho over
+    every order of the generated NETs among the shares (the exact permutation distribution: 120 orders at five
+    shares). One random order per seed, as the control drew before, made whether the real units beat it a coin
+    toss of its own."""
+    from scipy import stats
+
+    return [float(np.mean([stats.spearmanr(lx, ly[list(order)]).statistic
+                           for order in itertools.permutations(range(len(ly)))]))
+            for lx, ly in _ranked_pairs(x, y)]
 
 
 FASTER = Claim(
@@ -141,5 +158,6 @@ CORRELATION = Claim(
                             "at least 3 seeds with three or more models that solve a task")],
     examples=({"spearman_rho": [1.0, 0.5, 1.0, 1.0], "min_pass_at_1": 0.4, "train_net_spread": [2.0, 1.8, 2.2]},
               {"spearman_rho": [-0.5, 0.5, 0.0], "min_pass_at_1": 0.4, "train_net_spread": [2.0, 1.8, 2.2]}),
-    needs_null=True, null_description="the generated NETs permuted among the shares within each seed",
+    needs_null=True, null_description="the generated NETs permuted among the shares within each seed, every order (per seed, "
+                     "the mean rho of the exact permutation distribution)",
 )
