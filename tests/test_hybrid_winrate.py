@@ -208,26 +208,25 @@ def test_normal_interval_covers_at_the_papers_sample_sizes():
             assert 0.93 <= hw.coverage(rows, judge, n) <= 0.97, (judge, n)
 
 
-def test_solution_features_equal_a_plain_reference():
-    """Mean and minimum token log-probability of each solution, end token included."""
+def test_solution_rewards_equal_a_plain_reference():
+    """The mean token log-probability of each solution, end token included."""
     from icml25.core import arithmetic, tinylm
 
     tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
     model = tinylm.make_model("nano", tok, 1).eval()
     problems = arithmetic.sample_problems(3, 1)
     sols = [problems[0].solution, "A7", problems[2].solution]
-    got = hw.solution_features(model, tok, problems, sols, batch_size=2)
+    got = hw.solution_rewards(model, tok, problems, sols, batch_size=2)
+    assert got.shape == (3,)
     for p, sol, g in zip(problems, sols, got):
-        lp = _solution_logps(model, tok, p.prompt, sol)
-        assert g == pytest.approx([np.mean(lp), np.min(lp)], rel=1e-5)
+        assert g == pytest.approx(np.mean(_solution_logps(model, tok, p.prompt, sol)), rel=1e-5)
 
 
 def _pairs(n, rng, signal=1.0):
-    """ZooPairs whose first feature difference predicts which solution is right."""
+    """ZooPairs whose reward difference predicts which solution is right."""
     a_ok, b_ok = rng.random(n) < 0.6, rng.random(n) < 0.5
-    fa = np.column_stack([-1 + signal * a_ok + 0.3 * rng.normal(size=n), -3 + 0.5 * rng.normal(size=n)])
-    fb = np.column_stack([-1 + signal * b_ok + 0.3 * rng.normal(size=n), -3 + 0.5 * rng.normal(size=n)])
-    return hw.ZooPairs(hw.pair_label(a_ok, b_ok), fa, fb)
+    ra, rb = (-1 + signal * ok + 0.3 * rng.normal(size=n) for ok in (a_ok, b_ok))
+    return hw.ZooPairs(hw.pair_label(a_ok, b_ok), ra, rb)
 
 
 def test_zoo_null_permutes_the_judge_and_keeps_the_labels():
@@ -267,8 +266,8 @@ def _arith_pairs(model, tok, n, seed):
     sol_b = [p.solution if i % 3 == 0 else "A" + str(i + 1) for i, p in enumerate(problems)]
     z = hw.pair_label([arithmetic.is_correct(p, x) for p, x in zip(problems, sol_a)],
                       [arithmetic.is_correct(p, x) for p, x in zip(problems, sol_b)])
-    feats = lambda sols: hw.solution_features(model, tok, problems, sols)  # noqa: E731
-    return hw.ZooPairs(z, feats(sol_a), feats(sol_b), tuple(problems), tuple(sol_a), tuple(sol_b))
+    reward = lambda sols: hw.solution_rewards(model, tok, problems, sols)  # noqa: E731
+    return hw.ZooPairs(z, reward(sol_a), reward(sol_b), tuple(problems), tuple(sol_a), tuple(sol_b))
 
 
 def test_preferences_drop_ties_and_choose_the_right_solution():
@@ -316,7 +315,7 @@ def test_fine_tuning_moves_the_judge_towards_its_preferences_and_leaves_the_orig
     problems, chosen, rejected = train.preferences()
 
     def margin(m):
-        r = lambda sols: hw.solution_features(m, tok, problems, sols)[:, 0]  # noqa: E731
+        r = lambda sols: hw.solution_rewards(m, tok, problems, sols)  # noqa: E731
         return float(np.mean(r(chosen) - r(rejected)))
 
     assert margin(tuned) > margin(judge.model) + 0.05

@@ -370,38 +370,32 @@ def pair_score(score_a, score_b) -> np.ndarray:
 
 
 @torch.inference_mode()
-def solution_features(model, tokenizer, problems, solutions, batch_size: int = 250) -> np.ndarray:
-    """An LM's view of each solution, [len, 2]: the mean and the minimum over its tokens (end token included) of
-    log p(y_t | x, y_<t). The mean is the judge's reward (its exp, a length-normalised likelihood, is the score);
-    no judge reads the minimum (an earlier fine-tuned head did, which made its contrast with the off-the-shelf
-    judge unfair: see the ledger)."""
+def solution_rewards(model, tokenizer, problems, solutions, batch_size: int = 250) -> np.ndarray:
+    """An LM's reward of each solution, r(x, y) = mean_t log p(y_t | x, y_<t) over its tokens, end token included
+    (`mean_logprob`, the quantity the fine-tuned judge is trained on): [len]."""
     out = []
     for i in range(0, len(problems), batch_size):
         batch = encode_completions(tokenizer, [p.prompt for p in problems[i:i + batch_size]],
                                    list(solutions[i:i + batch_size]), add_eos=True)
-        mask = batch["completion_mask"][:, 1:].bool()
-        logp = token_logprobs(model, batch)
-        mean = (logp * mask).sum(-1) / mask.sum(-1)
-        low = torch.where(mask, logp, torch.full_like(logp, torch.inf)).amin(-1)
-        out.append(torch.stack([mean, low], -1).numpy())
+        out.append(mean_logprob(model, batch).numpy())
     return np.concatenate(out).astype(float)
 
 
 def likelihood_scores(model, tokenizer, problems, solutions, batch_size: int = 250) -> np.ndarray:
     """An LM's score of each solution: its per-token geometric-mean probability, exp(mean_t log p(y_t | x, y_<t)),
     end token included (a length-normalised likelihood, in (0, 1])."""
-    return np.exp(solution_features(model, tokenizer, problems, solutions, batch_size)[:, 0])
+    return np.exp(solution_rewards(model, tokenizer, problems, solutions, batch_size))
 
 
 @dataclass(frozen=True)
 class ZooPairs:
     """Pairs of zoo solutions to the same problems: the correctness label z of each pair, the problems and both
-    solutions (what a judge is shown), and the off-the-shelf judge LM's features of solution A and of solution B
-    ([P, 2] each, see `solution_features`)."""
+    solutions (what a judge is shown), and the off-the-shelf judge LM's rewards of solution A and of solution B
+    ([P] each, see `solution_rewards`)."""
 
     z: np.ndarray
-    features_a: np.ndarray
-    features_b: np.ndarray
+    reward_a: np.ndarray
+    reward_b: np.ndarray
     problems: tuple = ()
     solutions_a: tuple = ()
     solutions_b: tuple = ()
@@ -409,7 +403,7 @@ class ZooPairs:
     @property
     def offshelf(self) -> np.ndarray:
         """The off-the-shelf judge: ½ (1 + likelihood_A − likelihood_B)."""
-        return pair_score(np.exp(self.features_a[:, 0]), np.exp(self.features_b[:, 0]))
+        return pair_score(np.exp(self.reward_a), np.exp(self.reward_b))
 
     @property
     def decided_share(self) -> float:
@@ -427,7 +421,7 @@ class ZooPairs:
 
 def zoo_pairs(cfg, seed: int, stream: str, n_problems: int) -> ZooPairs:
     """`n_problems` fresh arithmetic problems of `seed` from `stream`; A = the zoo target's sampled solution
-    (temperature 1), B = the zoo draft's; z from exact correctness; the features from the target's likelihood of
+    (temperature 1), B = the zoo draft's; z from exact correctness; the rewards from the target's likelihood of
     both (zoo seed 0 for the models: the seed varies the problems and samples, not the judge)."""
     draft, target = zoo.get("arith-draft", cfg.scale, 0), zoo.get("arith-target", cfg.scale, 0)
     problems = arithmetic.sample_problems(n_problems, seed, stream=stream)
@@ -436,8 +430,8 @@ def zoo_pairs(cfg, seed: int, stream: str, n_problems: int) -> ZooPairs:
     sol_b = reasoners.solve(draft.model, draft.tokenizer, problems, temperature=1.0, generator=gen)
     z = pair_label([arithmetic.is_correct(p, x) for p, x in zip(problems, sol_a)],
                    [arithmetic.is_correct(p, x) for p, x in zip(problems, sol_b)])
-    feats = lambda sols: solution_features(target.model, target.tokenizer, problems, sols)  # noqa: E731
-    return ZooPairs(z, feats(sol_a), feats(sol_b), tuple(problems), tuple(sol_a), tuple(sol_b))
+    reward = lambda sols: solution_rewards(target.model, target.tokenizer, problems, sols)  # noqa: E731
+    return ZooPairs(z, reward(sol_a), reward(sol_b), tuple(problems), tuple(sol_a), tuple(sol_b))
 
 
 def mean_logprob(model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
