@@ -298,20 +298,53 @@ def test_the_held_out_step_auc_within_problems_ignores_which_problem_is_harder()
     assert m["step_auc"] > 0.5 and m[ip.STEP_AUC] == pytest.approx(0.5)
 
 
-def test_training_stops_at_the_first_check_that_reaches_the_bound(pair, monkeypatch):
+def test_every_prm_trains_its_whole_budget_from_a_copy_of_the_frozen_reference(pair):
+    """No stop rule: the step labels decide nothing about training, which runs every one of its `steps`."""
     _, ref = pair
+    before = [p.detach().clone() for p in ref.parameters()]
     problems = [arithmetic.parse_prompt(p) for p in PROMPTS]
     data = ip.Rollouts(problems, [0, 1, 2], COMPLETIONS, [True, False, True])
-    aucs = iter([0.6, 0.85, 0.9])
-    monkeypatch.setattr(ip.training, "learning_metrics", lambda prm, d: {"step_auc": next(aucs), "outcome_auc": 1.0})
-    prm, run = ip.train_implicit_prm(ref, TOK, data, "ce", 0.5, steps=20, batch_size=3, lr=1e-3, seed=0,
-                                     eval_every=4, stop_at=0.8)
-    assert run.stopped_at == 8 and len(run.losses) == 8 and run.checks == [(4, 0.6), (8, 0.85)]
-    assert prm.reference is ref and prm.policy is not ref
-    aucs = iter([0.1] * 10)
-    _, run = ip.train_implicit_prm(ref, TOK, data, "ce", 0.5, steps=10, batch_size=3, lr=1e-3, seed=0,
-                                   eval_every=5, stop_at=0.8)
-    assert run.stopped_at == 10 and [c[0] for c in run.checks] == [5, 10]
+    prm, run = ip.train_implicit_prm(ref, TOK, data, "ce", 0.5, steps=7, batch_size=3, lr=1e-3, seed=0)
+    assert len(run.losses) == 7 and prm.reference is ref and prm.policy is not ref
+    assert all(torch.equal(a, b) for a, b in zip(before, ref.parameters()))
+
+
+def test_training_responses_are_the_reference_models_own_samples(pair, monkeypatch):
+    """As in the paper (rollouts of the model the PRM starts from), π_ref samples the training responses; the
+    generator only samples the test candidates."""
+    _, ref = pair
+    used = []
+    monkeypatch.setattr(ip.training, "sample_rollouts", lambda model, *a: used.append(model))
+    ip.training_rollouts(ip.ReferenceCache(ref, TOK), ip.config("smoke"), 0)
+    assert used == [ref]
+
+
+class _FixedRewards:
+    """A PRM stand-in whose step rewards are given per completion."""
+
+    def __init__(self, rewards):
+        self.rewards = rewards
+
+    def step_rewards(self, prompts, completions, on_missing="whole"):
+        return [np.asarray(self.rewards[c], float) for c in completions]
+
+
+def test_learning_metrics_read_outcomes_of_the_trained_responses_and_steps_over_every_response():
+    """A PRM on one response per instruction: its outcome AUC reads the responses it was trained on (the first of
+    each prompt), its within-prompt step AUC every sampled response to its prompts (within its one response, the
+    only wrong step counted would be the last)."""
+    problems = [arithmetic.parse_prompt("3+4|"), arithmetic.parse_prompt("2*3|")]
+    # prompt 0: "3+4=7;A7" right, "3+4=8;A8" wrong at step 1; prompt 1: "2*3=6;A5" wrong at step 2, "2*3=6;A6" right
+    texts = ["3+4=7;A7", "2*3=6;A5", "3+4=8;A8", "2*3=6;A6"]
+    data = ip.Rollouts(problems, [0, 1, 0, 1], texts, [True, False, False, True])
+    prm = _FixedRewards({"3+4=7;A7": [1.0, 1.0], "2*3=6;A5": [2.0, -0.5], "3+4=8;A8": [-1.0, 0.0],
+                         "2*3=6;A6": [-3.0, -3.0]})
+    one, every = ip.learning_metrics(prm, data, responses=1), ip.learning_metrics(prm, data)
+    assert one["outcome_auc"] == 1.0  # the trained rows: right (sum 2) above wrong (sum 1.5)
+    assert every["outcome_auc"] == 0.5  # sums 2, -6 (right) against 1.5, -1 (wrong): 2 of 4 pairs
+    # Steps up to the first error. Prompt 0: right 1, 1 against wrong -1, AUC 1; prompt 1: right 2, -3, -3 against
+    # wrong -0.5, AUC 1/3; mean 2/3. Over the trained rows alone prompt 0 would not count and prompt 1 read 1.
+    assert one["step_auc"] == every["step_auc"] == pytest.approx(2 / 3)
 
 
 def test_arms_train_from_the_base_with_the_draft_as_a_contrast_at_arm_seeds():
@@ -366,7 +399,7 @@ def test_the_implicit_reward_on_any_causal_lm(family_checkpoints, family):
     problems = [arithmetic.parse_prompt(p) for p in PROMPTS]
     data = ip.Rollouts(problems, [0], COMPLETIONS[:1], [True])
     trained, run = ip.train_implicit_prm(ref, TOK, data, "ce", 0.5, steps=1, batch_size=1, lr=1e-2, seed=0)
-    assert trained.outcome_rewards(PROMPTS[:1], COMPLETIONS[:1])[0] > 0 and run.stopped_at == 1
+    assert trained.outcome_rewards(PROMPTS[:1], COMPLETIONS[:1])[0] > 0 and len(run.losses) == 1
 
 
 def test_the_cached_seed_runs_equal_the_direct_ones_and_are_read_back():

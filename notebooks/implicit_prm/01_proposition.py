@@ -82,9 +82,10 @@ ax.legend();
 # ## Step rewards of one arithmetic solution
 #
 # Now the real thing: $\pi_{\mathrm{ref}}$ is the zoo's *target* arithmetic reasoner and $\pi_\theta$ started as a
-# copy of it and was trained with the cross-entropy objective on solutions sampled from the weaker *draft*
-# reasoner, labelled only by whether the final answer was right (`implicit_prm.main_prm`; the next notebook
-# measures it). We draw a solution
+# copy of it and was trained with the cross-entropy objective on solutions $\pi_{\mathrm{ref}}$ itself sampled, as
+# in the paper, labelled only by whether the final answer was right (`implicit_prm.main_prm`; the next notebook
+# measures it). We draw one of the *draft* reasoner's solutions (the generator of the candidates it reranks)
+# that contains a wrong step
 # that contains a wrong step and show $r_t$ per step (colour: the exact step verifier's verdict, which the PRM
 # never saw) and the running sum $q^t$.
 

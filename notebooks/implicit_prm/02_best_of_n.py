@@ -13,10 +13,10 @@
 # %% [markdown]
 # # Does an outcome-trained implicit PRM find bad steps and pick good answers?
 #
-# The recipe: sample solutions from a generator (the zoo's draft reasoner), label each only by whether its final
-# answer is right, and train $\pi_\theta$, initialised from $\pi_{\mathrm{ref}}$ = the zoo's target reasoner (as in
-# the paper, where both are the same instruct model and the candidates come from other generators), with the
-# cross-entropy loss
+# The recipe: sample solutions from $\pi_{\mathrm{ref}}$ = the zoo's target reasoner, label each only by whether
+# its final answer is right, and train $\pi_\theta$, initialised from $\pi_{\mathrm{ref}}$, with the cross-entropy
+# loss (as in the paper, whose PRMs start from Llama-3.1-8B-Instruct and learn from that model's own rollouts; the
+# candidates they rerank come from other generators, here the zoo's draft reasoner)
 #
 # $$\mathcal L_{\mathrm{CE}} = -\,l\log\sigma\big(r_\theta(\mathbf y)\big) - (1-l)\log\big(1-\sigma(r_\theta(\mathbf y))\big),
 # \qquad r_\theta(\mathbf y) = \beta\log\frac{\pi_\theta(\mathbf y)}{\pi_{\mathrm{ref}}(\mathbf y)},$$
@@ -46,15 +46,15 @@
 # problem (pooled over problems, a score that only knows which problems are hard would pass) and is checked beside
 # a **null**: a score that knows only each step's position (the training responses' rate of right steps at that
 # position), on the same candidates, which separates right from wrong steps wherever errors come at typical places.
-# Every PRM trains until its step rewards separate right from wrong steps *within* the prompts of its training
-# responses (mean within-prompt step AUC at least `implicit_prm.LEARNED_STEP_AUC` on its first `check_responses`
-# training responses, all of them at `ci`, checked every `eval_every` steps, at most `train_steps` steps for every
-# PRM, the one on one response per instruction included): the step labels decide only when training stops,
-# never a gradient. The training-set preconditions are measured on all its training responses. The best-of-N claims
-# need their PRM to have reached that regime on at least `implicit_prm.STEPS_SHARE` of the seeds; the step-signal
-# claim does not (step signal from outcome labels is what it tests).
+# Every PRM trains a fixed budget of `train_steps` steps, the one on one response per instruction included (as the
+# paper trains for fixed epochs): the step labels decide nothing about training. The best-of-N claims need their
+# PRM to have reached a declared training regime on at least `implicit_prm.STEPS_SHARE` of the seeds: its step
+# rewards separate right from wrong steps *within* its training prompts (mean within-prompt step AUC at least
+# `implicit_prm.LEARNED_STEP_AUC`, over every sampled response to those prompts, so that the PRM on one response
+# per instruction is measured on the same responses as the main one); the step-signal claim does not (step signal
+# from outcome labels is what it tests).
 # Besides CE the notebook trains the other objectives of the paper (DPO, KTO, NCA), CE at three β, and CE started
-# from the draft (a model too small to learn the task) on `arm_seeds`. At `ci` that list is empty: a PRM from the
+# from the draft (on the same responses, which are not its own) on `arm_seeds`. At `ci` that list is empty: a PRM from the
 # target costs about ten times a draft-based one per step on one CPU core, so the ci build trains only the two CE
 # PRMs the claims read; `smoke` runs the extra arms to exercise
 # the code and `full` runs them on every seed.
@@ -74,9 +74,7 @@ seeds = None  # verdict seeds of the experiment; None: the scale's value
 beta = None  # β of the implicit reward
 n_prompts = None  # training instructions
 responses_per_prompt = None  # sampled responses per instruction for the main CE PRM
-train_steps = None  # most optimizer steps of every PRM
-eval_every = None  # steps between the training-set step-AUC checks that stop training
-check_responses = None  # training responses (the first ones) the stopping check measures
+train_steps = None  # optimizer steps of every PRM
 lr = None  # learning rate of every PRM
 n_test = None  # held-out problems
 n_candidates = None  # candidates sampled per held-out problem
@@ -100,8 +98,7 @@ from icml25.core import check, models, plot, zoo
 
 plot.use_style()
 cfg = implicit_prm.config(scale, seeds=seeds, beta=beta, n_prompts=n_prompts,
-                          responses_per_prompt=responses_per_prompt, train_steps=train_steps, eval_every=eval_every,
-                          check_responses=check_responses, lr=lr, n_test=n_test, claim_n=claim_n,
+                          responses_per_prompt=responses_per_prompt, train_steps=train_steps, lr=lr, n_test=n_test, claim_n=claim_n,
                           test_max_ops=test_max_ops, candidate_temperature=candidate_temperature,
                           verifier_noise=verifier_noise,
                           n_candidates=n_candidates, best_of=best_of, objectives=objectives, betas=betas,
@@ -112,7 +109,8 @@ cfg
 # ## The experiment
 #
 # `run_seed` samples `n_candidates` solutions per test problem from the draft at `candidate_temperature`, scores
-# them with the two step verifiers and the position-only null, takes the main CE PRM (from the zoo), trains the
+# them with the two step verifiers and the position-only null, samples the training responses from
+# $\pi_{\mathrm{ref}}$, takes the main CE PRM (from the zoo), trains the
 # CE PRM on one response per instruction and, at `arm_seeds`, the other objectives, β values and the draft-based
 # PRM on the *same* instructions, and scores everything on the same candidates. Each seed's run is cached like a
 # zoo model (`implicit_prm.seed_results`), so the book's builder computes it in its warm-up and this cell reads it
@@ -124,13 +122,9 @@ results = {s: implicit_prm.seed_results(cfg, s) for s in cfg.seeds}
 runs = {s: r for s, (r, _) in results.items()}
 now = [s for s, (_, computed_now) in results.items() if computed_now]
 print(f"{len(runs)} seeds, {'computed now' if now else 'loaded from the cache (computed in the warm-up)'}")
-print(f"π_ref ({cfg.model}): {base.info['n_params']:,} parameters; generator ({implicit_prm.GENERATOR}): "
-      f"{gen.info['n_params']:,}; sampled training responses are right "
-      f"{np.mean([r['train_accuracy'] for r in runs.values()]):.0%} of the time")
-stops = pd.DataFrame({a: {s: r["stopped_at"].get(a) for s, r in runs.items()} for a in runs[cfg.seeds[0]]["stopped_at"]})
-display(stops.rename_axis("seed").style.format(precision=0, na_rep="–").set_caption(
-    f"optimizer steps each PRM trained (it stops at within-prompt training step AUC ≥ {implicit_prm.LEARNED_STEP_AUC}, "
-    f"at most {cfg.train_steps})"))
+print(f"π_ref ({cfg.model}): {base.info['n_params']:,} parameters; its sampled training responses are right "
+      f"{np.mean([r['train_accuracy'] for r in runs.values()]):.0%} of the time; generator of the candidates "
+      f"({implicit_prm.GENERATOR}): {gen.info['n_params']:,} parameters")
 
 # %%
 fig, ax = plot.subplots()
@@ -287,14 +281,13 @@ ce = table.loc["ce"]
 best_arm = table[f"prm_min @{N}"].idxmax()
 display(Markdown(
     f"- **Verdicts:** `step_signal` {v_step.label}, `best_of_n` {v_best.label}, `one_response` {v_one.label}.\n"
-    f"- **Learning:** the CE PRM (from `{cfg.model}`) trained {', '.join(str(r['stopped_at']['ce']) for r in runs.values())} "
-    f"steps (per seed; at most {cfg.train_steps}); its training-set outcome AUC is {ce['train outcome AUC']:.2f} "
+    f"- **Learning:** the CE PRM (from `{cfg.model}`, {cfg.train_steps} steps on its own rollouts) has "
+    f"training-set outcome AUC {ce['train outcome AUC']:.2f} "
     f"(precondition ≥ {implicit_prm.LEARNED_AUC}), its within-prompt training step AUC "
     f"{ce['train step AUC (within prompts)']:.2f} "
     f"(precondition of the best-of-N claims ≥ {implicit_prm.LEARNED_STEP_AUC}) and its held-out step AUC "
     f"{ce['held-out step AUC (within problems)']:.2f} (within problems), against {np.mean(null['step_auc']):.2f} for the step's position alone.\n"
-    f"- **One response per instruction:** with the same budget and stop rule, the PRM trained on it took "
-    f"{', '.join(str(r['stopped_at']['ce_n1']) for r in runs.values())} steps; its training-set outcome AUC is "
+    f"- **One response per instruction:** with the same budget, the PRM trained on it has training-set outcome AUC "
     f"{table.loc['ce_n1', 'train outcome AUC']:.2f} and its within-prompt training step AUC "
     f"{table.loc['ce_n1', 'train step AUC (within prompts)']:.2f}, reaching {implicit_prm.LEARNED_STEP_AUC} on "
     f"{sum(a >= implicit_prm.LEARNED_STEP_AUC for a in measured['n1_train_step_auc'])} of {len(runs)} seeds.\n"

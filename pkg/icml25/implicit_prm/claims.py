@@ -11,7 +11,7 @@ from .scales import CHAPTER
 # Every effect is one value per seed. The preconditions say that the PRM
 # learned what it was trained on (its outcome reward separates right from wrong training responses), that the PRMs
 # whose choices the best-of-N claims read reached the training regime the chapter declares (step AUC within the
-# training prompts, the rule that stops their training), that the candidates leave a process reward something to
+# training prompts, over every sampled response to them), that the candidates leave a process reward something to
 # find (an oracle step verifier beats the baseline: headroom), and that the evaluation sees a PRM of known,
 # imperfect quality (the exact step verifier with a share `verifier_noise` of its step labels flipped). The
 # target/draft log-ratio of earlier rounds is no longer used as a control: on these problems the draft is the
@@ -21,7 +21,7 @@ from .scales import CHAPTER
 # that knows only a step's position.
 
 LEARNED_AUC = 0.7  # training-set outcome AUC a PRM must reach before its verdicts count
-LEARNED_STEP_AUC = 0.8  # within-prompt step AUC at which a PRM's training stops, and which best-of-N's PRMs need
+LEARNED_STEP_AUC = 0.8  # within-prompt training step AUC the best-of-N claims' PRMs need
 HEADROOM = 0.04  # mean best-of-N margin of the oracle step verifier over the baseline (twice the claims' bar)
 CONTROL_MARGIN = 0.02  # mean best-of-N margin the noisy verifier must show over the baseline
 
@@ -85,8 +85,8 @@ ONE_RESPONSE = Claim(
     preconditions=[at_least("n1_prm_learned", "n1_train_outcome_auc", LEARNED_AUC,
                             f"the one-response PRM's training-set outcome AUC >= {LEARNED_AUC}"),
                    share_at_least("n1_prm_steps_learned", "n1_train_step_auc", LEARNED_STEP_AUC, STEPS_SHARE,
-                                  f"the one-response PRM's mean within-prompt step AUC >= {LEARNED_STEP_AUC} on >= "
-                                  f"{STEPS_SHARE:.0%} of seeds"),
+                                  f"the one-response PRM's mean within-prompt step AUC over every sampled response "
+                                  f"to its training prompts >= {LEARNED_STEP_AUC} on >= {STEPS_SHARE:.0%} of seeds"),
                    _mean_at_least("headroom", "oracle_minus_random", HEADROOM,
                                   f"the exact step verifier beats random choice by >= {HEADROOM}"),
                    _mean_at_least("noisy_verifier_detected", "noisy_minus_random", CONTROL_MARGIN,

@@ -162,18 +162,23 @@ def within_prompt_step_auc(rewards: Sequence[np.ndarray], labels: Sequence[Seque
     return float(np.mean(aucs)) if aucs else float("nan")
 
 
-def learning_metrics(prm: ImplicitPRM, data: Rollouts) -> dict[str, float]:
-    """How well the PRM learned its training set: the AUC of the outcome reward r_θ(y) against the outcome labels
-    it was trained on, and (the stop rule's measure; the PRM never saw step labels) the mean within-prompt step AUC
-    on the same responses, with the pooled step AUC beside it (pooled over prompts it also ranks their difficulty)."""
+def learning_metrics(prm: ImplicitPRM, data: Rollouts, responses: int | None = None) -> dict[str, float]:
+    """How well the PRM learned its training prompts, given all sampled responses to them (`data`) of which it
+    was trained on the first `responses` per prompt (all when None): the AUC of the outcome reward r_θ(y) against
+    the outcome labels of the responses it was trained on, and the mean within-prompt step AUC over all responses
+    to its prompts (the PRM never saw step labels), with the pooled step AUC beside it (pooled over prompts it also
+    ranks their difficulty). The step AUC reads every response to a prompt so that a PRM on one response per
+    instruction is measured like the others: within its single response, the only wrong step counted is the last,
+    and fitting that response's outcome label lowers its right steps with it."""
     rewards = prm.step_rewards(data.prompts, data.completions, on_missing="whole")
     labels = [arithmetic.step_labels(data.problems[i], c) for i, c in zip(data.prompt_index, data.completions)]
+    seen = data.first_indices(responses) if responses else range(len(rewards))
     s, y = [], []
     for r, lab in zip(rewards, labels):
         if len(r) == len(lab):
             k = steps_to_first_error(lab)
             s += list(r[:k]); y += lab[:k]
-    return {"outcome_auc": roc_auc([r.sum() for r in rewards], data.labels),
+    return {"outcome_auc": roc_auc([rewards[k].sum() for k in seen], [data.labels[k] for k in seen]),
             "step_auc": within_prompt_step_auc(rewards, labels, data.prompt_index),
             "step_auc_pooled": roc_auc(s, y)}
 

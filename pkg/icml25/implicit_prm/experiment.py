@@ -32,7 +32,7 @@ class Arm:
 def arms(cfg, seed: int) -> list[Arm]:
     """The trained PRMs of one seed: the main CE PRM and the CE PRM on one response per instruction at every seed;
     at `cfg.arm_seeds` the other objectives, the other β values, and the CE PRM started from the generator (the
-    draft, a model too small to learn the task) instead of `cfg.model`."""
+    draft) instead of `cfg.model`, on the same responses (π_ref's rollouts, so not its own)."""
     n, b = cfg.responses_per_prompt, cfg.model
     out = [Arm("ce", "ce", cfg.beta, n, b), Arm("ce_n1", "ce", cfg.beta, 1, b)]
     if seed in cfg.arm_seeds:
@@ -44,18 +44,14 @@ def arms(cfg, seed: int) -> list[Arm]:
 
 
 def run_seed(cfg, seed: int) -> dict:
-    """The whole experiment for one seed: training responses and test candidates from the generator; the
-    position-only null and the two step verifiers of known quality; every arm of :func:`arms`, trained on the same
-    instructions and evaluated on the same candidates, with its learning metrics on all its training responses (the
-    stop rule measures only the first `check_responses`) and how long it trained. Each frozen π_ref scores the candidates and the training responses once (:class:`ReferenceCache`)."""
+    """The whole experiment for one seed: test candidates from the generator, training responses from π_ref
+    (`cfg.model`); the position-only null and the two step verifiers of known quality; every arm of :func:`arms`,
+    trained on the same instructions and evaluated on the same candidates, with its learning metrics on its
+    training prompts (:func:`learning_metrics`). Each frozen π_ref scores the candidates and the training responses
+    once (:class:`ReferenceCache`)."""
     gen = zoo.get(GENERATOR, cfg.scale, cfg.ref_seed)
     cands = sample_candidates(gen.model, gen.tokenizer, test_problems(cfg, seed), cfg.n_candidates,
                               cfg.candidate_temperature, torch_generator(seed, "implicit_prm", "candidates"))
-    data = training_rollouts(gen, cfg, seed)
-    out = {"train_accuracy": float(np.mean(data.labels)), "arms": {}, "losses": {}, "stopped_at": {},
-           "position": step_metrics(position_rewards(cands, position_rates(data)), cands),
-           "verifiers": {str(n): best_of_n(cands, verifier_scores(cands, cfg.verifier_noise, seed), n)
-                         for n in cfg.best_of}}
     refs: dict[str, ReferenceCache] = {}  # one frozen π_ref per base model, its log-probs computed once
 
     def ref(name: str) -> ReferenceCache:
@@ -63,6 +59,11 @@ def run_seed(cfg, seed: int) -> dict:
             refs[name] = reference(cfg, name)
         return refs[name]
 
+    data = training_rollouts(ref(cfg.model), cfg, seed)
+    out = {"train_accuracy": float(np.mean(data.labels)), "arms": {}, "losses": {},
+           "position": step_metrics(position_rewards(cands, position_rates(data)), cands),
+           "verifiers": {str(n): best_of_n(cands, verifier_scores(cands, cfg.verifier_noise, seed), n)
+                         for n in cfg.best_of}}
     for arm in arms(cfg, seed):
         subset = data.first(arm.responses)
         if arm.objective in PAIRED and not preference_pairs(subset):
@@ -71,9 +72,9 @@ def run_seed(cfg, seed: int) -> dict:
             prm, run = main_prm(cfg, seed, data, ref(arm.base))
         else:
             prm, run = train_arm(cfg, seed, subset, arm.objective, arm.beta, ref(arm.base))
-        out["arms"][arm.name] = {**evaluate_prm(prm, cands, cfg.best_of), "train": learning_metrics(prm, subset)}
+        out["arms"][arm.name] = {**evaluate_prm(prm, cands, cfg.best_of),
+                                 "train": learning_metrics(prm, data, arm.responses)}
         out["losses"][arm.name] = run.losses
-        out["stopped_at"][arm.name] = run.stopped_at
     return out
 
 

@@ -32,14 +32,19 @@ class Rollouts:
     completions: list[str]
     labels: list[bool]
 
-    def first(self, n: int) -> Rollouts:
-        """The first `n` responses of every prompt (n responses per instruction, same instructions)."""
+    def first_indices(self, n: int) -> list[int]:
+        """Which responses are the first `n` of their prompt."""
         seen: dict[int, int] = {}
         keep = []
         for k, i in enumerate(self.prompt_index):
             seen[i] = seen.get(i, 0) + 1
             if seen[i] <= n:
                 keep.append(k)
+        return keep
+
+    def first(self, n: int) -> Rollouts:
+        """The first `n` responses of every prompt (n responses per instruction, same instructions)."""
+        keep = self.first_indices(n)
         return Rollouts(self.problems, [self.prompt_index[k] for k in keep], [self.completions[k] for k in keep],
                         [self.labels[k] for k in keep])
 

@@ -1,4 +1,4 @@
-"""Training an implicit PRM on outcome labels: batches, the training loop with its stop rule, π_ref with its
+"""Training an implicit PRM on outcome labels: π_ref's own rollouts, batches, the training loop, π_ref with its
 log-prob cache, and this chapter's zoo entry (the CE PRM)."""
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ from ..core import arithmetic, models, zoo
 from ..core.generation import encode_completions
 from ..core.seeding import torch_generator
 from ..core.train import train
-from .claims import LEARNED_STEP_AUC
-from .evaluation import learning_metrics
 from .objectives import OBJECTIVES, PAIRED
 from .reward import ImplicitPRM, ReferenceCache
 from .rollouts import Rollouts, sample_rollouts, train_problems
-from .scales import _PRM, GENERATOR, PRM_KEYS, PRM_NAME, config
+from .scales import _PRM, PRM_KEYS, PRM_NAME, config
 
 
 def _with_reference(batch: dict, prompts: list[str], completions: list[str], ref_cache: ReferenceCache | None):
@@ -70,31 +68,21 @@ def pair_batches(tokenizer, data: Rollouts, batch_size: int, seed: int, ref_cach
         yield _with_reference(encode_completions(tokenizer, p, c), p, c, ref_cache)
 
 
-class _Learned(Exception):
-    """Raised by the training-set check when the PRM's step AUC has reached the declared bound: training stops."""
-
-
 @dataclass
 class Training:
-    """How a PRM trained: its loss curve, the training-set step AUC at every check, and the step it stopped at."""
+    """How a PRM trained: its loss at every optimizer step."""
 
     losses: list[float]
-    checks: list[tuple[int, float]]
-    stopped_at: int
 
 
 def train_implicit_prm(base: PreTrainedModel, tokenizer, data: Rollouts, objective: str, beta: float,
-                       steps: int, batch_size: int, lr: float, seed: int, eval_every: int = 0,
-                       stop_at: float | None = LEARNED_STEP_AUC, check_responses: int | None = None,
+                       steps: int, batch_size: int, lr: float, seed: int,
                        ref_cache: ReferenceCache | None = None) -> tuple[ImplicitPRM, Training]:
     """Train π_θ from a copy of `base` (which stays frozen as π_ref) on outcome labels with one of
-    :data:`OBJECTIVES`, for at most `steps` optimizer steps.
-
-    Every `eval_every` steps the step AUC on the first `check_responses` training responses (all by default) is
-    measured (:func:`learning_metrics`); training stops at the first check where it reaches `stop_at`. The step
-    labels of the training responses decide only when training stops, never a gradient: the objective sees outcome
-    labels alone. π_ref's log-probs of the training responses are computed once (`ref_cache`, a new
-    :class:`ReferenceCache` of `base` when not given) and the returned PRM keeps them."""
+    :data:`OBJECTIVES`, for `steps` optimizer steps (a fixed budget, as the paper trains for a fixed number of
+    epochs: no step label ever decides anything about training). π_ref's log-probs of the training responses are
+    computed once (`ref_cache`, a new :class:`ReferenceCache` of `base` when not given) and the returned PRM keeps
+    them."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
     ref_cache = ReferenceCache(base, tokenizer) if ref_cache is None else ref_cache
@@ -105,35 +93,19 @@ def train_implicit_prm(base: PreTrainedModel, tokenizer, data: Rollouts, objecti
     else:
         batches = labelled_batches(tokenizer, data, batch_size, seed, mismatched=objective == "kto",
                                    ref_cache=ref_cache)
-    loss, losses, checks = OBJECTIVES[objective], [], []
-    check_set = data if check_responses is None else data.head(check_responses)
-
-    def loss_fn(m, b):
-        value = loss(m, base, b, beta)
-        losses.append(float(value.detach()))
-        return value
-
-    def check(m):
-        auc = learning_metrics(ImplicitPRM(m, base, tokenizer, beta, ref_cache=ref_cache), check_set)["step_auc"]
-        checks.append((len(losses), auc))
-        if stop_at is not None and auc >= stop_at:
-            raise _Learned
-        return auc
-
-    try:
-        train(policy, batches, steps, lr=lr, loss_fn=loss_fn, eval_fn=check if eval_every else None,
-              eval_every=eval_every, desc=f"implicit PRM ({objective}, β={beta:g})")
-    except _Learned:
-        pass
+    loss = OBJECTIVES[objective]
+    run = train(policy, batches, steps, lr=lr, loss_fn=lambda m, b: loss(m, base, b, beta),
+                desc=f"implicit PRM ({objective}, β={beta:g})")
     policy.eval()
-    return ImplicitPRM(policy, base, tokenizer, beta, ref_cache=ref_cache), Training(losses, checks, len(losses))
+    return ImplicitPRM(policy, base, tokenizer, beta, ref_cache=ref_cache), Training(run.losses)
 
 
-def training_rollouts(generator: zoo.ZooModel, cfg, seed: int) -> Rollouts:
-    """The generator's rollouts on the training prompts, `responses_per_prompt` each, outcome-labelled."""
-    return sample_rollouts(generator.model, generator.tokenizer, train_problems(cfg, seed),
-                           cfg.responses_per_prompt, cfg.temperature,
-                           torch_generator(seed, "implicit_prm", "train_rollouts"))
+def training_rollouts(ref: ReferenceCache, cfg, seed: int) -> Rollouts:
+    """π_ref's own rollouts on the training prompts, `responses_per_prompt` each at `temperature`,
+    outcome-labelled: as in the paper, whose PRMs start from Llama-3.1-8B-Instruct and learn from that model's
+    rollouts to UltraInteract's instructions (the candidates they rerank come from other generators)."""
+    return sample_rollouts(ref.reference, ref.tokenizer, train_problems(cfg, seed), cfg.responses_per_prompt,
+                           cfg.temperature, torch_generator(seed, "implicit_prm", "train_rollouts"))
 
 
 def reference(cfg, base: str) -> ReferenceCache:
@@ -146,21 +118,21 @@ def reference(cfg, base: str) -> ReferenceCache:
 
 
 def train_arm(cfg, seed: int, data: Rollouts, objective: str, beta: float, ref: ReferenceCache):
-    """One trained PRM of the experiment: from `ref`'s model, with the main PRM's budget and stop rule whatever its
-    data (at most `train_steps` steps, stopping at the first check where it has learned; the paper compares PRMs
-    trained on fewer responses per instruction by their best-of-N; how many steps each of its runs took was not
-    checked, so matching the budget is this chapter's choice, the one that lets a PRM on less data learn)."""
+    """One trained PRM of the experiment: from `ref`'s model, `train_steps` steps whatever its data (the paper
+    compares PRMs trained on fewer responses per instruction by their best-of-N; how many steps each of its runs
+    took was not checked, so matching the budget is this chapter's choice, the one that lets a PRM on less data
+    learn)."""
     return train_implicit_prm(ref.reference, ref.tokenizer, data, objective, beta, cfg.train_steps, cfg.batch_size,
-                              cfg.lr, seed, eval_every=cfg.eval_every, check_responses=cfg.check_responses,
-                              ref_cache=ref)
+                              cfg.lr, seed, ref_cache=ref)
 
 
 @zoo.register(PRM_NAME, _PRM)
 def _build_prm(cfg, seed: int):
-    data = training_rollouts(zoo.get(GENERATOR, cfg.scale, cfg.ref_seed), cfg, seed)
-    prm, run = train_arm(cfg, seed, data, "ce", cfg.beta, reference(cfg, cfg.model))
-    return prm.policy, prm.tokenizer, {"losses": run.losses, "checks": run.checks, "stopped_at": run.stopped_at,
-                                       "beta": cfg.beta, "train_accuracy": float(np.mean(data.labels))}
+    ref = reference(cfg, cfg.model)
+    data = training_rollouts(ref, cfg, seed)
+    prm, run = train_arm(cfg, seed, data, "ce", cfg.beta, ref)
+    return prm.policy, prm.tokenizer, {"losses": run.losses, "beta": cfg.beta,
+                                       "train_accuracy": float(np.mean(data.labels))}
 
 
 def load_prm(scale: str = "ci", seed: int = 0) -> ImplicitPRM:
@@ -174,15 +146,14 @@ def load_prm(scale: str = "ci", seed: int = 0) -> ImplicitPRM:
 def main_prm(cfg, seed: int, data: Rollouts | None = None,
              ref: ReferenceCache | None = None) -> tuple[ImplicitPRM, Training]:
     """The CE PRM with all `responses_per_prompt`: from the zoo when `cfg` has the zoo's settings, else trained
-    (on `data`, the generator's training rollouts, sampled here when not given). `ref`: π_ref = `cfg.model` with
-    its log-prob cache (made here when not given)."""
+    (on `data`, π_ref's training rollouts, sampled here when not given). `ref`: π_ref = `cfg.model` with its
+    log-prob cache (made here when not given)."""
     ref = reference(cfg, cfg.model) if ref is None else ref
     if all(cfg[k] == _PRM[cfg.scale][k] for k in PRM_KEYS):
         z = zoo.get(PRM_NAME, cfg.scale, seed)
         z.model.eval()
-        info = z.info
         return (ImplicitPRM(z.model, ref.reference, ref.tokenizer, cfg.beta, ref_cache=ref),
-                Training(info["losses"], [tuple(c) for c in info["checks"]], info["stopped_at"]))
+                Training(z.info["losses"]))
     if data is None:
-        data = training_rollouts(zoo.get(GENERATOR, cfg.scale, cfg.ref_seed), cfg, seed)
+        data = training_rollouts(ref, cfg, seed)
     return train_arm(cfg, seed, data, "ce", cfg.beta, ref)
