@@ -153,6 +153,8 @@ def test_roc_auc_matches_pair_counting():
     s, y = rng.integers(0, 5, 40).astype(float), rng.random(40) < 0.4
     pairs = [(a > b) + 0.5 * (a == b) for a, b in itertools.product(s[y], s[~y])]
     assert math.isclose(ip.roc_auc(s, y), float(np.mean(pairs)), rel_tol=1e-12)
+    s[0] = -np.inf  # a response without tokens: ranked last, as a very low finite score would be
+    assert ip.roc_auc(s, y) == ip.roc_auc(np.where(np.isinf(s), -1e9, s), y)
 
 
 def test_selectors_and_rollout_subsets():

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from scipy.stats import rankdata
 from sklearn.metrics import roc_auc_score
 
 from ..core import arithmetic
@@ -17,9 +18,10 @@ from .scales import CHAPTER, VOTE_COEF
 
 def roc_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     """P(score of a positive > score of a negative), ties counting one half (Mann–Whitney); NaN when one class is
-    missing."""
+    missing. It depends only on the scores' order, so it reads their ranks: a response without tokens, scored −∞
+    (:meth:`ImplicitPRM.step_rewards`), ranks last."""
     y = np.asarray(labels, bool)
-    return float(roc_auc_score(y, np.asarray(scores, float))) if y.any() and not y.all() else float("nan")
+    return float(roc_auc_score(y, rankdata(scores))) if y.any() and not y.all() else float("nan")
 
 
 def steps_to_first_error(labels: Sequence[bool]) -> int:

@@ -48,10 +48,6 @@ class Rollouts:
         return Rollouts(self.problems, [self.prompt_index[k] for k in keep], [self.completions[k] for k in keep],
                         [self.labels[k] for k in keep])
 
-    def head(self, k: int) -> Rollouts:
-        """The first `k` responses."""
-        return Rollouts(self.problems, self.prompt_index[:k], self.completions[:k], self.labels[:k])
-
     @property
     def prompts(self) -> list[str]:
         return [self.problems[i].prompt for i in self.prompt_index]
