@@ -161,13 +161,38 @@ def test_error_signature_reads_only_errors_where_the_model_tracks():
     assert z == pytest.approx((0 - 0.4) / 0.6)
 
 
-def test_classification_rule_is_a_vote_of_the_three_signatures():
-    assert st.classify([0.0, 0.1, 0.2]) == "AA-like"
-    assert st.classify([1.0, 0.9, float("nan")]) == "PAA-like"
-    assert st.classify([0.0, 0.9, 1.0]) == "mixed"  # one AA vote blocks a PAA label
-    assert st.classify([0.5, 0.1, float("nan")]) == "mixed"  # one vote is not enough
-    assert st.classify([st.AA_BAND, st.AA_BAND, 0.5]) == "AA-like"
-    assert st.classify([st.PAA_BAND, st.PAA_BAND, 0.5]) == "PAA-like"
+def test_classification_rule_is_the_unanimous_vote_of_the_voting_signatures():
+    assert st.VOTING == ("probes",)
+    assert st.classify([0.0]) == "AA-like" and st.classify([1.0]) == "PAA-like"
+    assert st.classify([st.AA_BAND]) == "AA-like" and st.classify([st.PAA_BAND]) == "PAA-like"
+    assert st.classify([0.5]) == "mixed" and st.classify([float("nan")]) == "mixed"  # abstains, unreadable
+    assert st.classify([0.0, 0.1]) == "AA-like" and st.classify([1.0, 0.9]) == "PAA-like"
+    assert st.classify([0.0, 0.9]) == "mixed"  # votes that disagree
+    assert st.classify([1.0, 0.5]) == "mixed"  # an abstention withholds the label
+
+
+def test_the_voting_signatures_pass_the_positive_control_on_the_calibration_seeds_and_the_others_fail_it():
+    forced, plain = st.POSITIVE_CONTROL["parity_aux"], st.POSITIVE_CONTROL["plain"]
+    assert len(forced["probes"]) == len(plain["probes"]) == len(st.CALIBRATION_SEEDS)
+    labels = [st.classify([forced[k][i] for k in st.VOTING]) for i in range(len(forced["probes"]))]
+    assert labels.count("PAA-like") >= st.POSITIVE_CONTROL_SHARE * len(labels)
+    for name in st.SIGNATURES:
+        paa_votes = sum(st.vote(v) == "PAA" for v in forced[name])
+        votes_both_ways = paa_votes > 0 and any(st.vote(v) == "AA" for v in plain[name])
+        # a signature votes in the rule exactly when it votes PAA on the forced runs and AA on some plain run
+        assert (name in st.VOTING) == (votes_both_ways and paa_votes >= st.POSITIVE_CONTROL_SHARE * len(labels))
+
+
+def test_runs_to_refute_is_where_the_exact_interval_first_clears_the_smallest_share():
+    from statsmodels.stats.proportion import proportion_confint
+
+    paa = st.TWO_MECHANISMS.effects[1]
+    for ones in (0, 1):
+        n = st.runs_to_refute(paa, ones)
+        assert proportion_confint(ones, n, alpha=0.05, method="beta")[1] < paa.min_effect
+        assert proportion_confint(ones, n - 1, alpha=0.05, method="beta")[1] >= paa.min_effect
+    assert st.runs_to_refute(paa, 0) == 36  # 0 of 35: upper bound 0.1000; 0 of 36: 0.0974
+    assert st.runs_to_refute(paa, 5, most=20) is None
 
 
 def test_probe_signature_is_zero_when_parity_follows_the_state_and_one_when_it_leads():
@@ -306,10 +331,11 @@ def test_summarise_and_maps_use_only_the_runs_that_learned():
                _report("parity_aux", 0, True, "PAA-like", 0.9, 0.8),
                _report("parity_aux", 1, True, "mixed", 0.5, 0.4)]
     m = st.summarise(reports)
-    assert (m["n_not_learned"], m["n_aa"], m["n_paa"], m["n_mixed_label"]) == (1, 1, 1, 1)
+    # the label counts of two_mechanisms read the learned plain runs alone (parity_aux runs are planted)
+    assert (m["n_not_learned"], m["n_unsteered"], m["n_aa"], m["n_paa"], m["n_mixed_label"]) == (1, 1, 1, 0, 0)
     assert m["long_accuracy_aa"] == [0.2] and m["long_accuracy_paa"] == [0.8]
     assert len(m["labels"]) == 4 and "plain/s1:not learned" in m["labels"]
-    assert m["n_signatures_read"] == [2, 2, 2]
+    assert m["n_signatures_read"] == [1, 1, 1]
     plain_map, k = st.mean_map(reports, "plain", lambda r: r.probes["state_by_t"])
     assert k == 1 and np.allclose(plain_map, 0.2)
     aux_map, k = st.mean_map(reports, "parity_aux", lambda r: r.patching["different"])
@@ -320,13 +346,13 @@ def test_summarise_and_maps_use_only_the_runs_that_learned():
     assert m["n_pairs"] == 1 and m["steer_probes_diff"] == [pytest.approx(0.8)]
     assert math.isnan(m["steer_patching_diff"][0])
     assert m["n_mixed_seeds"] == 1 and m["aa_minus_paa_long_accuracy"] == [pytest.approx(0.2 - 0.8)]
-    assert m["is_aa"] == [1.0, 0.0, 0.0] and m["is_paa"] == [0.0, 1.0, 0.0]
+    assert m["is_aa"] == [1.0] and m["is_paa"] == [0.0]
     # the positive control reads the learned parity_aux runs only: one PAA-like, one mixed
     assert m["forced_is_paa"] == [1.0, 0.0] and m["null"]["forced_is_paa"] == [1.0, 0.0]
-    # the null control reads the same learned runs
-    assert m["null"]["is_aa"] == [1.0, 1.0, 1.0] and m["null"]["is_paa"] == [0.0, 0.0, 0.0]
-    # only the voting signatures (errors, probes) count as read; the patching one is shown, not voted
-    assert m["null"]["n_signatures_read"] == [2, 2, 2] and m["null"]["n_not_learned"] == 1
+    # the null control reads the same learned plain runs
+    assert m["null"]["is_aa"] == [1.0] and m["null"]["is_paa"] == [0.0]
+    # only the voting signature (probes) counts as read; errors and patching are shown, not voted
+    assert m["null"]["n_signatures_read"] == [1, 1, 1] and m["null"]["n_not_learned"] == 1
     for claim in st.CLAIMS:  # a run did not learn: every claim is inconclusive, naming the precondition
         got = claim.decide(m)
         assert got["verdict"] == "inconclusive" and "all_learned" in got["reason"]

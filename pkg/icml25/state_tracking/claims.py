@@ -1,22 +1,20 @@
-"""The chapter's claims: steering toward PAA, two mechanisms, and AA's length generalisation. Redesigned (issue 36)
-before any redesigned run was measured: the label is now the vote of three signatures (errors, probes, patching)
-instead of the errors' parity alone, the steering intervention is an auxiliary parity objective throughout training
-instead of a parity stage first, and the error signature reads only errors made where the model tracks (this
-replaces the old `errors_informative` precondition, which asked that at least half of the errors be made there)."""
+"""The chapter's claims: steering toward PAA, two mechanisms, and AA's length generalisation. The label is the
+declared rule's (:func:`classify` over the :data:`VOTING` signatures, chosen from the rule's positive control on the
+calibration seeds); the steering intervention is layer-wise parity supervision; the ledger records each change."""
 
 from __future__ import annotations
 
 import math
 
 from ..core.claims import Claim, Effect, at_least, at_most, share_at_least
-from .signatures import LEARNED_ACCURACY
+from .signatures import LEARNED_ACCURACY, VOTING
 
 _ALL_LEARNED = at_most("all_learned", "n_not_learned", 0,
                        f"every run learned the task: the number of runs below {LEARNED_ACCURACY} accuracy at the "
                        "training length is 0")
-_READABLE = at_least("signatures_read", "n_signatures_read", 2,
-                     "every learned run has both voting signatures readable (errors: enough errors where the model "
-                     "tracks; probes: a layer that has not resolved the state), so the rule can label it")
+_READABLE = at_least("signatures_read", "n_signatures_read", len(VOTING),
+                     "every learned run has its voting signature readable (probes: a layer that has not resolved "
+                     "the state), so the rule can label it")
 
 
 POSITIVE_CONTROL_SHARE = 0.5
@@ -56,19 +54,19 @@ TWO_MECHANISMS = Claim(
     chapter="state_tracking", id="two_mechanisms",
     paper_statement="Models learn one of two mechanisms, AA or PAA, rather than a continuum",
     paper_value="two discrete signatures across runs",
-    criterion="Over the runs that learned the task, the share labelled AA-like and the share labelled PAA-like by "
-              "the declared rule (a vote of the error and probe signatures) are both above 0 (95% exact "
-              "binomial interval over runs; refuted when either lies wholly below 0.10)",
+    criterion="Over the plain (unsteered) runs that learned the task, the share labelled AA-like and the share "
+              "labelled PAA-like by the declared rule are both above 0 (95% exact binomial interval over runs; "
+              "refuted when either lies wholly below 0.10)",
     effects=[Effect("aa_share", "is_aa", min_effect=0.10, method="binomial"),
              Effect("paa_share", "is_paa", min_effect=0.10, method="binomial")],
     preconditions=[_ALL_LEARNED, _READABLE, _POSITIVE_CONTROL],
     needs_null=True,
-    null_description="the same pipeline on the same learned runs with the parity replaced by a fixed random "
+    null_description="the same pipeline on the same learned plain runs with the parity replaced by a fixed random "
                      "balanced 2-colouring of the states that is not a homomorphism (shuffled parity labels): "
                      "no run can be parity-first there, so a PAA-like share found there is the rule labelling noise",
     examples=({"is_aa": [1, 0, 1, 0, 1, 0, 1, 0], "is_paa": [0, 1, 0, 1, 0, 1, 0, 1], "n_not_learned": 0,
-               "n_signatures_read": [2] * 8, "forced_is_paa": [1, 1, 1, 0]},
-              {"is_aa": [1] * 8, "is_paa": [0] * 8, "n_not_learned": 0, "n_signatures_read": [2] * 8,
+               "n_signatures_read": [1] * 8, "forced_is_paa": [1, 1, 1, 0]},
+              {"is_aa": [1] * 8, "is_paa": [0] * 8, "n_not_learned": 0, "n_signatures_read": [1] * 8,
                "forced_is_paa": [1, 1, 0, 1]}),
 )
 
@@ -83,9 +81,19 @@ AA_GENERALISES = Claim(
     preconditions=[_ALL_LEARNED, _READABLE, _POSITIVE_CONTROL, at_least("mixed_seeds", "n_mixed_seeds", 3,
                                                      "at least 3 seeds with one AA-like and one PAA-like run")],
     examples=({"aa_minus_paa_long_accuracy": [0.2, 0.15, 0.25], "n_not_learned": 0, "n_mixed_seeds": 3,
-               "n_signatures_read": [2] * 6, "forced_is_paa": [1, 1, 1]},
+               "n_signatures_read": [1] * 6, "forced_is_paa": [1, 1, 1]},
               {"aa_minus_paa_long_accuracy": [-0.01, 0.0, 0.01], "n_not_learned": 0, "n_mixed_seeds": 3,
-               "n_signatures_read": [2] * 6, "forced_is_paa": [1, 1, 1]}),
+               "n_signatures_read": [1] * 6, "forced_is_paa": [1, 1, 1]}),
 )
 
 CLAIMS = (STEERABLE, TWO_MECHANISMS, AA_GENERALISES)
+
+
+def runs_to_refute(effect: Effect, ones: int = 0, most: int = 1000) -> int | None:
+    """The fewest learned runs with `ones` of them labelled that would refute a share `effect` (its exact interval
+    wholly below `min_effect`, by the contract's own decision): the power line of a share that no spread can give
+    (0 of n has no spread). None if `most` runs would not."""
+    for n in range(max(ones, 1), most + 1):
+        if effect.decide("", {effect.samples: [1.0] * ones + [0.0] * (n - ones)})["verdict"] == "refuted":
+            return n
+    return None

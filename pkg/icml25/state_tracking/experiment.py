@@ -105,8 +105,12 @@ def mean_map(reports: Sequence[RunReport], condition: str, get) -> tuple[np.ndar
 
 def summarise(reports: Sequence[RunReport]) -> dict:
     """The claims' measurements over the runs that learned the task (:data:`LEARNED_ACCURACY`); `labels` lists
-    every run, `n_not_learned` counts the excluded ones."""
+    every run, `n_not_learned` counts the excluded ones. The label shares of `two_mechanisms` (and their null) are
+    over the learned plain runs alone: the parity_aux runs are supervised to compute the parity early, so counting
+    them would plant the PAA-like share the claim is about; they are the rule's positive control instead."""
     learned = [r for r in reports if r.learned]
+    # two_mechanisms counts the unsteered runs: a parity_aux run is planted parity-first (the positive control)
+    unsteered = [r for r in learned if r.condition == "plain"]
     by_label = {lab: [r for r in learned if r.label == lab] for lab in ("AA-like", "PAA-like")}
     by_seed = {(r.seed, r.condition): r for r in learned}
     seeds = sorted({r.seed for r in learned})
@@ -119,23 +123,25 @@ def summarise(reports: Sequence[RunReport]) -> dict:
     out = {
         "labels": [f"{r.condition}/s{r.seed}:{r.label}" for r in reports],
         "n_not_learned": len(reports) - len(learned),
-        "n_mixed_label": sum(r.label == "mixed" for r in learned),
-        "n_aa": len(by_label["AA-like"]), "n_paa": len(by_label["PAA-like"]),
+        "n_unsteered": len(unsteered),
+        "n_mixed_label": sum(r.label == "mixed" for r in unsteered),
+        "n_aa": sum(r.label == "AA-like" for r in unsteered),
+        "n_paa": sum(r.label == "PAA-like" for r in unsteered),
         "long_accuracy_aa": [r.long_accuracy for r in by_label["AA-like"]],
         "long_accuracy_paa": [r.long_accuracy for r in by_label["PAA-like"]],
         "n_pairs": len(pairs),
-        "is_aa": [float(r.label == "AA-like") for r in learned],
-        "is_paa": [float(r.label == "PAA-like") for r in learned],
+        "is_aa": [float(r.label == "AA-like") for r in unsteered],
+        "is_paa": [float(r.label == "PAA-like") for r in unsteered],
         "aa_minus_paa_long_accuracy": [a.long_accuracy - b.long_accuracy for a, b in mixed],
         "n_mixed_seeds": len(mixed),
         "n_signatures_read": [sum(not math.isnan(r.signatures[k]) for k in VOTING) for r in learned],
         # the positive control: the rule's label of each learned run forced to compute the parity after block 1
         "forced_is_paa": [float(r.label == "PAA-like") for r in learned if r.condition == "parity_aux"],
     }
-    # the null control: the same rule on the same learned runs, with ε replaced by shuffled_parity
-    out["null"] = {"is_aa": [float(r.null_label == "AA-like") for r in learned],
-                   "is_paa": [float(r.null_label == "PAA-like") for r in learned],
-                   "labels": [f"{r.condition}/s{r.seed}:{r.null_label}" for r in learned],
+    # the null control: the same rule on the same runs, with ε replaced by shuffled_parity
+    out["null"] = {"is_aa": [float(r.null_label == "AA-like") for r in unsteered],
+                   "is_paa": [float(r.null_label == "PAA-like") for r in unsteered],
+                   "labels": [f"{r.condition}/s{r.seed}:{r.null_label}" for r in unsteered],
                    "n_not_learned": out["n_not_learned"],
                    "n_signatures_read": [sum(not math.isnan(r.null_signatures[k]) for k in VOTING)
                                          for r in learned],

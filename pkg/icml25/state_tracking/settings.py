@@ -54,33 +54,40 @@ from .training import CONDITIONS, TINY_MODEL
 # widest margin over the precondition, not the cheapest that passed once: hence T = 6 with 4000 steps of batch 64
 # at lr 3e-3 (slowest run 0.921; 317 s beside another calibration, 233 s for the whole warm-up, the S5 run
 # included, in a chapter build). The S5 run keeps its own learning rate (3e-3) and its settings.
+# Issue 54, more units (a later session; the verdicts on seeds 100-102 were known: steerable held back by its 3
+# paired units, the label claims by the positive control). Eight seed pairs cannot be trained at T = 6 within the
+# warm-up's ~300 s (16 runs of 4000 steps: ~700 s), so T = 4 was calibrated on the calibration seeds 0-7 (16 runs),
+# from the precondition alone: 1500 steps of batch 64 at lr 3e-3 brought every run to at least 0.999 at t = T in
+# 183 s of one thread (beside another calibration). Hence T = 4, 1500 steps, and verdicts on eight fresh seeds.
 TRAIN_PRESETS = {
     "smoke": {"group_n": 3, "preset": "nano", "n_layers": 2, "train_length": 4, "start_length": 2, "ramp": 0.5,
               "batch_size": 32, "steps": 20, "lr": 3e-3, "parity_weight": 1.0, "parity_layer": 1},
-    "ci": {"group_n": 3, "preset": "micro", "n_layers": 3, "train_length": 6, "start_length": 2, "ramp": 0.3,
-           "batch_size": 64, "steps": 4000, "lr": 3e-3, "parity_weight": 0.5, "parity_layer": 1},
+    "ci": {"group_n": 3, "preset": "micro", "n_layers": 3, "train_length": 4, "start_length": 2, "ramp": 0.3,
+           "batch_size": 64, "steps": 1500, "lr": 3e-3, "parity_weight": 0.5, "parity_layer": 1},
     "full": {"group_n": 3, "preset": "base", "n_layers": 6, "train_length": 16, "start_length": 2, "ramp": 0.5,
              "batch_size": 128, "steps": 20000, "lr": 1e-3, "parity_weight": 1.0, "parity_layer": 1},
 }
 TRAIN_KEYS = tuple(TRAIN_PRESETS["ci"])
 EARLIER_TRAIN_LENGTH = 3
 """The `ci` training length before the length curriculum's calibration (its verdicts: all three inconclusive)."""
-CALIBRATION_RUNS = tuple(f"{c}/s{s}" for s in (0, 1, 2) for c in CONDITIONS)
 LENGTH_CALIBRATION = [
-    # (train_length, steps, batch_size, lr, ramp) -> accuracy at t = T of each run of `CALIBRATION_RUNS`, seconds
-    dict(zip(("train_length", "steps", "batch_size", "lr", "ramp", "accuracy_at_T", "seconds"), row))
+    # (train_length, steps, batch_size, lr, ramp, seeds) -> accuracy at t = T of each run (plain then parity_aux,
+    # seed by seed), seconds
+    dict(zip(("train_length", "steps", "batch_size", "lr", "ramp", "seeds", "accuracy_at_T", "seconds"), row))
     for row in (
-        (6, 3000, 64, 3e-3, 0.3, (0.909, 0.965, 0.965, 0.827, 0.903, 0.979), 438),
-        (6, 2000, 128, 3e-3, 0.3, (0.957, 0.920, 0.964, 0.899, 0.976, 0.898), 494),
-        (6, 4000, 64, 3e-3, 0.3, (0.921, 0.967, 1.000, 1.000, 0.949, 0.979), 317),
-        (6, 3000, 64, 5e-3, 0.3, (0.946, 0.979, 0.946, 0.950, 0.908, 0.953), 251),
-        (6, 3500, 64, 5e-3, 0.3, (0.973, 0.977, 0.998, 0.975, 0.952, 0.902), 310),
-        (6, 3000, 64, 7e-3, 0.3, (0.878, 0.909, 0.950, 0.979, 0.974, 0.886), 282),
+        (6, 3000, 64, 3e-3, 0.3, 3, (0.909, 0.965, 0.965, 0.827, 0.903, 0.979), 438),
+        (6, 2000, 128, 3e-3, 0.3, 3, (0.957, 0.920, 0.964, 0.899, 0.976, 0.898), 494),
+        (6, 4000, 64, 3e-3, 0.3, 3, (0.921, 0.967, 1.000, 1.000, 0.949, 0.979), 317),
+        (6, 3000, 64, 5e-3, 0.3, 3, (0.946, 0.979, 0.946, 0.950, 0.908, 0.953), 251),
+        (6, 3500, 64, 5e-3, 0.3, 3, (0.973, 0.977, 0.998, 0.975, 0.952, 0.902), 310),
+        (6, 3000, 64, 7e-3, 0.3, 3, (0.878, 0.909, 0.950, 0.979, 0.974, 0.886), 282),
+        (4, 1500, 64, 3e-3, 0.3, 8, (1.000, 0.9995, 1.000, 1.000, 1.000, 1.000, 1.000, 0.9985,
+                                     1.000, 1.000, 1.000, 1.000, 1.000, 1.000, 1.000, 1.000), 183),
     )]
-"""The `ci` calibration of the training length (issue 36), judged by the precondition alone: each setting tried,
-each run's held-out accuracy of s_T at t = T (runs in the order of `CALIBRATION_RUNS`) and the seconds of one
-thread that the six runs' batched training took (measured beside another calibration on the shared machine).
-Recorded when measured, not re-measured by the notebook, which prints it."""
+"""The `ci` calibration of the training length (issues 36 and 54), judged by the precondition alone: each setting
+tried, on how many calibration seeds (from 0), each run's held-out accuracy of s_T at t = T and the seconds of one
+thread that the runs' batched training took (measured beside another calibration on the shared machine). Recorded
+when measured, not re-measured by the notebook, which prints it."""
 
 # S5 (120 states) at ci: one plain run, a cheap check that the whole pipeline (training, probes, patching,
 # signatures, the precondition) runs on S5, not a claim. Calibration (1 CPU thread, seed 0, before any S5 run was
@@ -92,16 +99,17 @@ S5_TRAIN = {"smoke": {"group_n": 5, "train_length": 2, "start_length": 2, "steps
             "full": {"group_n": 5}}
 S5_PRESETS = {scale: dict(train, **S5_TRAIN[scale]) for scale, train in TRAIN_PRESETS.items()}
 
-CALIBRATION_SEEDS = (0, 1, 2)
-"""The seeds of the training-length calibration (:data:`LENGTH_CALIBRATION`) and of every earlier verdict of this
-chapter; contract v2 decides on fresh seeds from 100."""
+CALIBRATION_SEEDS = tuple(range(8))
+"""The seeds of the training-length calibration (:data:`LENGTH_CALIBRATION`), of the rule's positive control
+(:data:`~icml25.state_tracking.signatures.POSITIVE_CONTROL`) and of every verdict before contract v2; verdicts are
+decided on fresh seeds (100-102 were seen, so `ci` decides on 1600-1607)."""
 
 config = make_config({
     scale: dict(train, model=model, seeds=seeds, calibration_seeds=list(CALIBRATION_SEEDS), length_factor=2, n_eval=n_eval, n_probe=n_probe, early_layer=1,
                 min_errors=30, n_patch=n_patch)
     for (scale, train), model, seeds, n_eval, n_probe, n_patch in zip(
         TRAIN_PRESETS.items(), (TINY_MODEL, TINY_MODEL, "openai-community/gpt2"),
-        ([100], [100, 101, 102], list(range(100, 110))),
+        ([100], list(range(1600, 1608)), list(range(100, 110))),
         (200, 2000, 4000), (100, 500, 2000), (20, 200, 400))
 },
     group_n=one_of(*SUPPORTED_N), preset=one_of(*tinylm.PRESETS), n_layers=COUNT, train_length=COUNT,
