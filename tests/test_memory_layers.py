@@ -206,6 +206,36 @@ def test_control_task_scores_digits_after_equals():
         assert (task.inputs[row, pos] == eq).all()
 
 
+def test_heldout_control_problems_are_new_to_the_training_set():
+    train, heldout = ml.control_tasks(200, 150, 0)
+    assert len(train.inputs) == 200 and len(heldout.inputs) == 150 and train.vocab_size == heldout.vocab_size
+    torch.testing.assert_close(train.inputs, ml.control_task(200, 0).inputs)  # the training set is the task's own
+
+    def texts(task):
+        return {tuple(int(t) for t in row if t) for row in task.inputs}
+    assert not texts(train) & texts(heldout)
+    assert (heldout.targets != -100).any(1).all()
+
+
+@pytest.mark.parametrize("claim", [ml.ISO_FLOP, ml.BEATS_2X, ml.BEATS_MOE, ml.FACTUAL])
+def test_capacity_claims_ask_the_dense_model_to_have_plateaued(claim):
+    (check,) = [p for p in claim.preconditions if p.id == "dense_at_plateau"]
+    full = "fact_dense" if claim is ml.FACTUAL else "dense_acc"
+    at = {full: [0.40, 0.50, 0.30], "dense_half_acc": [0.36, 0.46, 0.25]}  # mean gain 0.043: plateaued
+    assert check.evaluate(claim.id, at)["holds"]
+    assert not check.evaluate(claim.id, {**at, "dense_half_acc": [0.34, 0.44, 0.24]})["holds"]  # 0.06: still learning
+    assert ml.plateau_budget(ml.config("ci")) * 2 == ml.config("ci").steps
+
+
+def test_a_run_is_scored_on_the_task_it_is_given():
+    cfg = ml.config("smoke", steps=5)
+    train, heldout = ml.control_tasks(20, 10, 0)
+    arch = ml.Arch("dense", 4 * cfg.d_model)
+    scored = ml.run(arch, train, cfg, 0, 1e-2, batch_size=8, scored_on=heldout)
+    assert scored["steps"] == 5 and 0 <= scored["accuracy"] <= 1
+    assert scored["loss"] != ml.run(arch, train, cfg, 0, 1e-2, batch_size=8)["loss"]  # not the training set's
+
+
 @pytest.mark.parametrize("n_values,knn,k_dim,heads,qdim,match", [
     (16, 5, 4, 1, None, "knn=5"),  # k > sqrt(N)
     (15, 2, 4, 1, None, "perfect square"),  # non-square N

@@ -62,7 +62,23 @@ def fact_task(world: FactWorld) -> Task:
 def control_task(n_problems: int, seed: int) -> Task:
     """The core's modular arithmetic (1-2 operations), scored on every digit after '=' (each is one operation
     on the two digits before it: a rule, not a fact to memorise). Characters map to ids 1.., 0 is padding."""
-    problems = arithmetic.sample_problems(n_problems, seed, 1, 2, stream="memory_control")
+    return _arithmetic_task(arithmetic.sample_problems(n_problems, seed, 1, 2, stream="memory_control"),
+                            "control: modular arithmetic")
+
+
+def control_tasks(n_train: int, n_heldout: int, seed: int) -> tuple[Task, Task]:
+    """The control task to train on (`control_task`) and `n_heldout` problems to score it on, drawn from a stream
+    of their own with every problem the training set holds left out: the score measures the rule, not recall."""
+    train = control_task(n_train, seed)
+    seen = {p.prompt for p in arithmetic.sample_problems(n_train, seed, 1, 2, stream="memory_control")}
+    fresh = [p for p in arithmetic.sample_problems(2 * n_heldout, seed, 1, 2, stream="memory_control_heldout")
+             if p.prompt not in seen][:n_heldout]
+    if len(fresh) < n_heldout:
+        raise ValueError(f"only {len(fresh)} of {n_heldout} held-out problems are new to the training set")
+    return train, _arithmetic_task(fresh, "control: held-out problems")
+
+
+def _arithmetic_task(problems, name: str) -> Task:
     texts = [p.prompt + p.solution for p in problems]
     vocab = {ch: i + 1 for i, ch in enumerate(arithmetic.ALPHABET)}
     T = max(map(len, texts))
@@ -73,4 +89,4 @@ def control_task(n_problems: int, seed: int) -> Task:
         for pos, ch in enumerate(text[:-1]):
             if ch == "=":
                 targets[row, pos] = vocab[text[pos + 1]]
-    return Task("control: modular arithmetic", ids, targets, len(vocab) + 1)
+    return Task(name, ids, targets, len(vocab) + 1)

@@ -17,13 +17,14 @@ from ..core.config import COUNT, NONNEGATIVE, POSITIVE, SEED, make_config
 from ..core.seeding import one_thread, torch_generator
 from ..core.train import lr_at
 from . import data as _data, models as _models, product_keys as _product_keys
-from .data import Task, control_task, fact_task, fact_world
+from .data import Task, control_tasks, fact_task, fact_world
 from .models import Arch, build, dense_for_flops, flops_per_token, matched_moe
 from .product_keys import MemoryPlus
 
 #: the seeds any tuning or regime choice used: the held-out world of the learning-rate search (`tune_seed`, 100)
-#: and the referee's probes of the many-relation world (seeds 0 and 1: 4096 facts = 64 subjects x 64 relations,
-#: 400 steps of 256), which chose this regime. Verdict seeds start at 101 and were never decided on before.
+#: and the probes of the many-relation world (seeds 0 and 1: 4096 facts = 64 subjects x 64 relations, 400 steps of
+#: 256, and seed 0 for the narrower worlds tried for a capacity bound). Verdict seeds were never decided on before:
+#: 101-108 until their verdicts were seen, 1101-1108 since.
 CALIBRATION_SEEDS = [0, 1, 100]
 
 config = make_config({
@@ -33,28 +34,28 @@ config = make_config({
               "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
               "d_model": 32, "n_keys": 16, "heads": 2, "knn": 4, "k_dim": 16, "dense_flop_multiples": [2.0],
               "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 5, "control_problems": 100, "control_batch_size": 16,
-              "control_steps": 15, "lookup_sizes": [8, 16, 32], "lookup_tokens": 256},
-    "ci": {"seeds": list(range(101, 109)), "calibration_seeds": CALIBRATION_SEEDS, "n_facts": 4096, "n_relations": 64,
+              "control_steps": 15, "control_heldout": 100, "lookup_sizes": [8, 16, 32], "lookup_tokens": 256},
+    "ci": {"seeds": list(range(1101, 1109)), "calibration_seeds": CALIBRATION_SEEDS, "n_facts": 4096, "n_relations": 64,
            "n_objects": 64, "steps": 400, "batch_size": 256,
            "lr_centres": {"dense": 3e-3, "memory": 3e-3, "dense 2x": 3e-3, "MoE": 3e-3}, "lr_factors": [1 / 3, 1, 3],
            "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0, "weight_decay": 0.1,
            "d_model": 32, "n_keys": 64, "heads": 2, "knn": 8, "k_dim": 16, "dense_flop_multiples": [2.0],
            "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 80, "control_problems": 500, "control_batch_size": 64,
-           "control_steps": 300, "lookup_sizes": [16, 32, 64, 128, 256], "lookup_tokens": 256},
+           "control_steps": 300, "control_heldout": 500, "lookup_sizes": [16, 32, 64, 128, 256], "lookup_tokens": 256},
     "full": {"seeds": list(range(101, 109)), "calibration_seeds": CALIBRATION_SEEDS, "n_facts": 65536,
              "n_relations": 64, "n_objects": 256, "steps": 5000, "batch_size": 512,
              "lr_centres": {"dense": 2e-3, "memory": 2e-3, "dense 2x": 2e-3, "dense 4x": 2e-3, "MoE": 2e-3},
              "lr_factors": [1 / 2, 1, 2], "lr_extensions": 2, "tune_seed": 100, "value_lr_mult": 10.0,
              "weight_decay": 0.1, "d_model": 128, "n_keys": 256, "heads": 4, "knn": 16, "k_dim": 64,
              "dense_flop_multiples": [2.0, 4.0], "moe_top_k": 2, "moe_alpha": 0.01, "usage_every": 250,
-             "control_problems": 10000, "control_batch_size": 128, "control_steps": 5000,
+             "control_problems": 10000, "control_batch_size": 128, "control_steps": 5000, "control_heldout": 2000,
              "lookup_sizes": [16, 32, 64, 128, 256, 512, 1024], "lookup_tokens": 4096},
 },
     seeds=SEED, calibration_seeds=SEED, n_facts=COUNT, n_relations=COUNT, n_objects=COUNT, steps=COUNT,
     batch_size=COUNT, lr_centres=POSITIVE, lr_factors=POSITIVE, lr_extensions=NONNEGATIVE, tune_seed=SEED,
     value_lr_mult=POSITIVE, weight_decay=NONNEGATIVE, d_model=COUNT, n_keys=COUNT, heads=COUNT, knn=COUNT,
     k_dim=COUNT, dense_flop_multiples=POSITIVE, moe_top_k=COUNT, moe_alpha=NONNEGATIVE, usage_every=COUNT,
-    control_problems=COUNT, control_batch_size=COUNT, control_steps=COUNT, lookup_sizes=COUNT, lookup_tokens=COUNT)
+    control_problems=COUNT, control_batch_size=COUNT, control_steps=COUNT, control_heldout=COUNT, lookup_sizes=COUNT, lookup_tokens=COUNT)
 
 # --- training and evaluation --------------------------------------------------------------------------------
 
@@ -170,23 +171,21 @@ def architectures(cfg, vocab_size: int, seq_len: int) -> list[Arch]:
     return [Arch("dense", 4 * d), memory, Arch("memory, no query BN", 4 * d, (1,), False), *wider, moe]
 
 
-#: the ablation trains at the memory model's learning rate: only the BatchNorm differs
-LR_OF = {"memory, no query BN": "memory"}
-
-
 def run(arch: Arch, task: Task, cfg, seed: int, lr: float, batch_size: int | None = None,
-        probe_every: int = 0, steps: int | None = None) -> dict:
+        probe_every: int = 0, steps: int | None = None, scored_on: Task | None = None) -> dict:
     """Train `arch` on `task` from `seed` at base learning rate `lr` for `steps` (default `cfg.steps`) of batch
-    `batch_size` (default `cfg.batch_size`); its final accuracy and loss, FLOPs per token, parameters, value usage (and usage over
-    training every `probe_every` steps), loss curve and training time."""
+    `batch_size` (default `cfg.batch_size`); its final accuracy and loss on `scored_on` (default: `task` itself),
+    FLOPs per token, parameters, value usage (and usage over training every `probe_every` steps), loss curve,
+    steps and training time."""
     seq_len = task.inputs.shape[1]
     model, values = build(arch, task.vocab_size, cfg, seed, seq_len)
     start = time.perf_counter()
     with one_thread():
         losses, usage_curve = train(model, task, steps or cfg.steps, batch_size or cfg.batch_size, lr, seed, values,
                                     cfg.value_lr_mult, cfg.weight_decay, probe_every)
-        acc, loss = evaluate(model, task)
-    return {"arch": arch.name, "task": task.name, "seed": seed, "lr": lr, "accuracy": acc, "loss": loss,
+        acc, loss = evaluate(model, scored_on or task)
+    return {"arch": arch.name, "task": task.name, "seed": seed, "lr": lr, "steps": steps or cfg.steps,
+            "accuracy": acc, "loss": loss,
             "flops_per_token": flops_per_token(model, seq_len), "params": tinylm.n_params(model),
             "usage": value_usage(model, task) if values is not None else None, "usage_curve": usage_curve,
             "losses": losses, "seconds": time.perf_counter() - start}
@@ -220,14 +219,13 @@ def bracket_search(loss_at: Callable[[float], float], grid: Sequence[float],
 
 
 def tune_learning_rates(cfg) -> list[dict]:
-    """Every architecture of the ladder but the ablation, trained on a held-out fact world (drawn from
+    """Every architecture of the ladder, the BatchNorm's ablation included, trained on a held-out fact world (drawn from
     `cfg.tune_seed`, which no claim uses) at every learning rate of its grid (`lr_grid`), the grid extended by
     `bracket_search` (up to `cfg.lr_extensions` more rates) until its lowest final loss is inside; one run dict
     per rate tried (see `run`)."""
     task = fact_task(fact_world(cfg.n_facts, cfg.tune_seed, cfg.n_relations, cfg.n_objects))
-    archs = [a for a in architectures(cfg, task.vocab_size, task.inputs.shape[1]) if a.name not in LR_OF]
     runs = []
-    for arch in archs:
+    for arch in architectures(cfg, task.vocab_size, task.inputs.shape[1]):
         def loss_at(lr, arch=arch):
             runs.append(run(arch, task, cfg, cfg.tune_seed, lr))
             return runs[-1]["loss"]
@@ -236,8 +234,8 @@ def tune_learning_rates(cfg) -> list[dict]:
 
 
 #: config knobs the learning-rate search does not read (the claims' seeds, the control task, the lookup timing)
-NOT_IN_SEARCH = ("seeds", "calibration_seeds", "usage_every", "control_problems", "control_batch_size", "control_steps", "lookup_sizes",
-                 "lookup_tokens")
+NOT_IN_SEARCH = ("seeds", "calibration_seeds", "usage_every", "control_problems", "control_batch_size", "control_steps",
+                 "control_heldout", "lookup_sizes", "lookup_tokens")
 
 
 def _sources():
@@ -274,19 +272,29 @@ def lrs_at_grid_edge(tuning: Sequence[dict]) -> list[str]:
 
 def scaling_experiment(cfg, lrs: dict[str, float]) -> list[dict]:
     """Every training run of the comparison, one dict each (see `run`), for each seed: every architecture on the
-    fact world drawn from the seed (memory models probed for value usage during training), and dense and memory
-    on the control task (`control_steps` of batch `control_batch_size`); each at its learning rate from `lrs`."""
+    fact world drawn from the seed (memory models probed for value usage during training); the dense model again
+    with half the steps (`plateau_budget`: does its recall still grow with training?); and dense and memory
+    trained on the control task (`control_steps` of batch `control_batch_size`) and scored on its held-out
+    problems. Each at its learning rate from `lrs`."""
     runs = []
     for seed in cfg.seeds:
         task = fact_task(fact_world(cfg.n_facts, seed, cfg.n_relations, cfg.n_objects))
-        for arch in architectures(cfg, task.vocab_size, task.inputs.shape[1]):
-            runs.append(run(arch, task, cfg, seed, lrs[LR_OF.get(arch.name, arch.name)],
+        archs = architectures(cfg, task.vocab_size, task.inputs.shape[1])
+        for arch in archs:
+            runs.append(run(arch, task, cfg, seed, lrs[arch.name],
                             probe_every=cfg.usage_every if arch.memory_layers else 0))
-        control = control_task(cfg.control_problems, seed)
-        for arch in architectures(cfg, control.vocab_size, control.inputs.shape[1])[:2]:
-            runs.append(run(arch, control, cfg, seed, lrs[arch.name], cfg.control_batch_size,
-                            steps=cfg.control_steps))
+        runs.append(run(archs[0], task, cfg, seed, lrs[archs[0].name], steps=plateau_budget(cfg)))
+        train, heldout = control_tasks(cfg.control_problems, cfg.control_heldout, seed)
+        for arch in architectures(cfg, train.vocab_size, train.inputs.shape[1])[:2]:
+            runs.append(run(arch, train, cfg, seed, lrs[arch.name], cfg.control_batch_size,
+                            steps=cfg.control_steps, scored_on=heldout))
     return runs
+
+
+def plateau_budget(cfg) -> int:
+    """The shorter training of the capacity check: half of `cfg.steps`. A model whose recall gains little from
+    doubling its steps to `cfg.steps` is at its plateau there, bounded by what it can store, not by training."""
+    return cfg.steps // 2
 
 
 NOT_IN_RUNS = ("calibration_seeds", "lookup_sizes", "lookup_tokens")
