@@ -227,6 +227,14 @@ def test_capacity_claims_ask_the_dense_model_to_have_plateaued(claim):
     assert ml.plateau_budget(ml.config("ci")) * 2 == ml.config("ci").steps
 
 
+@pytest.mark.parametrize("scale", ["smoke", "ci", "full"])
+def test_every_architecture_the_search_trains_has_a_learning_rate_grid(scale):
+    cfg = ml.config(scale)
+    task = ml.fact_task(ml.fact_world(cfg.n_facts, 0, cfg.n_relations, cfg.n_objects))
+    names = [a.name for a in ml.architectures(cfg, task.vocab_size, 3)]
+    assert "memory, no query BN" in names and all(len(ml.lr_grid(cfg, n)) >= 3 for n in names)
+
+
 def test_a_run_is_scored_on_the_task_it_is_given():
     cfg = ml.config("smoke", steps=5)
     train, heldout = ml.control_tasks(20, 10, 0)

@@ -30,11 +30,11 @@
 # facts × log2(objects) / parameters); language models store at most about 2. At `ci` the world has many relations
 # per subject (`n_facts` = 4096 = 64 × 64), so a fact cannot be read off the subject's or the relation's embedding
 # alone. It was chosen on calibration seeds (0, 1), never on the verdict seeds. Narrower worlds tried on
-# calibration seed 0 for a dense model bounded by its parameters (d = 8 and 16, 2048 and 4096 facts over 256
-# objects, batches of 512) did not plateau within the steps the book's CI can afford either (a dense model at
-# d = 16 learned 2048 facts fully in 500 steps, and 4096 facts went from 0.35 to 0.61 between 500 and 1000 steps),
-# so the capacity claims can come out *inconclusive* here on that precondition alone: then the comparison
-# measured learning speed, and the page says so rather than reading it as capacity.
+# calibration seed 0 for a dense model bounded by its parameters (model width 8 and 16, 2048 and 4096 facts over
+# 256 objects) either were learned whole or were still being learned at the steps the book's CI can afford (those
+# probes are not part of this page's runs), so the capacity claims can come out *inconclusive* here on that
+# precondition alone: then the comparison measured learning speed, and the page says so rather than reading it as
+# capacity.
 #
 # **Placement.** The memory replaces the feed-forward block of the second (last) of two layers. The paper replaces
 # the FFN of a few intermediate layers of a deep model by memory (three layers sharing one pool at the 8B scale,

@@ -17,9 +17,10 @@ learning rate. Equation numbers are this chapter's.
 Everything here is laptop-sized: a two-layer Llama with d = 32 (at `ci`) whose second (last) FFN the memory
 replaces (the paper puts its memories in intermediate layers of a deep model; with two layers the last is the only
 one with attention context before and after), and a synthetic *fact world* (subjects, relations, objects; a fact
-is the sequence ``s r o``, scored on ``o``) with many relations per subject, so that the facts outnumber what the
-dense model learns to hold in the same training, against a control task (the core's modular arithmetic) where a
-small rule suffices.
+is the sequence ``s r o``, scored on ``o``) with many relations per subject, so that a fact cannot be read off one
+embedding, against a control task (the core's modular arithmetic, scored on held-out problems) where a small rule
+suffices. Whether the dense model is bounded by its parameters, not by its training, is measured (it trains for the
+budget and for half of it) and the capacity claims are judged only where it has plateaued.
 
 The package is split by idea: `product_keys` (Eqs. 1-3), `models` (the ladder's models and their FLOPs),
 `data` (the fact world and the control task), `experiment` (configuration, training, learning-rate search, runs)
