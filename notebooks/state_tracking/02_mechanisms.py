@@ -351,7 +351,7 @@ if two is not None and two.label == "inconclusive":
                  f"runs are PAA-like. Reproducing it needs PAA-like runs to appear without steering; refuting it "
                  f"needs the PAA-like share's exact interval wholly below {paa_effect.min_effect:g}, which at "
                  f"{m['n_paa']} PAA-like runs takes at least {need} learned plain runs (this build trained "
-                 f"{len(cfg.seeds)}): undecidable within this chapter's training budget.")
+                 f"{len(cfg.seeds)} plain runs): undecidable within this chapter's training budget.")
 long_t = np.arange(cfg.train_length + 1, st.eval_length(cfg) + 1)
 for lab in ("AA-like", "PAA-like"):
     rs = [r for r in learned if r.label == lab]
