@@ -256,7 +256,7 @@ def test_claims_read_the_experiments_measurements():
         return {"calibration": {"cost_ratio": 0.1, "draft_in_band": 1.0, "target_in_band": 1.0},
                 "calibration_routed": {"oracle": 0.2, "noisy": 0.0 if seed else 0.28, "learned": 0.3},
                 "prm_auc": {"noisy": 0.9, "learned": 0.85}, "baselines": {"target": {"accuracy": 0.9}},
-                "rsd": {p: rsd_row for p in rsd.PRMS}, "random": {p: rsd_row | {"accuracy": 0.5} for p in rsd.GRADED},
+                "rsd": {p: rsd_row for p in rsd.PRMS}, "random": {p: rsd_row | {"accuracy": 0.5} for p in rsd.PRMS},
                 "parallel": {f"best-of-N, {p}": curve for p in rsd.PRMS},
                 "soft": {"acceptance_rate": 0.5, "accuracy": 0.8},
                 "hard_at_soft_rate": {"acceptance_rate": 0.5 + seed / 10, "accuracy": 0.85}}
@@ -268,6 +268,8 @@ def test_claims_read_the_experiments_measurements():
         assert e["routed_noisy"] == [0.28, 0.0] and e["routed_oracle"] == [0.2, 0.2]
         assert m["beats_parallel"][prm][f"rsd_minus_bon_{prm}"] == pytest.approx([0.32, 0.31])  # N=2 reaches 0.4
         assert m["beats_parallel"][prm][f"bon_covers_{prm}"] == pytest.approx([0.1, 0.1])
+        # the target-access control: random acceptance at RSD's rate (0.5) minus the same best-of-N (0.6)
+        assert m["beats_parallel"][prm][f"random_minus_bon_{prm}"] == pytest.approx([-0.1, -0.1])
         assert m["beats_parallel"][prm][f"prm_rank_{prm}"] == [0.75, 0.75]
         claims = [(rsd.EFFICIENCY[prm], e), (rsd.BEATS_PARALLEL[prm], m["beats_parallel"][prm])]
         if prm in rsd.GRADED:
@@ -276,8 +278,8 @@ def test_claims_read_the_experiments_measurements():
         for claim, measured in claims:
             decided = claim.decide(measured)
             assert decided["verdict"] in ("reproduced", "refuted", "inconclusive")
-            # the noisy oracle's zeros overflow the budget on seed 1 (δ = 0: RSD is the draft alone), so on half
-            # the seeds its δ is no threshold: every noisy claim is inconclusive on that precondition
+            # the noisy PRM's rule sends no calibration step to the target on seed 1 (RSD would be the draft
+            # alone), so on half the seeds it is no threshold: every noisy claim is inconclusive on that precondition
             if prm == "noisy":
                 assert decided["verdict"] == "inconclusive"
     assert "oracle" not in rsd.THRESHOLD_MATTERS  # true by construction with a 0/1 oracle: not a claim
@@ -389,3 +391,24 @@ def test_a_learned_prm_from_the_draft_starts_at_the_drafts_weights_and_leaves_th
     assert any(not torch.equal(v, trained.state_dict()[k]) for k, v in before.items())
     assert all(torch.equal(v, draft.model.state_dict()[k]) for k, v in before.items())
     assert rsd.config("ci").prm_preset == rsd.FROM_DRAFT
+
+
+def test_floor_share_spends_the_budget_when_the_lowest_reward_alone_exceeds_it():
+    # a 0/1 PRM whose zeros (half the steps) overflow a 30% budget: δ is the lowest reward, Eq. (2) alone would
+    # route nothing, so each zero goes to the target with probability 0.3 / 0.5 = 0.6
+    r = [0, 0, 1, 1]
+    delta = rsd.delta_for_budget(r, 0.3)
+    assert delta == 0.0 and rsd.floor_share(r, delta, 0.3) == pytest.approx(0.6)
+    rule = rsd.threshold_rule(delta, rsd.floor_share(r, delta, 0.3), seed=0)
+    keep = np.concatenate([rule(np.array(r * 1000, dtype=float)) for _ in range(20)])
+    assert keep.reshape(-1, 2)[1::2].all()  # a step scored 1 is always kept
+    assert 1 - keep.mean() == pytest.approx(0.3, abs=0.01)  # the budget, spent on zeros only
+    # Eq. (2) spends the budget itself (some step lies below δ), or the budget is every step: no floor
+    assert rsd.floor_share([0, 1, 1, 1, 1], 1.0, 0.3) == 0.0
+    assert rsd.floor_share(np.arange(1, 11) / 10, 0.4, 0.3) == 0.0
+    assert rsd.floor_share([0.2, 0.5], np.inf, 1.0) == 0.0
+    # a budget larger than the lowest reward's share cannot be the floor case, but the probability stays <= 1
+    assert rsd.floor_share([0.0, 0.0], 0.0, 1.0) == 1.0
+    # without a floor share the rule is Eq. (2)
+    rewards = numpy_rng(1, "floor").random(50)
+    np.testing.assert_array_equal(rsd.threshold_rule(0.5)(rewards), rewards >= 0.5)

@@ -28,7 +28,7 @@ from .baselines import Samples, at_flops, best_of_n, majority_vote, sample, with
 from .claims import (ACCURACY_MARGIN, BEATS_PARALLEL, EFFICIENCY, GRADED, HARD_BEATS_SOFT, PRM_AUC_MIN,
                      PRM_RANK_MIN, PRMS, RATE_MATCH, THRESHOLD_MATTERS)
 from .decoding import (Decoded, Meter, Step, _ntok, check_pair, cut_step, decode, decode_single, delta_for_budget,
-                       random_rule, soft_rule, threshold_rule)
+                       floor_share, random_rule, soft_rule, threshold_rule)
 from .experiment import (calibrated_deltas, calibration_steps, claim_measurements, draft_and_target, generated_flops,
                          prm_auc, reasoning_experiment, reasoning_results, target_call_share, warm_up_seed)
 from .figures import PRM_MARKERS, plot_acceptance, plot_accountings, plot_accuracy_vs_flops

@@ -24,7 +24,8 @@ RATE_MATCH = 0.05  # two rules count as "the same rate" of accepted draft steps 
 SHARE = pair.SHARE  # the share of seeds a per-seed precondition must hold on
 ROUTED_MIN = 0.01  # a δ that sends fewer of the calibration split's steps to the target is no threshold at all
 _DELTA = (f"at the δ that meets a budget of {TARGET_CALL_BUDGET:.0%} target calls on a held-out calibration split "
-          "(per seed)")
+          "(per seed; when the lowest reward alone exceeds the budget, steps scored that lowest reward go to the "
+          "target at random, at the rate that spends the budget)")
 
 
 def _pair_ok(**extra) -> dict:
@@ -36,10 +37,9 @@ def _pair_ok(**extra) -> dict:
 def _preconditions(prm: str) -> list:
     pre = [*pair.CALIBRATION,
            share_at_least("budget_feasible", f"routed_{prm}", ROUTED_MIN, SHARE,
-                          f"the budget holds the {prm} PRM's low rewards: on the calibration split its δ sends at "
-                          f"least {ROUTED_MIN:.0%} of the draft's steps to the target (on at least {SHARE:.0%} of "
-                          "seeds); when a 0/1 PRM's zeros exceed the budget, δ = 0 accepts every step and RSD is "
-                          "the draft alone")]
+                          f"the {prm} PRM's rule uses the budget: on the calibration split it sends at least "
+                          f"{ROUTED_MIN:.0%} of the draft's steps to the target (on at least {SHARE:.0%} of seeds), "
+                          "so RSD is not the draft alone")]
     if prm in GRADED:
         pre.append(share_at_least("prm_quality", f"prm_auc_{prm}", PRM_AUC_MIN, SHARE,
                                   f"the {prm} PRM separates right from wrong draft steps (ROC AUC >= {PRM_AUC_MIN} "

@@ -93,21 +93,41 @@ class Decoded:
         return float(np.mean([arithmetic.is_correct(p, c) for p, c in zip(problems, self.completions, strict=True)]))
 
 
-def threshold_rule(delta: float) -> Callable[[np.ndarray], np.ndarray]:
-    """Eq. (2): keep a draft step when its reward is at least δ (the official code's `>=`)."""
-    return lambda rewards: np.asarray(rewards) >= delta
+def threshold_rule(delta: float, floor_reject: float = 0.0, seed: int = 0) -> Callable[[np.ndarray], np.ndarray]:
+    """Eq. (2): keep a draft step when its reward is at least δ (the official code's `>=`). With `floor_reject` > 0
+    (`floor_share`: only when δ is the lowest reward of the calibration split, so that Eq. (2) alone would send no
+    step to the target), a step scored exactly δ is also sent to the target with probability `floor_reject`."""
+    rng = numpy_rng(seed, "floor-rejection")
+
+    def rule(rewards: np.ndarray) -> np.ndarray:
+        r = np.asarray(rewards, dtype=float)
+        return (r >= delta) & ~((r == delta) & (rng.random(len(r)) < floor_reject))
+    return rule
 
 
 def delta_for_budget(rewards: Sequence[float], budget: float) -> float:
     """The paper's choice of δ under a budget on target calls: the largest threshold that sends at most a share
     `budget` of the steps scored `rewards` to the target, i.e. the smallest reward value r* with
     share(r <= r*) > `budget` (a step is rejected when r < δ). A 0/1 PRM whose zeros fit the budget gets δ = 1; one
-    whose zeros do not gets δ = 0, which accepts everything."""
+    whose zeros do not gets δ = 0, the lowest reward, which alone accepts everything (see `floor_share`)."""
     r = np.sort(np.asarray(rewards, dtype=float))
     if not len(r):
         raise ValueError("delta_for_budget needs at least one reward")
     above = np.flatnonzero(np.arange(1, len(r) + 1) / len(r) > budget)  # the steps below r[above[0]] fit the budget
     return float(r[above[0]]) if len(above) else math.inf
+
+
+def floor_share(rewards: Sequence[float], delta: float, budget: float) -> float:
+    """The boundary case of `delta_for_budget`: when the lowest reward alone exceeds the budget (a 0/1 PRM whose
+    zeros outnumber it), δ is that lowest reward and Eq. (2) sends no step to the target, so RSD would be the draft
+    alone. The budget is then spent on the lowest-reward steps themselves: each is sent to the target with
+    probability `budget` / share(r = δ), which calls the target on a share `budget` of the steps in expectation,
+    the budget's full use that the paper's "largest δ meeting the budget" makes when rewards do not tie. 0 when
+    some step lies below δ (Eq. 2 spends the budget) or δ is infinite."""
+    r = np.asarray(rewards, dtype=float)
+    if not math.isfinite(delta) or (r < delta).any():
+        return 0.0
+    return float(min(1.0, budget / np.mean(r == delta)))
 
 
 def random_rule(p: float, seed: int) -> Callable[[np.ndarray], np.ndarray]:

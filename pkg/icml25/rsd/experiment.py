@@ -14,8 +14,8 @@ from ..core.seeding import derive_seed, torch_generator
 from . import baselines, claims, decoding, pair, prms as _prms, scales, speculative
 from .baselines import at_flops, best_of_n, majority_vote, sample
 from .claims import GRADED, PRMS, RATE_MATCH
-from .decoding import (Decoded, check_pair, cut_step, decode, decode_single, delta_for_budget, random_rule,
-                       soft_rule, threshold_rule)
+from .decoding import (Decoded, check_pair, cut_step, decode, decode_single, delta_for_budget, floor_share,
+                       random_rule, soft_rule, threshold_rule)
 from .prms import NoisyOraclePRM, OraclePRM, learned_prm
 from .speculative import speculative_cost
 from .scales import DELIMITER, DRAFT_MODEL, MAX_NEW_TOKENS, TARGET_MODEL
@@ -72,15 +72,20 @@ def calibration_steps(draft: zoo.ZooModel, n_problems: int, seed: int) -> tuple[
     return rows, prefixes, [cut_step(t) for t in texts]
 
 
-def calibrated_deltas(prms: dict, split: tuple, budget: float) -> tuple[dict[str, float], dict[str, float]]:
+def calibrated_deltas(prms: dict, split: tuple, budget: float) -> tuple[dict[str, float], dict[str, float],
+                                                                      dict[str, float]]:
     """Each PRM's δ for a budget of `budget` target calls on the calibration `split` (`delta_for_budget`), with the
     learned PRM's δ at the soft rule's rate there (`"soft"`: the soft rule accepts a step with probability r, so it
-    calls the target on a share 1 − mean(r) of the steps); and the share of the split's steps each PRM's δ sends to
-    the target (0 when the budget cannot hold the PRM's lowest rewards, so δ accepts every draft step)."""
+    calls the target on a share 1 − mean(r) of the steps); each PRM's `floor_share` (the probability of sending a
+    step scored exactly δ to the target when δ is the lowest reward); and the share of the split's steps each PRM's
+    rule sends to the target (in expectation)."""
     rewards = {name: prm.score(*split) for name, prm in prms.items()}
     deltas = ({name: delta_for_budget(r, budget) for name, r in rewards.items()}
               | {"soft": delta_for_budget(rewards["learned"], 1.0 - float(np.mean(rewards["learned"])))})
-    return deltas, {name: float(np.mean(r < deltas[name])) for name, r in rewards.items()}
+    floor = {name: floor_share(r, deltas[name], budget) for name, r in rewards.items()}
+    routed = {name: float(np.mean(r < deltas[name]) + floor[name] * np.mean(r == deltas[name]))
+              for name, r in rewards.items()}
+    return deltas, floor, routed
 
 
 def draft_and_target(cfg, seed: int) -> tuple[zoo.ZooModel, zoo.ZooModel]:
@@ -97,7 +102,8 @@ def reasoning_experiment(cfg, seed: int) -> dict:
     (the zoo's of training seed `seed` at smoke and ci) on `cfg.n_test` held-out problems: the pair's
     calibration; draft-only, target-only and token-level speculative decoding; RSD with each PRM at its δ for the
     budget `cfg.budget` (`calibrated_deltas` on `cfg.n_calibration` held-out problems), random acceptance at each
-    RSD's acceptance rate, the learned PRM's δ sweep, the soft ω(r) = r and the hard threshold at the soft rule's
+    RSD's acceptance rate (with every PRM: best-of-1 with the same access to the target, the control that
+    separates RSD's routing from its use of the target), the learned PRM's δ sweep, the soft ω(r) = r and the hard threshold at the soft rule's
     calibrated rate; draft best-of-N reranked by each PRM, draft majority vote and target best-of-N (oracle), all
     with FLOPs as ratios to target-only decoding in both accountings."""
     draft, target = draft_and_target(cfg, seed)
@@ -122,9 +128,9 @@ def reasoning_experiment(cfg, seed: int) -> dict:
         return summary(decode(draft.model, draft.tokenizer, target.model, target.tokenizer, problems, prm, rule,
                               patience=cfg.patience), prm)
 
-    deltas, routed = calibrated_deltas(prms, calibration_steps(draft, cfg.n_calibration, seed), cfg.budget)
+    deltas, floor, routed = calibrated_deltas(prms, calibration_steps(draft, cfg.n_calibration, seed), cfg.budget)
     out = {"seed": seed, "prm_names": {k: p.name for k, p in prms.items()},
-           "calibration": pair.pair_calibration(draft, target, problems), "delta": deltas,
+           "calibration": pair.pair_calibration(draft, target, problems), "delta": deltas, "floor_share": floor,
            "calibration_routed": routed,
            "prm_auc": prm_auc({name: prms[name] for name in GRADED}, draft, cfg.prm_eval_problems, seed),
            "baselines": {k: {"accuracy": v.accuracy(problems), "flop_ratio": v.total_flops / t_flops,
@@ -135,9 +141,10 @@ def reasoning_experiment(cfg, seed: int) -> dict:
     out["baselines"]["speculative"] = {"accuracy": out["baselines"]["target"]["accuracy"],
                                        "flop_ratio": sd["total_flops"] / t_flops,
                                        "token_acceptance_rate": sd["accepted"] / max(1, sum(map(len, target_ids)))}
-    out["rsd"] = {name: run(prm, threshold_rule(out["delta"][name])) for name, prm in prms.items()}
+    out["rsd"] = {name: run(prm, threshold_rule(deltas[name], floor[name], derive_seed(seed, "floor", name)))
+                  for name, prm in prms.items()}
     out["random"] = {name: run(prms[name], random_rule(out["rsd"][name]["acceptance_rate"], derive_seed(seed, name)))
-                     for name in GRADED}
+                     for name in PRMS}
     out["sweep"] = [{"delta": d} | run(prms["learned"], threshold_rule(d)) for d in cfg.deltas]
     out["soft"] = run(prms["learned"], soft_rule(seed))
     out["hard_at_soft_rate"] = run(prms["learned"], threshold_rule(out["delta"]["soft"]))
@@ -196,6 +203,7 @@ def claim_measurements(results: Sequence[dict]) -> dict[str, dict[str, dict]]:
             f"accuracy_gap_{prm}": per_seed(lambda r: rsd(r)["accuracy"] - r["baselines"]["target"]["accuracy"])}
         out["beats_parallel"][prm] = pair | {
             f"rsd_minus_bon_{prm}": [rsd(r)["accuracy"] - m["accuracy"] for r, m in zip(results, matched)],
+            f"random_minus_bon_{prm}": [r["random"][prm]["accuracy"] - m["accuracy"] for r, m in zip(results, matched)],
             f"bon_covers_{prm}": [m["covers"] for m in matched], "bon_n": [m["n"] for m in matched],
             f"prm_rank_{prm}": per_seed(lambda r: r["parallel"][f"best-of-N, {prm}"]["ranking_auc"])}
         if prm in GRADED:
