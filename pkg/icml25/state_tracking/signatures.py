@@ -106,9 +106,9 @@ POSITIVE_CONTROL = {
 }
 """The rule's positive control on the calibration seeds (issue 54; measured before any verdict of this design): the
 three signatures of each run. A signature that cannot vote PAA on the runs forced to compute the parity after
-block 1 (parity_aux) cannot be part of the rule: the error signature voted PAA on none of them (nor did it on the
-T = 6 design's calibration runs, 1 of 3), so every label it joined was blocked; the patching signature never reached
-the PAA band either. The probe signature votes PAA on every forced run and AA on most plain ones: it votes both
+block 1 (parity_aux) cannot be part of the rule: the error signature voted PAA on none of them (on 1 of 3 of the
+T = 6 design's calibration runs), so it blocked nearly every PAA label it joined; the patching signature never
+reached the PAA band either. The probe signature votes PAA on every forced run and AA on most plain ones: it votes both
 ways, so it alone labels (:data:`VOTING`)."""
 VOTING = ("probes",)
 """The signatures that vote in the label, chosen from the positive control (:data:`POSITIVE_CONTROL`): the probe
