@@ -98,7 +98,7 @@ CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_seed"),
 # that the builder's workers share a chapter whose every seed trains models of its own
 SEEDED_RESULTS = ("rsd",)
 # the warm-up's longest entries at ci, longest first (measured from an empty cache on a quiet 2-core machine, in s:
-# cascade-runs about 520 for its 174 seeds, memory-runs 480, hybrid-winrate-runs 360, st-trackers and
+# cascade-runs about 520 for its 174 seeds, memory-runs 640, hybrid-winrate-runs 360, st-trackers and
 # implicit-prm-runs 300 each, dist-runs 270, ec-runs 240, aoe-runs 200, fq-runs 190, an rsd seed 125, mpo-lm-runs
 # 150): they start first, so that the last entry to finish is a short one; the others follow in the order
 # `shared_models` gives
