@@ -332,9 +332,9 @@ class _FixedRewards:
 
 
 def test_learning_metrics_read_outcomes_of_the_trained_responses_and_steps_over_every_response():
-    """A PRM on one response per instruction: its outcome AUC reads the responses it was trained on (the first of
-    each prompt), its within-prompt step AUC every sampled response to its prompts (within its one response, the
-    only wrong step counted would be the last)."""
+    """A PRM trained on every response: its outcome AUC reads them all, and so does its within-prompt step AUC; a PRM
+    on one response per instruction: its outcome AUC reads the responses it was trained on (the first of each
+    prompt)."""
     problems = [arithmetic.parse_prompt("3+4|"), arithmetic.parse_prompt("2*3|")]
     # prompt 0: "3+4=7;A7" right, "3+4=8;A8" wrong at step 1; prompt 1: "2*3=6;A5" wrong at step 2, "2*3=6;A6" right
     texts = ["3+4=7;A7", "2*3=6;A5", "3+4=8;A8", "2*3=6;A6"]
@@ -345,8 +345,21 @@ def test_learning_metrics_read_outcomes_of_the_trained_responses_and_steps_over_
     assert one["outcome_auc"] == 1.0  # the trained rows: right (sum 2) above wrong (sum 1.5)
     assert every["outcome_auc"] == 0.5  # sums 2, -6 (right) against 1.5, -1 (wrong): 2 of 4 pairs
     # Steps up to the first error. Prompt 0: right 1, 1 against wrong -1, AUC 1; prompt 1: right 2, -3, -3 against
-    # wrong -0.5, AUC 1/3; mean 2/3. Over the trained rows alone prompt 0 would not count and prompt 1 read 1.
-    assert one["step_auc"] == every["step_auc"] == pytest.approx(2 / 3)
+    # wrong -0.5, AUC 1/3; mean 2/3.
+    assert every["step_auc"] == pytest.approx(2 / 3)
+
+
+def test_a_one_response_prms_step_auc_reads_only_responses_unlike_the_one_it_trained_on():
+    """Prompt 0 was sampled four times; the PRM trained on the first, which the second repeats word for word. Its
+    step AUC reads the third and fourth alone: right 2 against wrong -1 and 0.5, AUC 1. Read with the copy (right 0,
+    0 beside 2) it would be 2/3, and a PRM trained on all four is read on all four: right 0, 0, 0, 0, 2 against
+    wrong -1, 0.5, AUC 6/10."""
+    problems = [arithmetic.parse_prompt("3+4|")]
+    texts = ["3+4=7;A7", "3+4=7;A7", "3+4=8;A8", "3+4=7;A8"]
+    data = ip.Rollouts(problems, [0, 0, 0, 0], texts, [True, True, False, False])
+    prm = _FixedRewards({"3+4=7;A7": [0.0, 0.0], "3+4=8;A8": [-1.0, 0.0], "3+4=7;A8": [2.0, 0.5]})
+    assert ip.learning_metrics(prm, data, responses=1)["step_auc"] == 1.0
+    assert ip.learning_metrics(prm, data)["step_auc"] == pytest.approx(0.6)
 
 
 def test_arms_train_from_the_base_with_the_draft_as_a_contrast_at_arm_seeds():

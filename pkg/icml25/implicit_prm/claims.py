@@ -85,8 +85,9 @@ ONE_RESPONSE = Claim(
     preconditions=[at_least("n1_prm_learned", "n1_train_outcome_auc", LEARNED_AUC,
                             f"the one-response PRM's training-set outcome AUC >= {LEARNED_AUC}"),
                    share_at_least("n1_prm_steps_learned", "n1_train_step_auc", LEARNED_STEP_AUC, STEPS_SHARE,
-                                  f"the one-response PRM's mean within-prompt step AUC over every sampled response "
-                                  f"to its training prompts >= {LEARNED_STEP_AUC} on >= {STEPS_SHARE:.0%} of seeds"),
+                                  f"the one-response PRM's mean within-prompt step AUC over the other responses to "
+                                  f"its training prompts (text unlike the one it trained on) >= {LEARNED_STEP_AUC} "
+                                  f"on >= {STEPS_SHARE:.0%} of seeds"),
                    _mean_at_least("headroom", "oracle_minus_random", HEADROOM,
                                   f"the exact step verifier beats random choice by >= {HEADROOM}"),
                    _mean_at_least("noisy_verifier_detected", "noisy_minus_random", CONTROL_MARGIN,

@@ -167,21 +167,27 @@ def within_prompt_step_auc(rewards: Sequence[np.ndarray], labels: Sequence[Seque
 def learning_metrics(prm: ImplicitPRM, data: Rollouts, responses: int | None = None) -> dict[str, float]:
     """How well the PRM learned its training prompts, given all sampled responses to them (`data`) of which it
     was trained on the first `responses` per prompt (all when None): the AUC of the outcome reward r_θ(y) against
-    the outcome labels of the responses it was trained on, and the mean within-prompt step AUC over all responses
-    to its prompts (the PRM never saw step labels), with the pooled step AUC beside it (pooled over prompts it also
-    ranks their difficulty). The step AUC reads every response to a prompt so that a PRM on one response per
-    instruction is measured like the others: within its single response, the only wrong step counted is the last,
-    and fitting that response's outcome label lowers its right steps with it."""
+    the outcome labels of the responses it was trained on, and the mean within-prompt step AUC (the PRM never saw
+    step labels), with the pooled step AUC beside it (pooled over prompts it also ranks their difficulty). A PRM
+    trained on every response is read on them; one trained on fewer is read on the other responses to its prompts
+    whose text differs from every response it was trained on. Within its own single response the only wrong step
+    counted is the last, and fitting that response's outcome label lowers its right steps with it; and at T = 1
+    π_ref repeats most responses word for word, so copies of a trained response would read its memory, not its
+    step rewards."""
     rewards = prm.step_rewards(data.prompts, data.completions, on_missing="whole")
     labels = [arithmetic.step_labels(data.problems[i], c) for i, c in zip(data.prompt_index, data.completions)]
     seen = data.first_indices(responses) if responses else range(len(rewards))
+    trained = {(data.prompt_index[k], data.completions[k]) for k in seen} if responses else set()
+    read = [k for k in range(len(rewards)) if (data.prompt_index[k], data.completions[k]) not in trained] \
+        if responses else range(len(rewards))
     s, y = [], []
     for r, lab in zip(rewards, labels):
         if len(r) == len(lab):
             k = steps_to_first_error(lab)
             s += list(r[:k]); y += lab[:k]
     return {"outcome_auc": roc_auc([rewards[k].sum() for k in seen], [data.labels[k] for k in seen]),
-            "step_auc": within_prompt_step_auc(rewards, labels, data.prompt_index),
+            "step_auc": within_prompt_step_auc([rewards[k] for k in read], [labels[k] for k in read],
+                                               [data.prompt_index[k] for k in read]),
             "step_auc_pooled": roc_auc(s, y)}
 
 

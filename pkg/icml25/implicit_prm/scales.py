@@ -20,14 +20,15 @@ VOTE_COEF = 0.001  # the official evaluation's scale of the log-ratios (its `coe
 # 100-150 while the held-out step AUC was still rising until step 300, so the earlier rule that stopped at the
 # first check past the bound stopped too early.
 _PRM = {
-    "smoke": dict(ref_seed=0, model=BASE, beta=0.1, n_prompts=60, responses_per_prompt=2, temperature=1.0,
+    "smoke": dict(ref_seed=0, model=BASE, beta=0.05, n_prompts=60, responses_per_prompt=2, temperature=1.0,
                   train_steps=10, batch_size=16, lr=3e-3),
-    "ci": dict(ref_seed=0, model=BASE, beta=0.1, n_prompts=200, responses_per_prompt=4, temperature=1.0,
+    "ci": dict(ref_seed=0, model=BASE, beta=0.05, n_prompts=200, responses_per_prompt=4, temperature=1.0,
                train_steps=300, batch_size=32, lr=1e-3),
-    "full": dict(ref_seed=0, model=FULL_BASE, beta=0.1, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
+    "full": dict(ref_seed=0, model=FULL_BASE, beta=0.05, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
                  train_steps=1000, batch_size=64, lr=1e-3),
 }
-VERDICT_SEEDS = list(range(1500, 1508))  # fresh: 100-102, 200-207, 300-307 and 500-507 were seen in earlier rounds
+# fresh: 100-102, 200-207, 300-307, 500-507, 1500-1507 and a referee's 1700-1707 were seen in earlier rounds
+VERDICT_SEEDS = list(range(1800, 1808))
 _ARMS = dict(objectives=["ce", "dpo", "kto", "nca"], betas=[0.02, 0.1, 0.5], arm_seeds=VERDICT_SEEDS[:1])
 # The evaluation regime (declared with the claims, from the referee's probes on seeds 0-2, the calibration seeds,
 # to which seeds 3-4 were added to choose the training budget): test problems of <= 3 operations, where the draft's
