@@ -98,12 +98,12 @@ CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_seed"),
 # that the builder's workers share a chapter whose every seed trains models of its own
 SEEDED_RESULTS = ("rsd",)
 # the warm-up's longest entries at ci, longest first (measured from an empty cache on a quiet 2-core machine, in s:
-# cascade-runs about 520 for its 174 seeds, memory-runs 640, hybrid-winrate-runs 360, st-trackers and
-# implicit-prm-runs 300 each, dist-runs 270, ec-runs 240, aoe-runs 200, fq-runs 190, an rsd seed 125, mpo-lm-runs
-# 150): they start first, so that the last entry to finish is a short one; the others follow in the order
-# `shared_models` gives
-WARMUP_FIRST = ("cascade-runs", "memory-runs", "hybrid-winrate-runs", "st-trackers", "implicit-prm-runs", "dist-runs",
-                "ec-runs", "aoe-runs", "fq-runs", "rsd-runs", "mpo-lm-runs")
+# memory-runs about 640, cascade-runs about 520 for its 174 seeds, hybrid-winrate-runs 360, implicit-prm-runs 300,
+# dist-runs 270, ec-runs 240, st-trackers 220, aoe-runs 200, fq-runs 190, an rsd seed 125, mpo-lm-runs 150; the
+# memory, state-tracking and implicit-PRM entries measured cold on a loaded machine): they start first, so that the
+# last entry to finish is a short one; the others follow in the order `shared_models` gives
+WARMUP_FIRST = ("memory-runs", "cascade-runs", "hybrid-winrate-runs", "implicit-prm-runs", "dist-runs", "ec-runs",
+                "st-trackers", "aoe-runs", "fq-runs", "rsd-runs", "mpo-lm-runs")
 # chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine
 # precondition): the local executor runs them after every other notebook has finished, one at a time, so that no
 # other notebook shares the cores while they time them
