@@ -50,9 +50,9 @@
 # paper trains for fixed epochs): the step labels decide nothing about training. The best-of-N claims need their
 # PRM to have reached a declared training regime on at least `implicit_prm.STEPS_SHARE` of the seeds: its step
 # rewards separate right from wrong steps *within* its training prompts (mean within-prompt step AUC at least
-# `implicit_prm.LEARNED_STEP_AUC`, over every sampled response to those prompts, so that the PRM on one response
-# per instruction is measured on the same responses as the main one); the step-signal claim does not (step signal
-# from outcome labels is what it tests).
+# `implicit_prm.LEARNED_STEP_AUC`; the PRM on one response per instruction is read on the other responses to its
+# prompts whose text differs from the one it trained on, not on copies of it); the step-signal claim does not (step
+# signal from outcome labels is what it tests).
 # Besides CE the notebook trains the other objectives of the paper (DPO, KTO, NCA), CE at three β, and CE started
 # from the draft (on the same responses, which are not its own) on `arm_seeds`. At `ci` that list is empty: a PRM from the
 # target costs about ten times a draft-based one per step on one CPU core, so the ci build trains only the two CE
