@@ -171,6 +171,22 @@ def test_a_share_of_runs_gets_an_exact_binomial_interval_not_a_point():
         decide(SHARE, is_b=[0.5, 1.0], acc=0.9)
 
 
+def test_a_share_with_no_spread_gets_an_exact_power_line():
+    """0 of 8 B-like runs has no sd for the normal formula; the exact line is the fewest runs at which the same share
+    gets a Clopper-Pearson upper bound below the smallest effect 0.1 (0 of 35: 0.1000; 0 of 36: 0.0974)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    eff = decide(SHARE, is_b=[0.0] * 8, acc=0.9)["effects"][0]
+    assert eff["verdict"] == INCONCLUSIVE and eff["units_needed"] == 36
+    assert proportion_confint(0, 36, alpha=0.05, method="beta")[1] < 0.1 <= proportion_confint(0, 35, 0.05,
+                                                                                              method="beta")[1]
+    # 1 of 12 (0.083) is short of 0.1 by little: the exact line is a number past the units run, or "sits on the bar"
+    near = decide(SHARE, is_b=[1] + [0] * 11, acc=0.9)["effects"][0]
+    assert near["verdict"] == INCONCLUSIVE
+    assert near["units_needed"] is None and "sits on the paper's smallest effect" in near["note"] or \
+        near["units_needed"] > 12
+
+
 def test_less_direction_and_null_value():
     c = Claim("demo", "cheaper", "s", "v", "ratio < 1", [Effect("ratio", "r", direction="less", null=1.0,
                                                                min_effect=0.8)],

@@ -183,18 +183,6 @@ def test_the_voting_signatures_pass_the_positive_control_on_the_calibration_seed
         assert (name in st.VOTING) == (votes_both_ways and paa_votes >= st.POSITIVE_CONTROL_SHARE * len(labels))
 
 
-def test_runs_to_refute_is_where_the_exact_interval_first_clears_the_smallest_share():
-    from statsmodels.stats.proportion import proportion_confint
-
-    paa = st.TWO_MECHANISMS.effects[1]
-    for ones in (0, 1):
-        n = st.runs_to_refute(paa, ones)
-        assert proportion_confint(ones, n, alpha=0.05, method="beta")[1] < paa.min_effect
-        assert proportion_confint(ones, n - 1, alpha=0.05, method="beta")[1] >= paa.min_effect
-    assert st.runs_to_refute(paa, 0) == 36  # 0 of 35: upper bound 0.1000; 0 of 36: 0.0974
-    assert st.runs_to_refute(paa, 5, most=20) is None
-
-
 def test_probe_signature_is_zero_when_parity_follows_the_state_and_one_when_it_leads():
     c = st.parity_chance(3)
     acc_s = np.array([0.3, 0.5, 1.0])

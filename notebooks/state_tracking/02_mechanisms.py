@@ -346,12 +346,14 @@ if forced:
                  f"{ms([r.signatures['errors'] for r in forced])}.")
 if two is not None and two.label == "inconclusive":
     paa_effect = st.TWO_MECHANISMS.effects[1]
-    need = st.runs_to_refute(paa_effect, m["n_paa"])
+    need = next(e for e in two.record["effects"] if e["name"] == paa_effect.name).get("units_needed")
     lines.append(f"* **What would decide `two_mechanisms`.** {m['n_paa']} of the {m['n_unsteered']} learned plain "
                  f"runs are PAA-like. Reproducing it needs PAA-like runs to appear without steering; refuting it "
-                 f"needs the PAA-like share's exact interval wholly below {paa_effect.min_effect:g}, which at "
-                 f"{m['n_paa']} PAA-like runs takes at least {need} learned plain runs (this build trained "
-                 f"{len(cfg.seeds)} plain runs): undecidable within this chapter's training budget.")
+                 f"needs the PAA-like share's exact interval wholly below {paa_effect.min_effect:g}. "
+                 + (f"At the observed share that takes {need} learned plain runs (the contract's exact power line; "
+                    f"this build trained {len(cfg.seeds)})" if need else
+                    "At the observed share no feasible number of runs does (the record says why)")
+                 + ": undecidable within this chapter's training budget.")
 long_t = np.arange(cfg.train_length + 1, st.eval_length(cfg) + 1)
 for lab in ("AA-like", "PAA-like"):
     rs = [r for r in learned if r.label == lab]

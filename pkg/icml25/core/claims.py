@@ -317,7 +317,8 @@ class Effect:
         sd = float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
         need, on_the_bar = self._power_line(est, sd, len(x)) if verdict == INCONCLUSIVE else (None, "")
         if on_the_bar:
-            note += (f"; the estimate sits on {on_the_bar}: about {need} units would tell them apart at this spread, "
+            about = ("more than a hundred times the units run" if need is None else f"about {need} units")
+            note += (f"; the estimate sits on {on_the_bar}: {about} would tell them apart at this spread, "
                      "so no feasible sample of this design decides it")
             need = None
         out.update(verdict=verdict, note=note, sd=_nan_none(sd),
@@ -334,12 +335,27 @@ class Effect:
         clears the null. Never fewer than n + 1: n units left it undecided."""
         bar = self.null if self.min_effect is None else self.min_effect
         short = self._beyond(bar, est)
+        on_the_bar = "the paper's smallest effect" if short and self.min_effect is not None else "the null"
+        if self.method == "binomial":
+            need = self._binomial_units(est, n)
+            return (None, on_the_bar) if need is None else (need, "")
         need = units_needed(sd, abs(bar - est) if short else abs(est - self.null), 1 - self.confidence)
         if need is None:
             return None, ""
         if need > ON_THE_BAR * n:
-            return need, ("the paper's smallest effect" if short and self.min_effect is not None else "the null")
+            return need, on_the_bar
         return max(need, n + 1), ""
+
+    def _binomial_units(self, share: float, n: int) -> int | None:
+        """The fewest units m > n at which the observed `share` (round(share·m) ones of m) gets an exact interval
+        that decides, by this effect's own judgement; None past `ON_THE_BAR`·n. Exact, because a share with no
+        spread (0 of n, n of n) has no sd for the normal formula to use."""
+        for m in range(n + 1, ON_THE_BAR * n + 1):
+            k = round(share * m)
+            _, lo, hi = binomial_interval(np.r_[np.ones(k), np.zeros(m - k)], self.confidence)
+            if self._judge(k / m, lo, hi)[0] != INCONCLUSIVE:
+                return m
+        return None
 
     def _judge(self, est: float, lo: float, hi: float) -> tuple[str, str]:
         """Size before sign: the verdict of an interval [lo, hi] around `est`, and why."""

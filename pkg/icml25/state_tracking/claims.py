@@ -87,13 +87,3 @@ AA_GENERALISES = Claim(
 )
 
 CLAIMS = (STEERABLE, TWO_MECHANISMS, AA_GENERALISES)
-
-
-def runs_to_refute(effect: Effect, ones: int = 0, most: int = 1000) -> int | None:
-    """The fewest learned runs with `ones` of them labelled that would refute a share `effect` (its exact interval
-    wholly below `min_effect`, by the contract's own decision): the power line of a share that no spread can give
-    (0 of n has no spread). None if `most` runs would not."""
-    for n in range(max(ones, 1), most + 1):
-        if effect.decide("", {effect.samples: [1.0] * ones + [0.0] * (n - ones)})["verdict"] == "refuted":
-            return n
-    return None
