@@ -247,6 +247,7 @@ def test_claim_measurements_are_paired_per_seed_differences():
             for s in (0, 1)}
     m = ip.claim_measurements(runs, 4)
     assert m["step_auc"] == [0.6, 1.6] and m["n1_minus_random"] == pytest.approx([0.05, 1.05])
+    assert m["n1_minus_majority"] == pytest.approx([-0.05, 0.95])
     assert m["prm_minus_majority"] == pytest.approx([0.1, 0.1])
     assert m["oracle_minus_majority"] == pytest.approx([0.3, 0.3]) and m["noisy_minus_random"] == pytest.approx([0.15] * 2)
     assert m["train_step_auc"] == pytest.approx([0.76, 0.86]) and m["n1_train_step_auc"] == pytest.approx([0.75] * 2)
