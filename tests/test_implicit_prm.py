@@ -363,6 +363,18 @@ def test_a_one_response_prms_step_auc_reads_only_responses_unlike_the_one_it_tra
     assert ip.learning_metrics(prm, data)["step_auc"] == pytest.approx(0.6)
 
 
+def test_a_prm_trained_on_every_response_per_prompt_is_read_on_them_all():
+    """The experiment passes the main PRM's `responses_per_prompt`, not None: with every response trained on, the
+    step AUC reads them all (excluding the trained texts would leave none to read, an undefined AUC)."""
+    problems = [arithmetic.parse_prompt("3+4|")]
+    texts = ["3+4=7;A7", "3+4=7;A7", "3+4=8;A8", "3+4=7;A8"]
+    data = ip.Rollouts(problems, [0, 0, 0, 0], texts, [True, True, False, False])
+    prm = _FixedRewards({"3+4=7;A7": [0.0, 0.0], "3+4=8;A8": [-1.0, 0.0], "3+4=7;A8": [2.0, 0.5]})
+    for n in (4, 5):
+        assert ip.learning_metrics(prm, data, responses=n) == pytest.approx(ip.learning_metrics(prm, data))
+    assert ip.learning_metrics(prm, data, responses=4)["step_auc"] == pytest.approx(0.6)
+
+
 def test_arms_train_from_the_base_with_the_draft_as_a_contrast_at_arm_seeds():
     ci = ip.config("ci")
     assert [a.name for s in ci.seeds for a in ip.arms(ci, s)] == ["ce", "ce_n1"] * len(ci.seeds)

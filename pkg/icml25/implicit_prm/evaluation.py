@@ -169,17 +169,19 @@ def learning_metrics(prm: ImplicitPRM, data: Rollouts, responses: int | None = N
     was trained on the first `responses` per prompt (all when None): the AUC of the outcome reward r_θ(y) against
     the outcome labels of the responses it was trained on, and the mean within-prompt step AUC (the PRM never saw
     step labels), with the pooled step AUC beside it (pooled over prompts it also ranks their difficulty). A PRM
-    trained on every response is read on them; one trained on fewer is read on the other responses to its prompts
+    trained on every response (`responses` None, or at least every prompt's number of responses, as the main PRM's
+    `responses_per_prompt` is) is read on them; one trained on fewer is read on the other responses to its prompts
     whose text differs from every response it was trained on. Within its own single response the only wrong step
     counted is the last, and fitting that response's outcome label lowers its right steps with it; and at T = 1
     π_ref repeats most responses word for word, so copies of a trained response would read its memory, not its
     step rewards."""
     rewards = prm.step_rewards(data.prompts, data.completions, on_missing="whole")
     labels = [arithmetic.step_labels(data.problems[i], c) for i, c in zip(data.prompt_index, data.completions)]
-    seen = data.first_indices(responses) if responses else range(len(rewards))
-    trained = {(data.prompt_index[k], data.completions[k]) for k in seen} if responses else set()
-    read = [k for k in range(len(rewards)) if (data.prompt_index[k], data.completions[k]) not in trained] \
-        if responses else range(len(rewards))
+    seen = data.first_indices(responses) if responses else list(range(len(rewards)))
+    every = len(seen) == len(rewards)  # trained on every response (`responses` at least each prompt's count)
+    trained = set() if every else {(data.prompt_index[k], data.completions[k]) for k in seen}
+    read = range(len(rewards)) if every else \
+        [k for k in range(len(rewards)) if (data.prompt_index[k], data.completions[k]) not in trained]
     s, y = [], []
     for r, lab in zip(rewards, labels):
         if len(r) == len(lab):
