@@ -176,8 +176,10 @@ def test_a_share_with_no_spread_gets_an_exact_power_line():
     gets a Clopper-Pearson upper bound below the smallest effect 0.1 (0 of 35: 0.1000; 0 of 36: 0.0974)."""
     from statsmodels.stats.proportion import proportion_confint
 
-    eff = decide(SHARE, is_b=[0.0] * 8, acc=0.9)["effects"][0]
+    got = decide(SHARE, is_b=[0.0] * 8, acc=0.9)
+    eff = got["effects"][0]
     assert eff["verdict"] == INCONCLUSIVE and eff["units_needed"] == 36
+    assert "36 units would decide if the observed share held (exact)" in got["reason"]  # no spread, no power
     assert proportion_confint(0, 36, alpha=0.05, method="beta")[1] < 0.1 <= proportion_confint(0, 35, 0.05,
                                                                                               method="beta")[1]
     # 1 of 12 (0.083) is short of 0.1 by little: the exact line is a number past the units run, or "sits on the bar"

@@ -562,7 +562,11 @@ class Claim:
         if verdict == INCONCLUSIVE and not failed:
             out["units_needed"] = _power_need(effects)
             if out["units_needed"]:
-                reason += (f". Power line: about {out['units_needed']} paired units would decide at the observed "
+                exact = all(e["method"].startswith(INTERVALS["binomial"][1]) for e in effects
+                            if e.get("units_needed") == out["units_needed"])
+                reason += (f". Power line: {out['units_needed']} units would decide if the observed share held "
+                           "(exact)" if exact else
+                           f". Power line: about {out['units_needed']} paired units would decide at the observed "
                            f"spread ({POWER:.0%} power)")
         out.update(verdict=verdict, reason=reason)
         return out
