@@ -253,6 +253,48 @@ def test_patching_map_exact_cells():
         st.patching_map(model, tok, 3, clean, bad, "suffix")
 
 
+def test_mean_ablation_replaces_only_the_component_along_the_direction():
+    h, mean = torch.randn(5, 3, 8, generator=_g(20)), torch.randn(8, generator=_g(21))
+    w = torch.randn(8, generator=_g(22))
+    w = w / w.norm()
+    out = st.ablate_direction(h, w, mean)
+    assert torch.allclose(out @ w, torch.full((5, 3), float(mean @ w)), atol=1e-5)  # the component is the mean's
+    change = out - h  # and nothing else moves: the change is parallel to w
+    assert torch.allclose(change, (change @ w)[..., None] * w, atol=1e-5)
+
+
+def test_ablating_a_direction_orthogonal_to_the_hidden_states_changes_nothing_and_the_parity_direction_does():
+    tok = st.make_tokenizer(3)
+    model = tinylm.random_model("llama", tok, 0, hidden=32, layers=2, max_len=16, initializer_range=0.5)
+    acts = st.sample_actions(3, 64, 4, _g(23))
+    base = st.ablated_accuracy(model, tok, 3, acts, 0)
+    # at the embeddings every residual lies in the span of the few token embeddings: a direction orthogonal to
+    # that span (and to their mean) has no component to replace, so the model's answers are exactly unchanged
+    emb = model.get_input_embeddings().weight.detach()
+    basis = torch.linalg.qr(emb.T).Q  # [d, vocab]: the span of the embeddings
+    w = torch.randn(emb.shape[1], generator=_g(24))
+    w = w - basis @ (basis.T @ w)
+    w = w / w.norm()
+    assert np.array_equal(st.ablated_accuracy(model, tok, 3, acts, 0, w, emb.mean(0)), base)
+    # the parity probe's direction after block 1 is a unit vector; the drop is the accuracy at t <= T the model
+    # loses when it is mean-ablated there, on the "eval" stories, the probe fitted on the "probe" stories
+    cfg = Config("smoke", dict(st.config("smoke"), n_layers=2, train_length=4, n_eval=64, n_probe=64))
+    direction, mean = st.parity_direction(model, tok, 3, st.eval_actions(cfg, 64, 4, "probe"), 1)
+    assert direction.shape == (32,) and float(direction.norm()) == pytest.approx(1.0)
+    eval_acts = st.eval_actions(cfg, 64, 4, "eval")
+    expected = (st.ablated_accuracy(model, tok, 3, eval_acts, 1).mean()
+                - st.ablated_accuracy(model, tok, 3, eval_acts, 1, direction, mean).mean())
+    assert st.parity_ablation_drop(model, tok, cfg) == pytest.approx(float(expected))
+    with pytest.raises(ValueError, match="ablation layer"):
+        st.ablated_accuracy(model, tok, 3, acts, 2, direction, mean)  # after the last block is the final norm's
+
+
+def test_far_above_chance_reads_the_positions_past_one_step_beyond_t():
+    acc = np.array([1.0, 1.0, 1.0, 0.9, 0.5, 0.3])  # T = 3: positions 5 and 6 count, not 4
+    assert st.far_above_chance(acc, 3, 3) == pytest.approx(0.4 - 1 / 6)
+    assert math.isnan(st.far_above_chance(np.ones(2), 1, 3))  # T = 1, 2T = 2: no position past T + 1
+
+
 def test_patching_signature_reads_the_last_token_after_the_early_layer():
     same = np.zeros((3, 4))
     different = np.zeros((3, 4))
@@ -334,6 +376,8 @@ def test_summarise_and_maps_use_only_the_runs_that_learned():
     assert m["n_pairs"] == 1 and m["steer_probes_diff"] == [pytest.approx(0.8)]
     assert math.isnan(m["steer_patching_diff"][0])
     assert m["n_mixed_seeds"] == 1 and m["aa_minus_paa_long_accuracy"] == [pytest.approx(0.2 - 0.8)]
+    assert m["mixed_aa_conditions"] == ["plain"] and math.isnan(m["far_above_chance"])  # no far accuracy given
+    assert len(m["steer_ablation_diff"]) == 1 and set(m["ablation_drop"]) == set(st.CONDITIONS)
     assert m["is_aa"] == [1.0] and m["is_paa"] == [0.0]
     # the positive control reads the learned parity_aux runs only: one PAA-like, one mixed
     assert m["forced_is_paa"] == [1.0, 0.0] and m["null"]["forced_is_paa"] == [1.0, 0.0]

@@ -12,8 +12,9 @@ import torch
 from threadpoolctl import threadpool_limits
 
 from ..core.seeding import one_thread, torch_generator
-from .group import shuffled_parity
-from .measurements import accuracy_by_position, corrupt, eval_actions, patching_map, probe_maps
+from .group import elements, shuffled_parity
+from .measurements import (accuracy_by_position, corrupt, eval_actions, parity_ablation_drop, patching_map,
+                           probe_maps)
 from .settings import eval_length
 from .signatures import (LEARNED_ACCURACY, SIGNATURES, VOTING, error_signature, label_run, patching_signature,
                          probe_signature)
@@ -37,6 +38,8 @@ class RunReport:
     label: str  # the rule's label, or "not learned" (excluded)
     null_label: str  # the rule's label on null_signatures
     losses: list
+    ablation_drop: float = math.nan  # accuracy at t <= T lost when the parity direction at parity_layer is ablated
+    far_above_chance: float = math.nan  # mean state accuracy over T + 2 <= t <= 2T minus chance (1/|S_n|)
 
 
 def patching_maps(model, tokenizer, cfg, seed: int, mode: str = "window",
@@ -73,6 +76,13 @@ def measure_run(cfg, seed: int, condition: str) -> RunReport:
         return _measure_run(cfg, seed, condition)
 
 
+def far_above_chance(accuracy: np.ndarray, train_length: int, n: int) -> float:
+    """Mean state accuracy over T + 2 <= t <= 2T (`accuracy` by position, 1 … 2T) minus chance, 1/|S_n|: whether
+    the run still tracks beyond the one step past the training length (NaN when there is no such position)."""
+    far = accuracy[train_length + 1:]
+    return float(far.mean() - 1 / len(elements(n))) if len(far) else math.nan
+
+
 def _measure_run(cfg, seed: int, condition: str) -> RunReport:
     z = get_tracker(cfg, seed, condition)
     n, length = cfg.group_n, eval_length(cfg)
@@ -87,7 +97,9 @@ def _measure_run(cfg, seed: int, condition: str) -> RunReport:
                      n_err, probes, patching, long_accuracy=float(acc[cfg.train_length:].mean()),
                      label=label_run(trained, [signatures[k] for k in VOTING]),
                      null_label=label_run(trained, [null_signatures[k] for k in VOTING]),
-                     losses=list(z.info["losses"]))
+                     losses=list(z.info["losses"]),
+                     ablation_drop=parity_ablation_drop(z.model, z.tokenizer, cfg),
+                     far_above_chance=far_above_chance(acc, cfg.train_length, n))
 
 
 def measure_all(cfg) -> list[RunReport]:
@@ -134,6 +146,11 @@ def summarise(reports: Sequence[RunReport]) -> dict:
         "is_paa": [float(r.label == "PAA-like") for r in unsteered],
         "aa_minus_paa_long_accuracy": [a.long_accuracy - b.long_accuracy for a, b in mixed],
         "n_mixed_seeds": len(mixed),
+        # the precondition off_the_floor: the compared runs of either label, still above chance beyond T + 1
+        "far_above_chance": max((float(np.mean([p[side].far_above_chance for p in mixed])) for side in (0, 1)),
+                                default=math.nan),
+        # which condition each mixed seed's AA-like run had (the comparison is between conditions when it is plain)
+        "mixed_aa_conditions": [a.condition for a, _ in mixed],
         "n_signatures_read": [sum(not math.isnan(r.signatures[k]) for k in VOTING) for r in learned],
         # the positive control: the rule's label of each learned run forced to compute the parity after block 1
         "forced_is_paa": [float(r.label == "PAA-like") for r in learned if r.condition == "parity_aux"],
@@ -148,4 +165,7 @@ def summarise(reports: Sequence[RunReport]) -> dict:
                    "forced_is_paa": out["forced_is_paa"]}
     for name in SIGNATURES:
         out[f"steer_{name}_diff"] = [aux.signatures[name] - pl.signatures[name] for pl, aux in pairs]
+    # steerable: how much more the parity_aux run's state accuracy rests on the parity direction at parity_layer
+    out["steer_ablation_diff"] = [aux.ablation_drop - pl.ablation_drop for pl, aux in pairs]
+    out["ablation_drop"] = {c: [r.ablation_drop for r in learned if r.condition == c] for c in CONDITIONS}
     return out

@@ -1,6 +1,6 @@
 """The measurements of a trained run: accuracy by position, parity-consistent errors, pooled linear probes of
-state and parity at every layer, and layer × token activation patching (the probes and patching as in the official
-code)."""
+state and parity at every layer, layer × token activation patching (the probes and patching as in the official
+code), and the mean ablation of the parity direction at one layer."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ..core import models
 from ..core.seeding import torch_generator
 from .group import elements, parity_table
 from .task import parity_of_states, sample_actions, state_sequence
-from .training import model_inputs, token_ids
+from .training import model_inputs, predict_states, token_ids
 
 def eval_actions(cfg, n_seq: int, length: int, stream: str) -> torch.Tensor:
     """Held-out action sequences, the same for every model (seeded by `stream`, not by the training seed)."""
@@ -164,3 +164,63 @@ def patching_map(model, tokenizer, n: int, clean: torch.Tensor, corrupted: torch
                 handle.remove()
             out[i, t - 1] = float(nld[keep].mean()) if keep.any() else float("nan")
     return out
+
+
+def ablate_direction(hidden: torch.Tensor, direction: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+    """Mean ablation of one direction: the component of `hidden` [..., d] along the unit vector `direction` is
+    replaced by that of `mean` [d]; every component orthogonal to `direction` is left as it was:
+    h ← h − ((h − μ)·w) w."""
+    return hidden - ((hidden - mean) @ direction)[..., None] * direction
+
+
+@torch.no_grad()
+def parity_direction(model, tokenizer, n: int, actions: torch.Tensor, layer: int
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The parity probe's direction at `layer` (0 = embeddings): a logistic regression of ε(s_t) on the residual
+    stream at every position of the stories `actions` (held out from training), its weight vector normalised;
+    and the mean residual stream there. Returns (unit direction [d], mean [d])."""
+    h = hidden_states(model, actions, tokenizer, n)[layer]  # [N, T, d]
+    x = h.reshape(-1, h.shape[-1]).numpy()
+    y = parity_of_states(state_sequence(actions, n), n).reshape(-1).numpy()
+    w = torch.tensor(LogisticRegression(max_iter=5000).fit(x, y).coef_[0], dtype=torch.float32)
+    return w / w.norm(), torch.tensor(x.mean(0), dtype=torch.float32)
+
+
+@torch.no_grad()
+def ablated_accuracy(model, tokenizer, n: int, actions: torch.Tensor, layer: int,
+                     direction: torch.Tensor | None = None, mean: torch.Tensor | None = None) -> np.ndarray:
+    """Accuracy by position of the model's states on `actions` with `direction` mean-ablated
+    (:func:`ablate_direction`) in the residual stream after `layer` (0 = embeddings) at every position, the rest
+    of the model re-run on the ablated stream; without `direction`, the model as it is."""
+    blocks = models.decoder_blocks(model)
+    if not 0 <= layer < len(blocks):  # the last entry of hidden_states is after the final norm, not a block's output
+        raise ValueError(f"ablation layer {layer} must be 0 (embeddings) … {len(blocks) - 1}")
+    module = [model.get_input_embeddings(), *blocks][layer]
+
+    def hook(_m, _inp, output):
+        hidden = ablate_direction(_residual(output), direction, mean)
+        return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+
+    handle = module.register_forward_hook(hook) if direction is not None else None
+    try:
+        pred = predict_states(model, actions, tokenizer, n)
+    finally:
+        if handle is not None:
+            handle.remove()
+    return accuracy_by_position(pred, state_sequence(actions, n))
+
+
+def parity_ablation_drop(model, tokenizer, cfg) -> float:
+    """How much the state computation rests on the parity direction at `cfg.parity_layer`: the parity probe's
+    direction there (:func:`parity_direction`, fitted on the held-out "probe" stories) is mean-ablated and the
+    mean state accuracy at the trained positions t ≤ T (held-out "eval" stories) falls by this much. A model
+    that computes the parity there and uses it (PAA) loses accuracy; one whose parity is only a by-product of the
+    state does not. Unlike the probe signature, this is not what the parity_aux loss supervises (that loss asks
+    the parity to be readable at the layer, not the state to depend on it)."""
+    n, layer = cfg.group_n, cfg.parity_layer
+    direction, mean = parity_direction(model, tokenizer, n, eval_actions(cfg, cfg.n_probe, cfg.train_length, "probe"),
+                                       layer)
+    acts = eval_actions(cfg, cfg.n_eval, cfg.train_length, "eval")
+    base = ablated_accuracy(model, tokenizer, n, acts, layer)
+    ablated = ablated_accuracy(model, tokenizer, n, acts, layer, direction, mean)
+    return float(base.mean() - ablated.mean())

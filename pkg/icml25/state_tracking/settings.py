@@ -57,7 +57,7 @@ from .training import CONDITIONS, TINY_MODEL
 # Issue 54, more units (a later session; the verdicts on seeds 100-102 were known: steerable held back by its 3
 # paired units, the label claims by the positive control). Eight seed pairs cannot be trained at T = 6 within the
 # warm-up's ~300 s (16 runs of 4000 steps: ~700 s), so T = 4 was calibrated on the calibration seeds 0-7 (16 runs),
-# from the precondition alone: 1500 steps of batch 64 at lr 3e-3 brought every run to at least 0.999 at t = T in
+# from the precondition alone: 1500 steps of batch 64 at lr 3e-3 brought every run to at least 0.998 at t = T in
 # 183 s of one thread (beside another calibration). Hence T = 4, 1500 steps, and verdicts on eight fresh seeds.
 TRAIN_PRESETS = {
     "smoke": {"group_n": 3, "preset": "nano", "n_layers": 2, "train_length": 4, "start_length": 2, "ramp": 0.5,
@@ -102,14 +102,15 @@ S5_PRESETS = {scale: dict(train, **S5_TRAIN[scale]) for scale, train in TRAIN_PR
 CALIBRATION_SEEDS = tuple(range(8))
 """The seeds of the training-length calibration (:data:`LENGTH_CALIBRATION`), of the rule's positive control
 (:data:`~icml25.state_tracking.signatures.POSITIVE_CONTROL`) and of every verdict before contract v2; verdicts are
-decided on fresh seeds (100-102 were seen, so `ci` decides on 1600-1607)."""
+decided on fresh seeds (100-102 and 1600-1607 were seen, and a referee re-ran the chapter on 2600-2607, so
+`ci` decides on 2700-2707)."""
 
 config = make_config({
     scale: dict(train, model=model, seeds=seeds, calibration_seeds=list(CALIBRATION_SEEDS), length_factor=2, n_eval=n_eval, n_probe=n_probe, early_layer=1,
                 min_errors=30, n_patch=n_patch)
     for (scale, train), model, seeds, n_eval, n_probe, n_patch in zip(
         TRAIN_PRESETS.items(), (TINY_MODEL, TINY_MODEL, "openai-community/gpt2"),
-        ([100], list(range(1600, 1608)), list(range(100, 110))),
+        ([100], list(range(2700, 2708)), list(range(100, 110))),
         (200, 2000, 4000), (100, 500, 2000), (20, 200, 400))
 },
     group_n=one_of(*SUPPORTED_N), preset=one_of(*tinylm.PRESETS), n_layers=COUNT, train_length=COUNT,
