@@ -218,9 +218,21 @@ display(Markdown("| PRM | RSD − best-of-N | RSD − random at RSD's rate (rout
 # PRM is the chapter's PRM with such errors. The pairs and runs of the verdict seeds are computed in the book's
 # warm-up.
 
+# %% [markdown]
+# **The oracle's efficiency is a check, not a claim.** With greedy decoding and the 0/1 oracle at δ = 1, a problem
+# the target gets right keeps a right prefix, and every step the oracle rejects is replaced by the target's own
+# greedy step, so RSD cannot lose a problem the target solves; its FLOPs then follow from the cost ratio and the
+# draft's step error. Its row below checks the pipeline (a negative accuracy gap would be a bug).
+
+# %%
+o = eff["oracle"]
+display(Markdown(f"Oracle RSD (check): FLOPs {mean_sd(o['flop_ratio_oracle'])}x target-only (written only "
+                 f"{mean_sd(o['generated_flop_ratio_oracle'])}x), accuracy minus the target's "
+                 f"{mean_sd(o['accuracy_gap_oracle'])}, lowest seed {min(o['accuracy_gap_oracle']):+.3f}."))
+
 # %%
 verdicts = {}
-for prm in rsd.PRMS:
+for prm in rsd.GRADED:
     e = eff[prm]
     verdicts[f"efficiency_{prm}"] = check(
         rsd.EFFICIENCY[prm], measured=e, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,

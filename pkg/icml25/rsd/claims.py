@@ -113,7 +113,11 @@ def _threshold_matters(prm: str) -> Claim:
     )
 
 
-EFFICIENCY = {prm: _efficiency(prm) for prm in PRMS}
+# No efficiency claim for the 0/1 oracle: with greedy decoding and δ = 1 a problem the target gets right keeps a
+# right prefix whose rejected steps are the target's own, so RSD cannot lose it (a referee found 0 such problems in
+# 372 on fresh seeds), and its FLOPs follow from the cost ratio and the draft's step error. Notebook 02 shows the
+# oracle's row as a check of the pipeline, not as evidence for the paper.
+EFFICIENCY = {prm: _efficiency(prm) for prm in GRADED}
 BEATS_PARALLEL = {prm: _beats_parallel(prm) for prm in PRMS}
 THRESHOLD_MATTERS = {prm: _threshold_matters(prm) for prm in GRADED}
 
