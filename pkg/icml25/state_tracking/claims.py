@@ -59,6 +59,8 @@ STEERABLE = Claim(
     examples=({"steer_ablation_diff": [0.15, 0.2, 0.1, 0.3, 0.12, 0.18, 0.25, 0.09], "n_not_learned": 0,
                "n_pairs": 8},
               {"steer_ablation_diff": [0.01, -0.01, 0.0, 0.02, 0.0, 0.01, -0.005, 0.0], "n_not_learned": 0,
+               "n_pairs": 8},
+              {"steer_ablation_diff": [0.02, -0.02, 0.01, -0.01, 0.0, 0.015, -0.015, 0.0], "n_not_learned": 0,
                "n_pairs": 8}),
 )
 
