@@ -301,7 +301,7 @@ display(Markdown(
     f"outcome {ce[f'prm_outcome @{N}']:.3f}, σ-weighted voting {ce[f'prm_min_vote @{N}']:.3f}.\n"
     f"- **One-response PRM against every untrained selector** at best-of-{N} (min-step, mean over seeds): "
     f"{table.loc['ce_n1', f'prm_min @{N}'] - base['majority']:+.3f} over majority voting (the claim's baseline), "
-    f"{mean['n1_minus_random']:+.3f} over random choice, "
+    f"{table.loc['ce_n1', f'prm_min @{N}'] - base['random']:+.3f} over random choice, "
     f"{table.loc['ce_n1', f'prm_min @{N}'] - base['ref_likelihood']:+.3f} over the generator's own likelihood.\n"
     f"- **Best trained arm** by min-step best-of-{N}: `{best_arm}` "
     f"({table.loc[best_arm, f'prm_min @{N}']:.3f}, on {int(table.loc[best_arm, 'seeds'])} seed(s))."))
