@@ -285,6 +285,7 @@ def test_ablating_a_direction_orthogonal_to_the_hidden_states_changes_nothing_an
     expected = (st.ablated_accuracy(model, tok, 3, eval_acts, 1).mean()
                 - st.ablated_accuracy(model, tok, 3, eval_acts, 1, direction, mean).mean())
     assert st.parity_ablation_drop(model, tok, cfg) == pytest.approx(float(expected))
+    assert -1.0 <= st.parity_ablation_drop(model, tok, cfg, control=True) <= 1.0  # a random direction, same code
     with pytest.raises(ValueError, match="ablation layer"):
         st.ablated_accuracy(model, tok, 3, acts, 2, direction, mean)  # after the last block is the final norm's
 
@@ -377,7 +378,8 @@ def test_summarise_and_maps_use_only_the_runs_that_learned():
     assert math.isnan(m["steer_patching_diff"][0])
     assert m["n_mixed_seeds"] == 1 and m["aa_minus_paa_long_accuracy"] == [pytest.approx(0.2 - 0.8)]
     assert m["mixed_aa_conditions"] == ["plain"] and math.isnan(m["far_above_chance"])  # no far accuracy given
-    assert len(m["steer_ablation_diff"]) == 1 and set(m["ablation_drop"]) == set(st.CONDITIONS)
+    assert len(m["steer_ablation_diff"]) == 1 and set(m["ablation_drop"]) == set(m["control_ablation_drop"]) == set(
+        st.CONDITIONS)
     assert m["is_aa"] == [1.0] and m["is_paa"] == [0.0]
     # the positive control reads the learned parity_aux runs only: one PAA-like, one mixed
     assert m["forced_is_paa"] == [1.0, 0.0] and m["null"]["forced_is_paa"] == [1.0, 0.0]

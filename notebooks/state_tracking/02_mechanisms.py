@@ -57,7 +57,8 @@
 # run's parity probe direction after block `parity_layer` (fitted on held-out stories) is **mean-ablated** (its
 # component replaced by its mean at every position, `st.ablate_direction`) and the rest of the model re-run; the
 # accuracy lost at the trained positions $t \le T$ is the run's ablation drop (`st.parity_ablation_drop`).
-# `steerable` is decided on that drop, paired by seed.
+# `steerable` is decided on that drop, paired by seed. As a control, shown but not decisive, a fixed random
+# direction is ablated the same way.
 
 # %% tags=["parameters"]
 scale = "ci"
@@ -235,12 +236,12 @@ ax.set(title="Each run's probe and patching signatures (0 = AA, 1 = PAA)", xlabe
        ylabel="patching signature (parity reaches the answer early)", xlim=(-0.3, 1.1), ylim=(-0.3, 1.1))
 ax.legend(fontsize=8)
 print(f"{'run':>20}  {'label':>11}  acc at T  errors read  errors  probes  patching  beyond-T accuracy"
-      "  ablation drop")
+      "  ablation drop  random-direction drop")
 for r in reports:
     s_ = r.signatures
     print(f"{r.condition + ' seed ' + str(r.seed):>20}  {r.label:>11}  {r.trained_accuracy:>8.2f}  {r.n_errors:>11}"
           f"  {s_['errors']:>6.2f}  {s_['probes']:>6.2f}  {s_['patching']:>8.2f}  {r.long_accuracy:>17.2f}"
-          f"  {r.ablation_drop:>13.3f}")
+          f"  {r.ablation_drop:>13.3f}  {r.control_ablation_drop:>20.3f}")
 
 # %% [markdown]
 # ## Claim checks
@@ -274,11 +275,13 @@ for r in reports:
 m = st.summarise(reports)
 ms = mean_sd
 steerable = check(st.STEERABLE, measured={k: m[k] for k in (
-    "steer_ablation_diff", "ablation_drop", "steer_probes_diff", "steer_patching_diff", "steer_errors_diff",
+    "steer_ablation_diff", "ablation_drop", "control_ablation_drop", "steer_probes_diff", "steer_patching_diff", "steer_errors_diff",
     "n_pairs", "n_not_learned")},
     seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
     our_value=f"over {m['n_pairs']} seeds, ablation drop at t <= T: parity_aux {ms(m['ablation_drop']['parity_aux'])}, "
-              f"plain {ms(m['ablation_drop']['plain'])}, paired difference {ms(m['steer_ablation_diff'])}; "
+              f"plain {ms(m['ablation_drop']['plain'])}, paired difference {ms(m['steer_ablation_diff'])}; a random "
+              f"direction's drop: parity_aux {ms(m['control_ablation_drop']['parity_aux'])}, plain "
+              f"{ms(m['control_ablation_drop']['plain'])}; "
               f"described, not decisive: probe signature rise {ms(m['steer_probes_diff'])} (guaranteed by the "
               f"parity loss), errors {ms(m['steer_errors_diff'])}, patching {ms(m['steer_patching_diff'])}")
 plot.show_verdicts(steerable)
@@ -376,20 +379,33 @@ if two is not None:
                  "AA-like share does not decide `two_mechanisms`.")
 if two is not None and two.label == "inconclusive":
     paa_effect = st.TWO_MECHANISMS.effects[0]
-    need = next(e for e in two.record["effects"] if e["name"] == paa_effect.name).get("units_needed")
-    lines.append(f"* **What would decide `two_mechanisms`.** {m['n_paa']} of the {m['n_unsteered']} learned plain "
-                 f"runs are PAA-like. Reproducing it needs PAA-like runs to appear without steering, more often than "
-                 f"on the null; refuting it needs the PAA-like share's exact interval wholly below "
-                 f"{paa_effect.min_effect:g}. "
-                 + (f"If the observed share held, {need} learned plain runs would decide it (the record's "
-                    f"`units_needed`, exact for a share; this build trained {len(cfg.seeds)})" if need else
-                    "At the observed share no feasible number of runs decides it (the record says why)")
-                 + ".")
+    eff = next(e for e in two.record["effects"] if e["name"] == paa_effect.name)
+    vs_null = next((c for c in two.record.get("null", {}).get("comparisons", []) if c["name"] == paa_effect.name),
+                   None)
+    interval = (f" (exact interval [{eff['ci_low']:.3f}, {eff['ci_high']:.3f}])" if eff["ci_low"] is not None
+                else " (no interval)")
+    head = (f"* **What would decide `two_mechanisms`.** {m['n_paa']} of the {m['n_unsteered']} learned plain runs "
+            f"are PAA-like{interval}. ")
+    if eff["verdict"] == "reproduced" and vs_null is not None and not vs_null["beats_null"]:
+        lines.append(head + f"That interval lies above 0, but the share does not beat the null's "
+                     f"({vs_null['null_mean']:.2f}; permutation p = {vs_null['p_value']:.2f}): reproducing it needs "
+                     "more PAA-like runs without steering than the rule finds on the shuffled parity; refuting it "
+                     f"needs the exact interval wholly below {paa_effect.min_effect:g}.")
+    else:
+        need = eff.get("units_needed")
+        lines.append(head + "Reproducing it needs PAA-like runs to appear without steering, more often than on the "
+                     f"null; refuting it needs the exact interval wholly below {paa_effect.min_effect:g}. "
+                     + (f"If the observed share held, {need} learned plain runs would decide it (the record's "
+                        f"`units_needed`, exact for a share; this build trained {len(cfg.seeds)})" if need else
+                        "At the observed share no feasible number of runs decides it (the record says why)")
+                     + ".")
 ablation = m["ablation_drop"]
 if all(ablation.values()):
     lines.append(f"* **Steering, by ablation.** Mean-ablating the parity direction after block {cfg.parity_layer} "
                  f"costs the parity_aux runs {ms(ablation['parity_aux'])} of their accuracy at t <= T and the plain "
-                 f"runs {ms(ablation['plain'])}. The probe signature's rise under parity_aux "
+                 f"runs {ms(ablation['plain'])}; ablating a fixed random direction the same way costs them "
+                 f"{ms(m['control_ablation_drop']['parity_aux'])} and {ms(m['control_ablation_drop']['plain'])}. "
+                 f"The probe signature's rise under parity_aux "
                  f"({ms(m['steer_probes_diff'])}) is guaranteed by the parity loss (a logit lens for the parity is "
                  "a linear probe), so it is the rule's positive control, not evidence of steering.")
 if m["n_mixed_seeds"]:

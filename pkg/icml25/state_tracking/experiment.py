@@ -39,6 +39,7 @@ class RunReport:
     null_label: str  # the rule's label on null_signatures
     losses: list
     ablation_drop: float = math.nan  # accuracy at t <= T lost when the parity direction at parity_layer is ablated
+    control_ablation_drop: float = math.nan  # the same for a fixed random direction (a control, described only)
     far_above_chance: float = math.nan  # mean state accuracy over T + 2 <= t <= 2T minus chance (1/|S_n|)
 
 
@@ -99,6 +100,7 @@ def _measure_run(cfg, seed: int, condition: str) -> RunReport:
                      null_label=label_run(trained, [null_signatures[k] for k in VOTING]),
                      losses=list(z.info["losses"]),
                      ablation_drop=parity_ablation_drop(z.model, z.tokenizer, cfg),
+                     control_ablation_drop=parity_ablation_drop(z.model, z.tokenizer, cfg, control=True),
                      far_above_chance=far_above_chance(acc, cfg.train_length, n))
 
 
@@ -168,4 +170,6 @@ def summarise(reports: Sequence[RunReport]) -> dict:
     # steerable: how much more the parity_aux run's state accuracy rests on the parity direction at parity_layer
     out["steer_ablation_diff"] = [aux.ablation_drop - pl.ablation_drop for pl, aux in pairs]
     out["ablation_drop"] = {c: [r.ablation_drop for r in learned if r.condition == c] for c in CONDITIONS}
+    out["control_ablation_drop"] = {c: [r.control_ablation_drop for r in learned if r.condition == c]
+                                    for c in CONDITIONS}
     return out
