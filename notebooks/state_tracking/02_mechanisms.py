@@ -56,7 +56,7 @@
 # run is guaranteed, not found. What the loss does not train is the state's *dependence* on that parity. So each
 # run's parity probe direction after block `parity_layer` (fitted on held-out stories) is **mean-ablated** (its
 # component replaced by its mean at every position, `st.ablate_direction`) and the rest of the model re-run; the
-# accuracy lost at the trained positions $t \le T$ is the run's ablation drop (`st.parity_ablation_drop`).
+# accuracy lost at the trained positions $t \le T$ is the run's ablation drop (`st.parity_ablation_drops`).
 # `steerable` is decided on that drop, paired by seed. As a control, shown but not decisive, a fixed random
 # direction is ablated the same way.
 

@@ -1,7 +1,7 @@
 """The chapter's claims: steering toward PAA, two mechanisms, and AA's length generalisation. The label is the
 declared rule's (:func:`classify` over the :data:`VOTING` signatures, chosen from the rule's positive control on the
 calibration seeds); the steering intervention is layer-wise parity supervision, and steering is judged by the mean
-ablation of the parity direction (:func:`~icml25.state_tracking.measurements.parity_ablation_drop`), which that
+ablation of the parity direction (:func:`~icml25.state_tracking.measurements.parity_ablation_drops`), which that
 supervision does not train; the ledger records each change."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from threadpoolctl import threadpool_limits
 
 from ..core.seeding import one_thread, torch_generator
 from .group import elements, shuffled_parity
-from .measurements import (accuracy_by_position, corrupt, eval_actions, parity_ablation_drop, patching_map,
+from .measurements import (accuracy_by_position, corrupt, eval_actions, parity_ablation_drops, patching_map,
                            probe_maps)
 from .settings import eval_length
 from .signatures import (LEARNED_ACCURACY, SIGNATURES, VOTING, error_signature, label_run, patching_signature,
@@ -86,6 +86,7 @@ def far_above_chance(accuracy: np.ndarray, train_length: int, n: int) -> float:
 
 def _measure_run(cfg, seed: int, condition: str) -> RunReport:
     z = get_tracker(cfg, seed, condition)
+    ablation_drop, control_ablation_drop = parity_ablation_drops(z.model, z.tokenizer, cfg)
     n, length = cfg.group_n, eval_length(cfg)
     acts = eval_actions(cfg, cfg.n_eval, length, "eval")
     states = state_sequence(acts, n)
@@ -99,8 +100,7 @@ def _measure_run(cfg, seed: int, condition: str) -> RunReport:
                      label=label_run(trained, [signatures[k] for k in VOTING]),
                      null_label=label_run(trained, [null_signatures[k] for k in VOTING]),
                      losses=list(z.info["losses"]),
-                     ablation_drop=parity_ablation_drop(z.model, z.tokenizer, cfg),
-                     control_ablation_drop=parity_ablation_drop(z.model, z.tokenizer, cfg, control=True),
+                     ablation_drop=ablation_drop, control_ablation_drop=control_ablation_drop,
                      far_above_chance=far_above_chance(acc, cfg.train_length, n))
 
 

@@ -210,21 +210,20 @@ def ablated_accuracy(model, tokenizer, n: int, actions: torch.Tensor, layer: int
     return accuracy_by_position(pred, state_sequence(actions, n))
 
 
-def parity_ablation_drop(model, tokenizer, cfg, control: bool = False) -> float:
+def parity_ablation_drops(model, tokenizer, cfg) -> tuple[float, float]:
     """How much the state computation rests on the parity direction at `cfg.parity_layer`: the parity probe's
     direction there (:func:`parity_direction`, fitted on the held-out "probe" stories) is mean-ablated and the
-    mean state accuracy at the trained positions t ≤ T (held-out "eval" stories) falls by this much. A model
+    mean state accuracy at the trained positions t ≤ T (held-out "eval" stories) falls by the first value. A model
     that computes the parity there and uses it (PAA) loses accuracy; one whose parity is only a by-product of the
     state does not. Unlike the probe signature, this is not what the parity_aux loss supervises (that loss asks
-    the parity to be readable at the layer, not the state to depend on it). With `control`, a fixed random unit
-    direction (the same for every run) is ablated instead: what removing any one direction costs."""
+    the parity to be readable at the layer, not the state to depend on it). The second value is the same drop for
+    a fixed random unit direction (the same for every run), a control: what removing any one direction costs.
+    The probe, the mean and the unablated accuracy are computed once for both."""
     n, layer = cfg.group_n, cfg.parity_layer
     direction, mean = parity_direction(model, tokenizer, n, eval_actions(cfg, cfg.n_probe, cfg.train_length, "probe"),
                                        layer)
-    if control:
-        direction = torch.randn(len(direction), generator=torch_generator(0, "state_tracking", "random direction"))
-        direction = direction / direction.norm()
+    control = torch.randn(len(direction), generator=torch_generator(0, "state_tracking", "random direction"))
     acts = eval_actions(cfg, cfg.n_eval, cfg.train_length, "eval")
-    base = ablated_accuracy(model, tokenizer, n, acts, layer)
-    ablated = ablated_accuracy(model, tokenizer, n, acts, layer, direction, mean)
-    return float(base.mean() - ablated.mean())
+    base = ablated_accuracy(model, tokenizer, n, acts, layer).mean()
+    return tuple(float(base - ablated_accuracy(model, tokenizer, n, acts, layer, w, mean).mean())
+                 for w in (direction, control / control.norm()))
