@@ -284,11 +284,71 @@ def test_ablating_a_direction_orthogonal_to_the_hidden_states_changes_nothing_an
     eval_acts = st.eval_actions(cfg, 64, 4, "eval")
     expected = (st.ablated_accuracy(model, tok, 3, eval_acts, 1).mean()
                 - st.ablated_accuracy(model, tok, 3, eval_acts, 1, direction, mean).mean())
-    drop, control = st.parity_ablation_drops(model, tok, cfg)
-    assert drop == pytest.approx(float(expected))
-    assert -1.0 <= control <= 1.0  # a random direction, same code
+    got = st.parity_ablation_drops(model, tok, cfg)
+    assert got.parity == pytest.approx(float(expected))
+    assert -1.0 <= got.random <= 1.0  # a random direction, same code
+    assert len(got.matched) == len(got.matched_variance_ratio) == cfg.n_ablation_controls
+    assert got.parity_minus_matched == pytest.approx(got.parity - float(np.mean(got.matched)))
+    assert 0.0 < got.parity_variance_share < 1.0
     with pytest.raises(ValueError, match="ablation layer"):
         st.ablated_accuracy(model, tok, 3, acts, 2, direction, mean)  # after the last block is the final norm's
+
+
+def _anisotropic_rows(sds, n=4000, seed=30):
+    return torch.randn(n, len(sds), generator=_g(seed)) * torch.tensor(sds)
+
+
+def test_variance_matched_controls_carry_the_variance_avoid_the_parity_signal_and_say_when_none_can():
+    sds = [3.0, 3.0, 4.0, 4.0] + [0.5] * 12
+    x = _anisotropic_rows(sds)
+    axis = torch.eye(len(sds))
+    w, avoid = axis[0], axis[:, 5:6]
+    controls, ratios = st.variance_matched_controls(x, w, 6, _g(31), exclude=avoid)
+    assert len(controls) == 6 and all(u.shape == (1, len(sds)) for u in controls)  # one direction carries 9
+    dirs = torch.cat(controls)
+    assert torch.allclose(dirs.norm(dim=1), torch.ones(6), atol=1e-5)
+    assert torch.allclose(dirs @ w, torch.zeros(6), atol=1e-5) and torch.allclose(dirs @ avoid[:, 0], torch.zeros(6),
+                                                                                   atol=1e-5)
+    assert np.allclose(ratios, 1.0, atol=1e-3)  # each carries the variance along w, 9
+    assert [st.variance_along(x, u) for u in controls] == pytest.approx([st.variance_along(x, w)] * 6, rel=1e-3)
+    assert len({tuple(np.round(u.numpy().ravel(), 3)) for u in controls}) == 6  # random draws, not one direction
+    # a direction carrying more variance than any one direction orthogonal to it: each control is a subspace of
+    # the fewest dimensions that carry it (here 36 needs three of the 16s), orthonormal, orthogonal to w
+    lead = _anisotropic_rows([6.0] + [4.0] * 4 + [1.0] * 3, seed=32)
+    controls, ratios = st.variance_matched_controls(lead, torch.eye(8)[0], 3, _g(33))
+    assert all(u.shape == (3, 8) for u in controls) and np.allclose(ratios, 1.0, atol=1e-3)
+    for u in controls:
+        assert torch.allclose(u @ u.T, torch.eye(3), atol=1e-5) and torch.allclose(u[:, 0], torch.zeros(3), atol=1e-5)
+    # when the whole complement carries less, no control matches, and the ratios say by how much the nearest
+    # misses (the precondition variance_matched then fails)
+    lone = _anisotropic_rows([6.0] + [1.0] * 7, seed=34)
+    _, ratios = st.variance_matched_controls(lone, torch.eye(8)[0], 3, _g(35))
+    assert (ratios < 1 - st.VARIANCE_TOLERANCE).all()
+
+
+def test_a_direction_the_readout_uses_costs_more_than_its_variance_matched_controls_and_an_ignored_one_does_not():
+    # synthetic residual rows whose readout is the sign along axis 1; axis 0 carries as much variance, unread
+    sds = [3.0, 3.0, 4.0, 4.0] + [0.5] * 12
+    x = _anisotropic_rows(sds)
+    axis = torch.eye(len(sds))
+    truth = x[:, 1] > 0
+
+    def drops(w):
+        dirs, ratios = st.variance_matched_controls(x, w, 8, _g(36))
+
+        def drop(u):
+            return float(((st.ablate_direction(x, u, x.mean(0))[:, 1] > 0) != truth).float().mean())
+
+        return st.AblationDrops(parity=drop(w), matched=[drop(u) for u in dirs], random=math.nan,
+                                parity_variance_share=math.nan, matched_variance_ratio=ratios.tolist())
+
+    used, ignored = drops(axis[1]), drops(axis[0])
+    assert used.variance_mismatch < 1e-3 and ignored.variance_mismatch < 1e-3
+    # the read direction: ablating it leaves the readout at chance; its controls, orthogonal to it, cost nothing
+    assert used.parity > 0.4 and used.matched == [0.0] * 8
+    assert used.parity_minus_matched > st.ABLATION_MIN_EFFECT
+    # the unread high-variance direction costs nothing itself; controls of its variance can reach the read axis
+    assert ignored.parity == 0.0 and ignored.matched_mean > 0 and ignored.parity_minus_matched < 0
 
 
 def test_far_above_chance_reads_the_positions_past_one_step_beyond_t():
@@ -355,7 +415,10 @@ def _report(condition, seed, learned, label, sig, fill):
                         {"errors": sig, "probes": sig, "patching": float("nan")},
                         {"errors": 0.0, "probes": 0.0, "patching": 0.0}, 100, probes,
                         {"same": np.zeros((2, 3)), "different": np.full((2, 3), fill)}, long_accuracy=fill,
-                        label=label, null_label="AA-like" if learned else "not learned", losses=[])
+                        label=label, null_label="AA-like" if learned else "not learned", losses=[],
+                        ablation=st.AblationDrops(parity=fill, matched=[fill / 2, fill / 2], random=0.0,
+                                                  parity_variance_share=fill, matched_variance_ratio=[1.0, 1.05]),
+                        parity_readable=sig)
 
 
 def test_summarise_and_maps_use_only_the_runs_that_learned():
@@ -381,6 +444,10 @@ def test_summarise_and_maps_use_only_the_runs_that_learned():
     assert m["mixed_aa_conditions"] == ["plain"] and math.isnan(m["far_above_chance"])  # no far accuracy given
     assert len(m["steer_ablation_diff"]) == 1 and set(m["ablation_drop"]) == set(m["control_ablation_drop"]) == set(
         st.CONDITIONS)
+    # steerable reads the learned parity_aux runs: the parity direction's drop minus its controls' mean drop
+    assert m["n_forced"] == 2 and m["parity_minus_matched_drop"] == [pytest.approx(0.4), pytest.approx(0.2)]
+    assert m["parity_probe_min"] == 0.5 and m["variance_mismatch"] == pytest.approx(0.05)
+    assert m["steer_ablation_diff"] == [pytest.approx(0.8 - 0.2)]
     assert m["is_aa"] == [1.0] and m["is_paa"] == [0.0]
     # the positive control reads the learned parity_aux runs only: one PAA-like, one mixed
     assert m["forced_is_paa"] == [1.0, 0.0] and m["null"]["forced_is_paa"] == [1.0, 0.0]

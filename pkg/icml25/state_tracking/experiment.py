@@ -13,8 +13,8 @@ from threadpoolctl import threadpool_limits
 
 from ..core.seeding import one_thread, torch_generator
 from .group import elements, shuffled_parity
-from .measurements import (accuracy_by_position, corrupt, eval_actions, parity_ablation_drops, patching_map,
-                           probe_maps)
+from .measurements import (AblationDrops, accuracy_by_position, corrupt, eval_actions, parity_ablation_drops,
+                           patching_map, probe_maps)
 from .settings import eval_length
 from .signatures import (LEARNED_ACCURACY, SIGNATURES, VOTING, error_signature, label_run, patching_signature,
                          probe_signature)
@@ -38,8 +38,8 @@ class RunReport:
     label: str  # the rule's label, or "not learned" (excluded)
     null_label: str  # the rule's label on null_signatures
     losses: list
-    ablation_drop: float = math.nan  # accuracy at t <= T lost when the parity direction at parity_layer is ablated
-    control_ablation_drop: float = math.nan  # the same for a fixed random direction (a control, described only)
+    ablation: AblationDrops | None = None  # accuracy at t <= T lost when a direction at parity_layer is ablated
+    parity_readable: float = math.nan  # the parity probe's held-out accuracy after block parity_layer
     far_above_chance: float = math.nan  # mean state accuracy over T + 2 <= t <= 2T minus chance (1/|S_n|)
 
 
@@ -86,7 +86,7 @@ def far_above_chance(accuracy: np.ndarray, train_length: int, n: int) -> float:
 
 def _measure_run(cfg, seed: int, condition: str) -> RunReport:
     z = get_tracker(cfg, seed, condition)
-    ablation_drop, control_ablation_drop = parity_ablation_drops(z.model, z.tokenizer, cfg)
+    ablation = parity_ablation_drops(z.model, z.tokenizer, cfg)
     n, length = cfg.group_n, eval_length(cfg)
     acts = eval_actions(cfg, cfg.n_eval, length, "eval")
     states = state_sequence(acts, n)
@@ -100,7 +100,7 @@ def _measure_run(cfg, seed: int, condition: str) -> RunReport:
                      label=label_run(trained, [signatures[k] for k in VOTING]),
                      null_label=label_run(trained, [null_signatures[k] for k in VOTING]),
                      losses=list(z.info["losses"]),
-                     ablation_drop=ablation_drop, control_ablation_drop=control_ablation_drop,
+                     ablation=ablation, parity_readable=float(probes["parity"][cfg.parity_layer]),
                      far_above_chance=far_above_chance(acc, cfg.train_length, n))
 
 
@@ -167,9 +167,21 @@ def summarise(reports: Sequence[RunReport]) -> dict:
                    "forced_is_paa": out["forced_is_paa"]}
     for name in SIGNATURES:
         out[f"steer_{name}_diff"] = [aux.signatures[name] - pl.signatures[name] for pl, aux in pairs]
-    # steerable: how much more the parity_aux run's state accuracy rests on the parity direction at parity_layer
-    out["steer_ablation_diff"] = [aux.ablation_drop - pl.ablation_drop for pl, aux in pairs]
-    out["ablation_drop"] = {c: [r.ablation_drop for r in learned if r.condition == c] for c in CONDITIONS}
-    out["control_ablation_drop"] = {c: [r.control_ablation_drop for r in learned if r.condition == c]
-                                    for c in CONDITIONS}
+    # steerable: in each parity_aux run, the parity direction's drop beyond the variance-matched controls' drop
+    forced = [r for r in learned if r.condition == "parity_aux"]
+    out["parity_minus_matched_drop"] = [_ablated(r, "parity_minus_matched") for r in forced]
+    out["n_forced"] = len(forced)
+    out["parity_probe_min"] = min((r.parity_readable for r in forced), default=math.nan)
+    out["variance_mismatch"] = max((_ablated(r, "variance_mismatch") for r in forced), default=math.nan)
+    # described: the earlier plain-vs-parity_aux comparison of the parity direction's own drop, and each condition's
+    for name, attr in (("ablation_drop", "parity"), ("matched_ablation_drop", "matched_mean"),
+                       ("control_ablation_drop", "random"), ("parity_variance_share", "parity_variance_share"),
+                       ("parity_minus_matched", "parity_minus_matched")):
+        out[name] = {c: [_ablated(r, attr) for r in learned if r.condition == c] for c in CONDITIONS}
+    out["steer_ablation_diff"] = [_ablated(aux, "parity") - _ablated(pl, "parity") for pl, aux in pairs]
     return out
+
+
+def _ablated(report: RunReport, attr: str) -> float:
+    """One quantity of a run's :class:`AblationDrops` (NaN for a run measured without the ablation)."""
+    return math.nan if report.ablation is None else float(getattr(report.ablation, attr))

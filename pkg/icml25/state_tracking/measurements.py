@@ -1,8 +1,10 @@
 """The measurements of a trained run: accuracy by position, parity-consistent errors, pooled linear probes of
 state and parity at every layer, layer × token activation patching (the probes and patching as in the official
-code), and the mean ablation of the parity direction at one layer."""
+code), and the mean ablation of the parity direction at one layer, beside directions that carry the same variance."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -167,10 +169,19 @@ def patching_map(model, tokenizer, n: int, clean: torch.Tensor, corrupted: torch
 
 
 def ablate_direction(hidden: torch.Tensor, direction: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
-    """Mean ablation of one direction: the component of `hidden` [..., d] along the unit vector `direction` is
-    replaced by that of `mean` [d]; every component orthogonal to `direction` is left as it was:
-    h ← h − ((h − μ)·w) w."""
-    return hidden - ((hidden - mean) @ direction)[..., None] * direction
+    """Mean ablation of one direction, or of a subspace: the component of `hidden` [..., d] along the unit vector
+    `direction` [d] (in the span of the orthonormal rows of `direction` [m, d]) is replaced by that of `mean` [d];
+    every component orthogonal to it is left as it was: h ← h − ((h − μ)·w) w, or h ← h − ((h − μ) Uᵀ) U."""
+    basis = direction if direction.ndim == 2 else direction[None]
+    return hidden - ((hidden - mean) @ basis.T) @ basis
+
+
+@torch.no_grad()
+def residual_rows(model, tokenizer, n: int, actions: torch.Tensor, layer: int) -> torch.Tensor:
+    """The residual stream after `layer` (0 = embeddings) at every position of the stories `actions`, one row per
+    (story, position): [N T, d]."""
+    h = hidden_states(model, actions, tokenizer, n)[layer]
+    return h.reshape(-1, h.shape[-1])
 
 
 @torch.no_grad()
@@ -179,11 +190,69 @@ def parity_direction(model, tokenizer, n: int, actions: torch.Tensor, layer: int
     """The parity probe's direction at `layer` (0 = embeddings): a logistic regression of ε(s_t) on the residual
     stream at every position of the stories `actions` (held out from training), its weight vector normalised;
     and the mean residual stream there. Returns (unit direction [d], mean [d])."""
-    h = hidden_states(model, actions, tokenizer, n)[layer]  # [N, T, d]
-    x = h.reshape(-1, h.shape[-1]).numpy()
+    x = residual_rows(model, tokenizer, n, actions, layer).numpy()
     y = parity_of_states(state_sequence(actions, n), n).reshape(-1).numpy()
     w = torch.tensor(LogisticRegression(max_iter=5000).fit(x, y).coef_[0], dtype=torch.float32)
     return w / w.norm(), torch.tensor(x.mean(0), dtype=torch.float32)
+
+
+def variance_along(x: torch.Tensor, direction: torch.Tensor) -> float:
+    """The variance of the rows of `x` [N, d] along the unit `direction` w [d], wᵀ Σ w (Σ their covariance), or in
+    the span of the orthonormal rows of `direction` U [m, d], tr(U Σ Uᵀ): what mean ablation of it removes."""
+    basis = direction.double() if direction.ndim == 2 else direction.double()[None]
+    return float(((x.double() - x.double().mean(0)) @ basis.T).pow(2).sum(1).mean())
+
+
+def _tilted_basis(alpha: float, log_lam: np.ndarray, coeffs: np.ndarray) -> np.ndarray:
+    """An orthonormal basis (in Σ''s eigenbasis, [r, m]) of the span of Σ'^{α/2} G, G's columns given by `coeffs`
+    [r, m] in that eigenbasis: α = 0 keeps the random span of G, α > 0 tilts it toward the high-variance principal
+    components (to the top m as α grows), α < 0 toward the low-variance ones."""
+    scale = np.exp(alpha / 2 * (log_lam - log_lam.max()))
+    return np.linalg.qr(scale[:, None] * coeffs)[0]
+
+
+def variance_matched_controls(x: torch.Tensor, direction: torch.Tensor, k: int, generator: torch.Generator,
+                              exclude: torch.Tensor | None = None) -> tuple[list[torch.Tensor], np.ndarray]:
+    """`k` random control subspaces, orthogonal to `direction` w and to the columns of `exclude` [d, j], each
+    carrying the variance of the rows of `x` [N, d] that w carries (:func:`variance_along`: mean-ablating the
+    control removes as much of the residual stream as mean-ablating w does).
+
+    Each control has the fewest dimensions m whose top principal variances in that orthogonal complement sum to
+    wᵀ Σ w (one, when some direction there carries that much), and is the span of m Gaussian draws there, tilted
+    toward the complement's high-variance principal components as span(Σ'^{α/2} G) (Σ' the covariance of `x`
+    projected on the complement), with α solved by bisection: as α runs from low to high the span's variance runs
+    from the m least to the m greatest principal variances, so the match exists whenever the complement's top m
+    carry enough; otherwise the control is the nearest reachable, and the returned ratios (each control's variance
+    over w's) say by how much it misses. Returns (orthonormal bases, each [m, d]; ratios [k])."""
+    x = x.double()
+    d = x.shape[1]
+    w = direction.double()[:, None]
+    avoid = w if exclude is None else torch.cat([w, exclude.double()], dim=1)
+    basis = torch.linalg.qr(avoid).Q  # orthonormal basis of the span the controls must avoid
+    proj = torch.eye(d, dtype=torch.float64) - basis @ basis.T
+    xc = (x - x.mean(0)) @ proj
+    lam, vecs = torch.linalg.eigh(xc.T @ xc / len(xc))
+    keep = lam > lam.max() * 1e-9  # the complement's principal components (the avoided span has λ = 0)
+    lam, vecs = lam[keep].numpy(), vecs[:, keep]
+    log_lam = np.log(lam)
+    target = variance_along(x, direction)
+    top = np.cumsum(lam[::-1])
+    m = int(min(np.searchsorted(top, target) + 1, len(lam)))
+
+    def variance(q):
+        return float((lam[:, None] * q ** 2).sum())
+
+    out, ratios = [], []
+    for _ in range(k):
+        coeffs = (vecs.T @ (proj @ torch.randn(d, m, generator=generator).double())).numpy()
+        lo, hi = -30.0, 30.0
+        for _ in range(80):  # bisection on α: the tilted span's variance runs from the least to the greatest
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if variance(_tilted_basis(mid, log_lam, coeffs)) < target else (lo, mid)
+        u = (vecs @ torch.tensor(_tilted_basis((lo + hi) / 2, log_lam, coeffs))).T.float()  # [m, d]
+        out.append(u)
+        ratios.append(variance_along(x, u) / target)
+    return out, np.array(ratios)
 
 
 @torch.no_grad()
@@ -210,20 +279,70 @@ def ablated_accuracy(model, tokenizer, n: int, actions: torch.Tensor, layer: int
     return accuracy_by_position(pred, state_sequence(actions, n))
 
 
-def parity_ablation_drops(model, tokenizer, cfg) -> tuple[float, float]:
+@dataclass
+class AblationDrops:
+    """What mean-ablating one direction after block `parity_layer` costs a run: the mean state accuracy at the
+    trained positions t <= T lost, for the parity probe's direction and for its controls."""
+    parity: float  # the parity probe's direction
+    matched: list  # each variance-matched control (:func:`variance_matched_controls`)
+    random: float  # a fixed random unit direction, the same for every run
+    parity_variance_share: float  # the share of the residual stream's variance along the parity direction
+    matched_variance_ratio: list  # each matched control's variance over the parity direction's
+    matched_dimensions: list = ()  # each matched control's dimensions (1 when one direction carries the variance)
+
+    @property
+    def matched_mean(self) -> float:
+        return float(np.mean(self.matched))
+
+    @property
+    def parity_minus_matched(self) -> float:
+        """The drop the parity direction causes beyond what a direction of the same variance causes."""
+        return self.parity - self.matched_mean
+
+    @property
+    def variance_mismatch(self) -> float:
+        """The largest relative miss of a matched control's variance: max |ratio − 1|."""
+        return float(np.max(np.abs(np.asarray(self.matched_variance_ratio) - 1)))
+
+
+def parity_class_difference(x: torch.Tensor, actions: torch.Tensor, n: int) -> torch.Tensor:
+    """The difference of the mean residual row [d] of the odd and the even states of `actions` (rows of `x` in
+    story-then-position order): the direction along which the parity classes' means differ."""
+    odd = parity_of_states(state_sequence(actions, n), n).reshape(-1).bool()
+    return x[odd].mean(0) - x[~odd].mean(0)
+
+
+def parity_ablation_drops(model, tokenizer, cfg) -> AblationDrops:
     """How much the state computation rests on the parity direction at `cfg.parity_layer`: the parity probe's
     direction there (:func:`parity_direction`, fitted on the held-out "probe" stories) is mean-ablated and the
-    mean state accuracy at the trained positions t ≤ T (held-out "eval" stories) falls by the first value. A model
-    that computes the parity there and uses it (PAA) loses accuracy; one whose parity is only a by-product of the
-    state does not. Unlike the probe signature, this is not what the parity_aux loss supervises (that loss asks
-    the parity to be readable at the layer, not the state to depend on it). The second value is the same drop for
-    a fixed random unit direction (the same for every run), a control: what removing any one direction costs.
-    The probe, the mean and the unablated accuracy are computed once for both."""
+    mean state accuracy at the trained positions t ≤ T (held-out "eval" stories) falls by `parity`. A model that
+    computes the parity there and uses it (PAA) loses accuracy; one whose parity is only a by-product of the state
+    does not. Unlike the probe signature, this is not what the parity_aux loss supervises (that loss asks the
+    parity to be readable at the layer, not the state to depend on it).
+
+    But removing any direction that carries much of the residual stream's variance may cost accuracy, and the
+    parity loss makes the parity direction carry much of it. So the same drop is measured for
+    `cfg.n_ablation_controls` controls that carry the same variance on the "probe" stories and no parity signal
+    (random subspaces orthogonal to the parity direction and to the parity classes' mean difference, of one
+    dimension when one direction there carries that much, else of the fewest that do;
+    :func:`variance_matched_controls`), and for a fixed random direction. The probe, the covariance, the mean and
+    the unablated accuracy are computed once for all of them."""
     n, layer = cfg.group_n, cfg.parity_layer
-    direction, mean = parity_direction(model, tokenizer, n, eval_actions(cfg, cfg.n_probe, cfg.train_length, "probe"),
-                                       layer)
-    control = torch.randn(len(direction), generator=torch_generator(0, "state_tracking", "random direction"))
+    probe_acts = eval_actions(cfg, cfg.n_probe, cfg.train_length, "probe")
+    direction, mean = parity_direction(model, tokenizer, n, probe_acts, layer)
+    x = residual_rows(model, tokenizer, n, probe_acts, layer)
+    matched, ratios = variance_matched_controls(
+        x, direction, cfg.n_ablation_controls, torch_generator(0, "state_tracking", "matched directions"),
+        exclude=parity_class_difference(x, probe_acts, n)[:, None])
+    random = torch.randn(len(direction), generator=torch_generator(0, "state_tracking", "random direction"))
     acts = eval_actions(cfg, cfg.n_eval, cfg.train_length, "eval")
     base = ablated_accuracy(model, tokenizer, n, acts, layer).mean()
-    return tuple(float(base - ablated_accuracy(model, tokenizer, n, acts, layer, w, mean).mean())
-                 for w in (direction, control / control.norm()))
+
+    def drop(w):
+        return float(base - ablated_accuracy(model, tokenizer, n, acts, layer, w, mean).mean())
+
+    total = float((x.double() - x.double().mean(0)).pow(2).sum(1).mean())
+    return AblationDrops(parity=drop(direction), matched=[drop(u) for u in matched],
+                         random=drop(random / random.norm()),
+                         parity_variance_share=variance_along(x, direction) / total,
+                         matched_variance_ratio=ratios.tolist(), matched_dimensions=[len(u) for u in matched])
