@@ -115,6 +115,17 @@ def run_strategy(name: str, est: Estimates, table: np.ndarray, setting, max_dept
     return cascade_routing(est, table, setting, max_depth)
 
 
+def _outcomes(name: str, est: Estimates, table: np.ndarray, settings, max_depth: int) -> list[Outcome]:
+    """`run_strategy` for every setting in order, a setting equal to an earlier one (a sweep's end the fit kept
+    anyway, λ = 0 at every step ratio) run once."""
+    key = lambda x: (np.shape(x), np.asarray(x, float).tobytes())
+    done = {}
+    for x in settings:
+        if key(x) not in done:
+            done[key(x)] = run_strategy(name, est, table, x, max_depth)
+    return [done[key(x)] for x in settings]
+
+
 def curves(pool: Pool, est: Estimates, table: np.ndarray, n_lambdas: int, max_depth: int, step_ratios=(1.0,),
            fit: tuple[Pool, Estimates, np.ndarray] | None = None) -> dict:
     """(costs, qualities) of every strategy over its settings (`strategy_settings`). With `fit` = (pool,
@@ -124,9 +135,9 @@ def curves(pool: Pool, est: Estimates, table: np.ndarray, n_lambdas: int, max_de
     for name, settings in strategy_settings(est if fit is None else fit[1], n_lambdas, step_ratios).items():
         if fit is not None:
             f_pool, f_est, f_table = fit
-            outs = [run_strategy(name, f_est, f_table, x, max_depth) for x in settings]
+            outs = _outcomes(name, f_est, f_table, settings, max_depth)
             keep = remove_dominated([o.cost(f_pool) for o in outs], [o.quality(f_pool) for o in outs])
             settings = [settings[i] for i in keep] + [settings[0], settings[-1]]  # both ends of the sweep
-        outs = [run_strategy(name, est, table, x, max_depth) for x in settings]
+        outs = _outcomes(name, est, table, settings, max_depth)
         out[name] = (np.array([o.cost(pool) for o in outs]), np.array([o.quality(pool) for o in outs]))
     return out

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
 
@@ -105,16 +106,26 @@ class RealRuns:
     labels: tuple[str, ...]
 
 
+@functools.cache
+def _digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's 1,797 handwritten digits (images (N, 64), labels), read once per process, read-only."""
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    x.setflags(write=False)
+    y.setflags(write=False)
+    return x, y
+
+
 def run_real_pool(seed: int, n_members: int = 5, n_fit: int = 400) -> RealRuns:
     """Draw `n_fit` training images under `seed`, fit every member of REAL_MEMBERS[n_members] (seeded) on them,
     and run each on the remaining images of scikit-learn's 1,797 handwritten digits; members come back in the
     order of their cost."""
-    from sklearn.datasets import load_digits
     from sklearn.decomposition import PCA
 
     if n_members not in REAL_MEMBERS:
         raise ValueError(f"n_members must be one of {sorted(REAL_MEMBERS)}, got {n_members}")
-    x, y = load_digits(return_X_y=True)
+    x, y = _digits()
     order = numpy_rng(seed, CHAPTER, "digits").permutation(len(y))
     fit, held = order[:n_fit], order[n_fit:]
     cols = []
@@ -155,12 +166,11 @@ def run_memory_pool(seed: int, sizes=MEMORY_SIZES) -> RealRuns:
     err on different images); each answers the images no member stores. Cost: 3·64 FLOPs per stored image
     (difference, square, add); post-hoc signal: `nearest_margin`; context: the held-out image's first eight
     principal components (fitted on the stored images). Members come in cost order (`sizes` ascending)."""
-    from sklearn.datasets import load_digits
     from sklearn.decomposition import PCA
 
     if list(sizes) != sorted(sizes) or len(sizes) < 2:
         raise ValueError(f"sizes must be at least two, ascending; got {list(sizes)}")
-    x, y = load_digits(return_X_y=True)
+    x, y = _digits()
     order = numpy_rng(seed, CHAPTER, "digits").permutation(len(y))
     ends = np.cumsum([0, *sizes])
     if ends[-1] >= len(y):

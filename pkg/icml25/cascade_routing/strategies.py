@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -65,6 +66,22 @@ def _candidates(run: int, n_models: int, max_depth: int, prefix_only: bool) -> l
     return sorted(cands, key=lambda c: c != run)
 
 
+@functools.cache
+def _candidate_table(run: int, n_models: int, max_depth: int, prefix_only: bool) -> tuple:
+    """`_candidates(run, ...)` as arrays, built once per set S (read-only): the bitmasks (C,), their (C, K) 0/1
+    membership and their rows of the supermodel table (`config_index`); for pruning, the models not in S (J,),
+    the (C, J) membership of those, the rows of S ∪ {m} for each and the row of S."""
+    cands = _candidates(run, n_models, max_depth, prefix_only)
+    masks = np.array([[c >> j & 1 for j in range(n_models)] for c in cands], float)
+    free = np.array([j for j in range(n_models) if not run >> j & 1], dtype=np.intp)
+    out = (np.array(cands, dtype=np.int64), masks, np.array([config_index(run, c, n_models) for c in cands]),
+           free, masks[:, free] == 1,
+           np.array([config_index(run, run | 1 << int(j), n_models) for j in free], dtype=np.intp))
+    for a in out:
+        a.setflags(write=False)
+    return *out, config_index(run, run, n_models)
+
+
 def cascade_routing(est: Estimates, table: np.ndarray, lam, max_depth: int | None = None,
                     prefix_only: bool = False, prune: bool = True) -> Outcome:
     """Sec. 4: with S the models run so far, pick T ⊇ S (|T| ≤ max_depth) maximising q̂(T|S) − λ_j ĉ(T), where
@@ -84,26 +101,20 @@ def cascade_routing(est: Estimates, table: np.ndarray, lam, max_depth: int | Non
     for _ in range(k):
         if not active.any():
             break
-        for s in np.unique(run[active]):
+        for s in np.flatnonzero(np.bincount(run[active])).tolist():  # the distinct sets S run so far, ascending
             idx = np.flatnonzero(active & (run == s))
-            lam = lams[bin(int(s)).count("1")]
-            cands = _candidates(int(s), k, max_depth, prefix_only)
-            masks = np.array([[c >> j & 1 for j in range(k)] for c in cands], float)  # (C, K)
-            value = (table[[config_index(int(s), c, k) for c in cands]][:, idx]
-                     - lam * masks @ est.cost[idx].T)  # (C, n_idx)
+            lam = lams[s.bit_count()]
+            cands, masks, rows, free, has_free, add_rows, row = _candidate_table(s, k, max_depth, prefix_only)
+            value = table[rows[:, None], idx] - lam * masks @ est.cost[idx].T  # (C, n_idx)
             if prune and s and not prefix_only:
-                base = table[config_index(int(s), int(s), k), idx]
-                for j in range(k):
-                    if not s >> j & 1:
-                        gain = table[config_index(int(s), int(s) | 1 << j, k), idx] - base
-                        pruned = gain < lam * est.cost[idx, j]
-                        value[(masks[:, j] == 1)[:, None] & pruned[None, :]] = -np.inf
-            best = np.array(cands)[np.argmax(value, axis=0)]
-            stop = best == s
-            active[idx[stop]] = False
-            new = best[~stop] & ~s
-            nxt = np.array([(int(m) & -int(m)).bit_length() - 1 for m in new], dtype=np.int64)
-            run[idx[~stop]] = s | (1 << nxt)
+                gain = table[add_rows[:, None], idx] - table[row, idx]  # (J, n_idx): q̂(S ∪ {m} | S) − q̂(S | S)
+                pruned = gain < lam * est.cost[idx][:, free].T
+                value[has_free @ pruned] = -np.inf  # a candidate holding any pruned model
+            best = cands[np.argmax(value, axis=0)]
+            go = best != s
+            active[idx[~go]] = False
+            new = best[go] & ~s
+            run[idx[go]] = s | (new & -new)  # the cheapest model of T \ S: its lowest bit
     ran = (run[:, None] >> np.arange(k)[None, :]) & 1 == 1
     answer = np.argmax(np.where(ran, est.post, -np.inf), axis=1)
     return Outcome(ran, answer)

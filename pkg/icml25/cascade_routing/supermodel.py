@@ -3,6 +3,8 @@ quasi-Monte Carlo beyond), tabulated for every (models run, candidate set) pair 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy.special import ndtri
 from scipy.stats import norm, qmc
@@ -23,14 +25,18 @@ def expected_max_two(mu1, mu2, var1, var2, cov12=0.0):
     return np.where(theta > 0, out, np.maximum(mu1, mu2))
 
 
+@functools.lru_cache(maxsize=64)
 def gaussian_samples(n_dims: int, n_samples: int, seed: int = 0) -> np.ndarray:
     """Standard-normal quasi-Monte Carlo points (scrambled Sobol, mapped through Φ⁻¹), made antithetic:
-    the second half is the negated first half, so every coordinate's sample mean is exactly 0."""
+    the second half is the negated first half, so every coordinate's sample mean is exactly 0. Drawn once per
+    arguments (a cell's two splits share them) and read-only."""
     if n_samples < 2 or n_samples % 2:
         raise ValueError(f"n_samples must be an even number >= 2, got {n_samples}")
     u = qmc.Sobol(n_dims, scramble=True, seed=derive_seed(seed, "sobol", n_dims)).random(n_samples // 2)
     z = ndtri(np.clip(u, 1e-12, 1 - 1e-12))
-    return np.concatenate([z, -z])
+    out = np.concatenate([z, -z])
+    out.setflags(write=False)
+    return out
 
 
 def _sqrt_psd(cov: np.ndarray) -> np.ndarray:
@@ -60,13 +66,15 @@ def expected_max(mu, cov, n_samples: int | None = None, seed: int = 0) -> np.nda
     return (mu[..., None, :] + x).max(-1).mean(-1)
 
 
-
-
-
-
+@functools.cache
 def config_index(run: int, cand: int, n_models: int) -> int:
     """Ternary code of a (run ⊆ candidate) pair of bitmasks: digit 0 not in T, 1 in T and run, 2 in T not run."""
     return sum((1 if run >> k & 1 else 2 if cand >> k & 1 else 0) * 3 ** k for k in range(n_models))
+
+
+def _members(mask: int, n_models: int) -> list[int]:
+    """The models of a bitmask, in cost order."""
+    return [j for j in range(n_models) if mask >> j & 1]
 
 
 def supermodel_table(est: Estimates, n_samples: int = 32, seed: int = 0, max_depth: int | None = None
@@ -79,16 +87,21 @@ def supermodel_table(est: Estimates, n_samples: int = 32, seed: int = 0, max_dep
     n, k = est.pre.shape
     x = gaussian_samples(k, n_samples, seed) @ _sqrt_psd(est.cov).T  # (S, K) correlated noise of unrun models
     table = np.full((3 ** k, n), -np.inf, dtype=np.float32 if k > 8 else float)
-    for code in range(3 ** k):
-        digits = [(code // 3 ** j) % 3 for j in range(k)]
-        run = [j for j in range(k) if digits[j] == 1]
-        unrun = [j for j in range(k) if digits[j] == 2]
-        if not run and not unrun or (max_depth is not None and len(run) + len(unrun) > max_depth):
+    depth = k if max_depth is None else max_depth
+    for unrun_set in range(2 ** k):  # each unrun set's draws once, for every run set beside it
+        unrun = _members(unrun_set, k)
+        if len(unrun) > depth:
             continue
-        best_run = est.post[:, run].max(1) if run else np.full(n, -np.inf)
-        if not unrun:
-            table[code] = best_run
-            continue
-        draws = (est.pre[:, None, unrun] + x[None, :, unrun]).max(-1)  # (N, S)
-        table[code] = np.maximum(draws, best_run[:, None]).mean(1)
+        draws = (est.pre[:, None, unrun] + x[None, :, unrun]).max(-1) if unrun else None  # (N, S)
+        rest = ((1 << k) - 1) & ~unrun_set
+        run_set = rest
+        while True:  # every subset of the models not in the unrun set
+            run = _members(run_set, k)
+            if (run or unrun) and len(run) + len(unrun) <= depth:
+                code = config_index(run_set, run_set | unrun_set, k)
+                best_run = est.post[:, run].max(1) if run else np.full(n, -np.inf)
+                table[code] = best_run if draws is None else np.maximum(draws, best_run[:, None]).mean(1)
+            if not run_set:
+                break
+            run_set = (run_set - 1) & rest
     return table
