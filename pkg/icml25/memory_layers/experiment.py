@@ -117,10 +117,11 @@ def train(model: nn.Module, task: Task, steps: int, batch_size: int, lr: float, 
                             fused=True)
     params = [p for group in opt.param_groups for p in group["params"]]
     data, losses, usage = batches(task, batch_size, seed), [], []
+    model.train()
     for step in range(steps):
         if values is not None and probe_every and step % probe_every == 0:
             usage.append((step, value_usage(model, task)))
-        model.train()
+            model.train()  # the probe left it in eval mode
         for group in opt.param_groups:
             group["lr"] = lr_at(step, steps, group["base_lr"], max(1, steps // 20))
         loss = task_loss(model, *next(data))
@@ -146,11 +147,21 @@ def value_usage(model: nn.Module, task: Task) -> float:
         raise ValueError("the model has no memory layer")
     scored = (task.targets != -100).flatten()
     captured = []
-    hooks = [m.register_forward_hook(lambda mod, inp, out: captured.append(
-        mod.lookup(inp[0].reshape(-1, inp[0].shape[-1]))[0][scored])) for m in layers]
-    model(input_ids=task.inputs, use_cache=False)
-    for h in hooks:
-        h.remove()
+
+    def capturing(lookup):
+        def read(x):
+            index, weights = lookup(x)
+            captured.append(index[scored])
+            return index, weights
+        return read
+
+    for m in layers:  # read each layer's own lookup as the forward runs it (no second search)
+        m.lookup = capturing(m.lookup)
+    try:
+        model(input_ids=task.inputs, use_cache=False)
+    finally:
+        for m in layers:
+            del m.lookup
     used = torch.zeros(layers[0].values.shape[0], dtype=torch.bool)
     for index in captured:
         used[index.flatten()] = True
@@ -190,8 +201,17 @@ def run(arch: Arch, task: Task, cfg, seed: int, lr: float, batch_size: int | Non
     return {"arch": arch.name, "task": task.name, "seed": seed, "lr": lr, "steps": steps or cfg.steps,
             "accuracy": acc, "loss": loss,
             "flops_per_token": flops_per_token(model, seq_len), "params": tinylm.n_params(model),
-            "usage": value_usage(model, task) if values is not None else None, "usage_curve": usage_curve,
+            "usage": _final_usage(model, task, values, usage_curve), "usage_curve": usage_curve,
             "losses": losses, "seconds": time.perf_counter() - start}
+
+
+def _final_usage(model: nn.Module, task: Task, values: nn.Parameter | None,
+                 usage_curve: list[tuple[int, float]]) -> float | None:
+    """The trained model's value usage on `task` (None without a memory): the usage curve's last point when
+    training probed it (measured after the last step on the same model), else measured now."""
+    if values is None:
+        return None
+    return usage_curve[-1][1] if usage_curve else value_usage(model, task)
 
 
 def lr_grid(cfg, name: str) -> list[float]:
