@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from icml25 import dist_interventions as di
-from icml25.core import tinylm
+from icml25.core import models, tinylm
 
 D, RANK = 12, 3
 
@@ -290,3 +290,24 @@ def test_loreft_has_one_mode_so_its_mean_mode_is_its_sampled_evaluation():
     assert noisy.stochastic() and np.isnan(di.mean_sigma(noisy, x))
     dreft = di.Steered(model, tok, {1: di.make_intervention("dreft", 32, 4, seed=0)}, di.edge_positions(5, 2))
     assert dreft.stochastic() and di.SIGMA_CLAMP[0] - 1e-6 <= di.mean_sigma(dreft, x) <= di.SIGMA_CLAMP[1] + 1e-6
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama", "qwen2"])
+def test_a_pass_resumed_from_the_frozen_prefix_equals_the_full_pass(families, family):
+    """The blocks below the first intervention run once (`Prefixes`): a pass resumed from their output, on the same
+    prompts or on a batch of their rows, gives exactly the logits of the full pass, noise and all, and leaves the
+    blocks as they were."""
+    z = families[family]
+    x = di.encode(z.tokenizer, di.sample_digits(16, 4, 0, "t"))
+    phi = di.make_intervention("dreft", z.model.config.hidden_size, 4, 1)
+    steered = di.Steered(z.model, z.tokenizer, {1: phi}, di.edge_positions(5, 2))
+    steered.set_mode("mean")  # the edit itself deterministic; the hidden-state noise comes from the generators
+    with torch.no_grad():
+        h = steered.prefix(x)
+        assert steered.prefix(x) is h  # computed once
+        full = steered.logits(x, 0.5, torch.Generator().manual_seed(0))
+        resumed = steered.logits(x, 0.5, torch.Generator().manual_seed(0), states=h)
+        rows = [3, 0, 3, 7]
+        assert torch.equal(steered.logits(x[rows], states=h[rows]), steered.logits(x[rows]))
+    assert torch.equal(resumed, full)
+    assert all("forward" not in vars(b) for b in models.decoder_blocks(z.model))

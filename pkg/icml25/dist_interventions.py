@@ -309,6 +309,53 @@ def attached(model, interventions: Mapping[int, nn.Module], positions: Sequence[
             hd.remove()
 
 
+class Prefixes:
+    """What a frozen base computes below an intervention, computed once: the output of decoder block `layer` on
+    given prompts, kept per layer and prompts (every intervention at that layer, trained or evaluated on those
+    prompts, sees the same states), and forward passes resumed from it (:meth:`resumed`)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.states: dict[tuple, torch.Tensor] = {}
+        self.as_tuple = False  # whether the blocks return tuples (transformers 4's GPT-2 and Llama)
+
+    @torch.no_grad()
+    def __call__(self, layer: int, input_ids: torch.Tensor) -> torch.Tensor:
+        """The hidden states at the output of block `layer` on `input_ids` (B, T, d), computed on first use."""
+        key = (layer, tuple(input_ids.shape), input_ids.cpu().numpy().tobytes())
+        if key not in self.states:
+            captured = {}
+            block = models.decoder_blocks(self.model)[layer]
+            hook = block.register_forward_hook(lambda m, a, o: captured.update(o=o))
+            try:
+                self.model(input_ids=input_ids.to(self.model.device), use_cache=False)
+            finally:
+                hook.remove()
+            self.as_tuple = isinstance(captured["o"], tuple)
+            self.states[key] = captured["o"][0] if self.as_tuple else captured["o"]
+        return self.states[key]
+
+    @contextlib.contextmanager
+    def resumed(self, layer: int, states: torch.Tensor) -> Iterator[None]:
+        """Forward passes inside the block start from `states`, block `layer`'s output on the same prompts: the
+        blocks below pass their input through and block `layer` returns `states`, its forward hooks (the
+        interventions) still running. The base is frozen, so the logits are those of a full pass, without
+        recomputing the blocks below."""
+        blocks = models.decoder_blocks(self.model)
+
+        def form(h):
+            return (h,) if self.as_tuple else h
+
+        for block in blocks[:layer]:
+            block.forward = lambda hidden_states, *args, **kwargs: form(hidden_states)
+        blocks[layer].forward = lambda *args, **kwargs: form(states)
+        try:
+            yield
+        finally:
+            for block in blocks[:layer + 1]:
+                del block.forward
+
+
 # ---------------------------------------------------------------------------------------------------- task
 def rule_answer(digits: np.ndarray, rule: str) -> np.ndarray:
     """Rule A: the first digit (copy); rule B: its successor, (first + 1) mod 10, for rows of digits."""
@@ -384,16 +431,29 @@ def accuracy(model, tok, digits: np.ndarray, labels: np.ndarray) -> float:
 
 # ------------------------------------------------------------------------------------------------ training
 class Steered(nn.Module):
-    """A frozen base model with interventions attached (a module, so `core.train` can optimise it)."""
+    """A frozen base model with interventions attached (a module, so `core.train` can optimise it). `prefixes`
+    keeps what the base computes below the first intervention; Steered models on one base may share it."""
 
-    def __init__(self, base, tok, interventions: Mapping[int, LoReFT], positions: Sequence[int]):
+    def __init__(self, base, tok, interventions: Mapping[int, LoReFT], positions: Sequence[int],
+                 prefixes: Prefixes | None = None):
         super().__init__()
         self.base, self.tok, self.positions = base, tok, list(positions)
         self.interventions = nn.ModuleDict({str(k): v for k, v in interventions.items()})
+        self.prefixes = Prefixes(base) if prefixes is None else prefixes
 
-    def logits(self, input_ids: torch.Tensor, noise: float = 0.0, generator=None) -> torch.Tensor:
+    def first_layer(self) -> int:
+        return min(int(k) for k in self.interventions)
+
+    def prefix(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """The base's states at the output of the first intervened block on `input_ids` (computed once)."""
+        return self.prefixes(self.first_layer(), input_ids)
+
+    def logits(self, input_ids: torch.Tensor, noise: float = 0.0, generator=None,
+               states: torch.Tensor | None = None) -> torch.Tensor:
+        """Digit logits of the steered model; with `states`, :meth:`prefix` of `input_ids`, the pass starts there."""
         phis = {int(k): v for k, v in self.interventions.items()}
-        with attached(self.base, phis, self.positions, noise, generator):
+        resume = contextlib.nullcontext() if states is None else self.prefixes.resumed(self.first_layer(), states)
+        with attached(self.base, phis, self.positions, noise, generator), resume:
             return digit_logits(self.base, self.tok, input_ids)
 
     def kl(self) -> torch.Tensor:
@@ -415,17 +475,19 @@ def fit(steered: Steered, digits: np.ndarray, labels: np.ndarray, cfg, seed: int
     """Train the interventions only (AdamW, the base frozen) on the few-shot set; loss = CE + β·KL. Training runs
     in rounds of `cfg.steps` steps (each a warmup + cosine cycle) until the accuracy on the training set, scored
     as at test time, reaches `cfg.converge_at`, for at most `cfg.max_rounds` rounds: every method at every layer
-    is trained to the same convergence target. Returns the loss of every step."""
+    is trained to the same convergence target. The frozen blocks below the intervention run once, on the whole
+    few-shot set; a batch starts from its rows. Returns the loss of every step."""
     x, y = encode(steered.tok, digits), torch.as_tensor(labels, device=steered.base.device)
+    h = steered.prefix(x)
     g = torch_generator(seed, "batches")
 
     def batches():
         while True:
             idx = torch.randint(len(y), (cfg.batch_size,), generator=g)
-            yield {"x": x[idx], "y": y[idx.to(y.device)]}
+            yield {"x": x[idx], "h": h[idx.to(h.device)], "y": y[idx.to(y.device)]}
 
     def loss_fn(m, b):
-        loss = nn.functional.cross_entropy(m.logits(b["x"]), b["y"])
+        loss = nn.functional.cross_entropy(m.logits(b["x"], states=b["h"]), b["y"])
         return loss + cfg.beta_kl * m.kl() if cfg.beta_kl else loss
 
     steered.set_mode("sample")
@@ -435,7 +497,7 @@ def fit(steered: Steered, digits: np.ndarray, labels: np.ndarray, cfg, seed: int
         losses += train(steered, batches(), cfg.steps, lr=cfg.lr, weight_decay=0.0, loss_fn=loss_fn, params=params,
                         desc="reft").losses
         with torch.no_grad():
-            if float((steered.logits(x).argmax(-1) == y).float().mean()) >= cfg.converge_at:
+            if float((steered.logits(x, states=h).argmax(-1) == y).float().mean()) >= cfg.converge_at:
                 break
     return losses
 
@@ -447,12 +509,14 @@ def evaluate(steered: Steered, digits: np.ndarray, labels: np.ndarray, cfg, seed
     token corruption; D-ReFT sampled (the paper) or at its mean."""
     steered.set_mode(mode)
     out = {}
+    clean = encode(steered.tok, digits)
     for level in cfg.noise_levels:
         g = torch_generator(seed, "eval-noise", level)
-        pred = steered.logits(encode(steered.tok, digits), level, g).argmax(-1).cpu().numpy()
+        pred = steered.logits(clean, level, g, steered.prefix(clean)).argmax(-1).cpu().numpy()
         out[f"noise {level:g}"] = float((pred == labels).mean())
     for rate in cfg.corrupt_rates:
-        pred = steered.logits(encode(steered.tok, corrupt(digits, rate, seed, "eval"))).argmax(-1).cpu().numpy()
+        ids = encode(steered.tok, corrupt(digits, rate, seed, "eval"))
+        pred = steered.logits(ids, states=steered.prefix(ids)).argmax(-1).cpu().numpy()
         out[f"corrupt {rate:g}"] = float((pred == labels).mean())
     steered.set_mode("sample")
     return out
@@ -465,7 +529,8 @@ def mean_sigma(steered: Steered, digits: np.ndarray) -> float:
         return float("nan")
     with torch.no_grad():
         steered.set_mode("mean")
-        steered.logits(encode(steered.tok, digits))
+        ids = encode(steered.tok, digits)
+        steered.logits(ids, states=steered.prefix(ids))
         sig = [float(v.last_sigma.mean()) for v in steered.interventions.values() if isinstance(v, DReFT)]
         steered.set_mode("sample")
     return float(np.mean(sig)) if sig else float("nan")
@@ -478,7 +543,8 @@ def sigma_change(steered: Steered, digits: np.ndarray) -> float:
         return float("nan")
     with torch.no_grad():
         steered.set_mode("mean")
-        steered.logits(encode(steered.tok, digits))
+        ids = encode(steered.tok, digits)
+        steered.logits(ids, states=steered.prefix(ids))
         moved = [float((v.last_sigma.log() - np.log(SIGMA_INIT)).abs().mean()) for v in steered.interventions.values()
                  if isinstance(v, DReFT)]
         steered.set_mode("sample")
@@ -522,13 +588,14 @@ def run_experiment(cfg) -> list[Run]:
         train_y, test_y = rule_answer(train_x, "B"), rule_answer(test_x, "B")
         positions = edge_positions(n_digits + 1, cfg.n_edge)
         scale = {l: representation_scale(z.model, z.tokenizer, train_x, l, positions) for l in cfg.layers}
+        prefixes = Prefixes(z.model)  # the seed's base below each layer, shared by the methods there
         for where, methods in placements(cfg).items():
             for label, layer_methods in methods.items():
                 phis = {l: make_intervention(m, d, cfg.rank, seed + 1000 * l).to(z.model.device)
                         for l, m in layer_methods.items()}
                 for l, phi in phis.items():
                     phi.noise_scale = scale[l]
-                steered = Steered(z.model, z.tokenizer, phis, positions)
+                steered = Steered(z.model, z.tokenizer, phis, positions, prefixes)
                 losses = fit(steered, train_x, train_y, cfg, seed)
                 sampled = evaluate(steered, test_x, test_y, cfg, seed)
                 # a deterministic intervention (LoReFT) has no mean mode apart from its one mode
