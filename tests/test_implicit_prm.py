@@ -464,3 +464,16 @@ def test_best_of_n_keeps_a_score_apart_from_its_own_oracle():
     assert out["exact"] == 0.0 and out["oracle"] == 1.0
     with pytest.raises(ValueError, match="clash"):
         ip.best_of_n(cands, {"oracle": wrong}, 4)
+
+
+def test_batches_cut_from_the_rows_encoded_once_are_the_batches_encoded_anew():
+    """Training batches select rows of the data tokenized once and cut them to their longest row: the same tensors
+    `encode_completions` gives the selection (so the training run is the same)."""
+    data = ip.Rollouts([arithmetic.parse_prompt(p) for p in PROMPTS], [0, 1, 2, 0], COMPLETIONS + ["3+4=7;A7"],
+                       [False, False, True, True])
+    rows = ip.EncodedRows(TOK, data)
+    for idx in ([1], [1, 3], [2, 0, 2], [3, 1, 0, 2]):
+        batch, anew = rows.batch(idx), encode_completions(TOK, [data.prompts[i] for i in idx],
+                                                          [data.completions[i] for i in idx])
+        assert batch.keys() == anew.keys()
+        assert all(torch.equal(batch[k], anew[k]) and batch[k].dtype == anew[k].dtype for k in anew)
