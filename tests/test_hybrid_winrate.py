@@ -332,3 +332,19 @@ def _solution_logps(model, tok, prompt, sol):
     with torch.no_grad():
         logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0, :-1], -1)
     return [float(logp[t - 1, ids[t]]) for t in range(start, len(ids))]
+
+
+def test_rows_of_a_batch_encoded_once_are_the_batch_encoded_anew():
+    """Fine-tuning draws its batches as rows of the preferences tokenized once, cut to the longest row drawn: the
+    tensors `encode_completions` gives those rows alone (the same training run)."""
+    import torch
+    from icml25.core import arithmetic, tinylm
+    from icml25.core.generation import encode_completions
+
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    prompts, sols = ["3+4|", "7-1*2|", "2*2|", "9-3|"], ["3+4=7;A7", "1*2=2;7-2=5;A5", "A4", "9-3=6;A6"]
+    encoded = encode_completions(tok, prompts, sols, add_eos=True)
+    for idx in (np.array([2]), np.array([2, 0]), np.array([3, 1, 3])):
+        batch = hw.rows(encoded, idx)
+        anew = encode_completions(tok, [prompts[i] for i in idx], [sols[i] for i in idx], add_eos=True)
+        assert batch.keys() == anew.keys() and all(torch.equal(batch[k], anew[k]) for k in anew)

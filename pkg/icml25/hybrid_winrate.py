@@ -391,11 +391,11 @@ def likelihood_scores(model, tokenizer, problems, solutions, batch_size: int = 2
 class ZooPairs:
     """Pairs of zoo solutions to the same problems: the correctness label z of each pair, the problems and both
     solutions (what a judge is shown), and the off-the-shelf judge LM's rewards of solution A and of solution B
-    ([P] each, see `solution_rewards`)."""
+    ([P] each, see `solution_rewards`; None for pairs no judge scores, the fine-tuning pairs)."""
 
     z: np.ndarray
-    reward_a: np.ndarray
-    reward_b: np.ndarray
+    reward_a: np.ndarray | None
+    reward_b: np.ndarray | None
     problems: tuple = ()
     solutions_a: tuple = ()
     solutions_b: tuple = ()
@@ -419,10 +419,11 @@ class ZooPairs:
                 [pick(i, self.z[i] != 1) for i in keep])
 
 
-def zoo_pairs(cfg, seed: int, stream: str, n_problems: int) -> ZooPairs:
+def zoo_pairs(cfg, seed: int, stream: str, n_problems: int, rewarded: bool = True) -> ZooPairs:
     """`n_problems` fresh arithmetic problems of `seed` from `stream`; A = the zoo target's sampled solution
     (temperature 1), B = the zoo draft's; z from exact correctness; the rewards from the target's likelihood of
-    both (zoo seed 0 for the models: the seed varies the problems and samples, not the judge)."""
+    both (zoo seed 0 for the models: the seed varies the problems and samples, not the judge), unless not
+    `rewarded` (pairs that only train a judge: their rewards are never read)."""
     draft, target = zoo.get("arith-draft", cfg.scale, 0), zoo.get("arith-target", cfg.scale, 0)
     problems = arithmetic.sample_problems(n_problems, seed, stream=stream)
     gen = torch_generator(seed, CHAPTER, stream, "zoo-solutions")
@@ -430,7 +431,8 @@ def zoo_pairs(cfg, seed: int, stream: str, n_problems: int) -> ZooPairs:
     sol_b = reasoners.solve(draft.model, draft.tokenizer, problems, temperature=1.0, generator=gen)
     z = pair_label([arithmetic.is_correct(p, x) for p, x in zip(problems, sol_a)],
                    [arithmetic.is_correct(p, x) for p, x in zip(problems, sol_b)])
-    reward = lambda sols: solution_rewards(target.model, target.tokenizer, problems, sols)  # noqa: E731
+    reward = lambda sols: (solution_rewards(target.model, target.tokenizer, problems, sols)  # noqa: E731
+                           if rewarded else None)
     return ZooPairs(z, reward(sol_a), reward(sol_b), tuple(problems), tuple(sol_a), tuple(sol_b))
 
 
@@ -447,6 +449,14 @@ def bradley_terry_loss(model, batch: dict[str, dict[str, torch.Tensor]]) -> torc
                                            - mean_logprob(model, batch["rejected"])).mean()
 
 
+def rows(encoded: dict[str, torch.Tensor], idx) -> dict[str, torch.Tensor]:
+    """Rows `idx` of a batch from `encode_completions`, cut to the longest of them: the batch `encode_completions`
+    gives for those rows alone (so every row is tokenized once, not once per batch it is drawn into)."""
+    idx = torch.as_tensor(idx)
+    width = int(encoded["attention_mask"][idx].sum(1).max())
+    return {k: v[idx, :width] for k, v in encoded.items()}
+
+
 def fine_tune_judge(judge, train: ZooPairs, lr: float, epochs: int, batch_size: int, seed: int):
     """The judge fine-tuned as the paper fine-tunes its reward models: a copy of the judge LM with *all* its
     weights trained on the human preferences of separate pairs (`train`, ties dropped) by the Bradley-Terry loss
@@ -461,9 +471,9 @@ def fine_tune_judge(judge, train: ZooPairs, lr: float, epochs: int, batch_size: 
     order = np.concatenate([rng.permutation(len(prompts)) for _ in range(epochs)])
     batches = [order[i:i + batch_size] for e in range(epochs)
                for i in range(e * len(prompts), (e + 1) * len(prompts), batch_size)]
-    enc = lambda sols, idx: encode_completions(judge.tokenizer, [prompts[i] for i in idx],  # noqa: E731
-                                               [sols[i] for i in idx], add_eos=True)
-    stream = ({"chosen": enc(chosen, b), "rejected": enc(rejected, b)} for b in batches)
+    encoded = {"chosen": encode_completions(judge.tokenizer, prompts, chosen, add_eos=True),
+               "rejected": encode_completions(judge.tokenizer, prompts, rejected, add_eos=True)}
+    stream = ({side: rows(e, b) for side, e in encoded.items()} for b in batches)
     with torch.random.fork_rng():
         torch.manual_seed(int(numpy_rng(seed, CHAPTER, "bt-dropout").integers(2 ** 31)))
         train_lm(model, stream, len(batches), lr=lr, weight_decay=0.0, loss_fn=bradley_terry_loss,
@@ -482,11 +492,12 @@ ZOO_JUDGES = (ZOO_JUDGE, "zoo LM fine-tuned")
 
 def zoo_data(cfg, seed: int) -> tuple[ZooPairs, ZooPairs]:
     """One seed's zoo pairs: the evaluation population (`zoo_problems`) and the separate fine-tuning pairs
-    (`zoo_finetune_problems` problems of another stream). On one torch thread: the zoo's tiny matmuls gain nothing
-    from a second one, whose OpenMP team stalls on a busy machine."""
+    (`zoo_finetune_problems` problems of another stream, without the off-the-shelf judge's rewards, which nothing
+    reads). On one torch thread: the zoo's tiny matmuls gain nothing from a second one, whose OpenMP team stalls on
+    a busy machine."""
     with one_thread():
         return (zoo_pairs(cfg, seed, "hybrid-winrate", cfg.zoo_problems),
-                zoo_pairs(cfg, seed, "hybrid-winrate/finetune", cfg.zoo_finetune_problems))
+                zoo_pairs(cfg, seed, "hybrid-winrate/finetune", cfg.zoo_finetune_problems, rewarded=False))
 
 
 def zoo_scores(cfg, seed: int, pairs: ZooPairs, train: ZooPairs, lr: float, epochs: int) -> dict[str, np.ndarray]:
