@@ -98,6 +98,42 @@ def test_sequence_logprobs_match_a_plain_token_by_token_sum(model):
         assert torch.allclose(got[i], ref, atol=1e-5)
 
 
+def _plain_encoding(prompts, completions, add_eos):
+    """encode_completions written the plain way: each row tokenized alone, padded cell by cell."""
+    rows = [(TOK(p, add_special_tokens=False)["input_ids"],
+             TOK(c, add_special_tokens=False)["input_ids"] + ([TOK.eos_token_id] if add_eos else []))
+            for p, c in zip(prompts, completions)]
+    width = max(len(p) + len(c) for p, c in rows)
+    out = {k: torch.zeros(len(rows), width, dtype=torch.long) for k in ("attention_mask", "completion_mask")}
+    out["input_ids"] = torch.full((len(rows), width), TOK.pad_token_id, dtype=torch.long)
+    for i, (p, c) in enumerate(rows):
+        for t, token in enumerate(p + c):
+            out["input_ids"][i, t], out["attention_mask"][i, t] = token, 1
+            out["completion_mask"][i, t] = int(t >= len(p))
+    return out
+
+
+@pytest.mark.parametrize("add_eos", [False, True])
+def test_encode_completions_equals_a_plain_row_by_row_encoding(add_eos):
+    prompts, completions = ["3+4|", "1*2-3|", "9|"], ["3+4=7;A7", "", "A9"]
+    got, ref = generation.encode_completions(TOK, prompts, completions, add_eos), _plain_encoding(prompts, completions,
+                                                                                                 add_eos)
+    assert got.keys() == ref.keys()
+    assert all(got[k].dtype == torch.long and torch.equal(got[k], ref[k]) for k in ref)
+
+
+def test_lm_batches_are_the_plain_encoding_of_the_rows_drawn():
+    """Tokenizing each pair once when first drawn gives the batches that encoding every draw anew gives."""
+    problems = arithmetic.sample_problems(30, 0)
+    prompts, completions = [p.prompt for p in problems], [p.solution for p in problems]
+    g = torch_generator(0, "lm_batches")
+    batches = train.lm_batches(TOK, prompts, completions, 16, 0)
+    for _ in range(6):  # 96 draws from 30 pairs: most batches reuse pairs tokenized before
+        idx = torch.randint(len(prompts), (16,), generator=g).tolist()
+        got, ref = next(batches), _plain_encoding([prompts[i] for i in idx], [completions[i] for i in idx], True)
+        assert all(torch.equal(got[k], ref[k]) for k in ref)
+
+
 def _tiny_run(seed):
     problems = arithmetic.sample_problems(200, seed)
     m = tinylm.make_model("nano", TOK, seed)

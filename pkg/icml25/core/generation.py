@@ -11,6 +11,7 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -171,21 +172,26 @@ def encode_completions(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str
                        add_eos: bool = False) -> dict[str, torch.Tensor]:
     """Prompt+completion rows, right-padded: `input_ids`, `attention_mask`, and `completion_mask` marking the
     completion tokens (the ones whose log-probability counts). `add_eos` appends the end-of-sequence token."""
-    rows, masks = [], []
-    for p, c in zip(prompts, completions, strict=True):
-        p_ids = tokenizer(p, add_special_tokens=False)["input_ids"]
-        c_ids = tokenizer(c, add_special_tokens=False)["input_ids"] + ([tokenizer.eos_token_id] if add_eos else [])
-        rows.append(p_ids + c_ids)
-        masks.append([0] * len(p_ids) + [1] * len(c_ids))
-    width = max(len(r) for r in rows)
-    input_ids = torch.full((len(rows), width), tokenizer.pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros_like(input_ids)
-    completion_mask = torch.zeros_like(input_ids)
-    for i, (r, m) in enumerate(zip(rows, masks)):
-        input_ids[i, :len(r)] = torch.tensor(r)
-        attention_mask[i, :len(r)] = 1
-        completion_mask[i, :len(r)] = torch.tensor(m)
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "completion_mask": completion_mask}
+    p_ids = tokenizer(list(prompts), add_special_tokens=False)["input_ids"]
+    c_ids = tokenizer(list(completions), add_special_tokens=False)["input_ids"]
+    return pad_completions(tokenizer, list(zip(p_ids, c_ids, strict=True)), add_eos)
+
+
+def pad_completions(tokenizer: PreTrainedTokenizerBase, rows: Sequence[tuple[list[int], list[int]]],
+                    add_eos: bool = False) -> dict[str, torch.Tensor]:
+    """:func:`encode_completions` of rows already tokenized as (prompt ids, completion ids)."""
+    eos = [tokenizer.eos_token_id] if add_eos else []
+    ids = [p + c + eos for p, c in rows]
+    length = np.array([len(r) for r in ids])
+    start = np.array([len(p) for p, _ in rows])  # where each completion begins
+    input_ids = np.full((len(ids), int(length.max())), tokenizer.pad_token_id, dtype=np.int64)
+    for i, r in enumerate(ids):
+        input_ids[i, :len(r)] = r
+    position = np.arange(input_ids.shape[1])[None, :]
+    attention_mask = (position < length[:, None]).astype(np.int64)
+    completion_mask = attention_mask * (position >= start[:, None])
+    return {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention_mask),
+            "completion_mask": torch.from_numpy(completion_mask)}
 
 
 def token_logprobs(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -13,7 +13,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedTokenizerBase
 
-from .generation import encode_completions, token_logprobs
+from .generation import pad_completions, token_logprobs
 from .seeding import torch_generator
 
 
@@ -25,11 +25,17 @@ class TrainResult:
 
 def lm_batches(tokenizer: PreTrainedTokenizerBase, prompts: Sequence[str], completions: Sequence[str],
                batch_size: int, seed: int, add_eos: bool = True) -> Iterator[dict[str, torch.Tensor]]:
-    """An endless stream of batches sampled (with replacement) from prompt/completion pairs, from `seed`."""
+    """An endless stream of batches sampled (with replacement) from prompt/completion pairs, from `seed`. Each pair
+    is tokenized once, when first drawn (a training run draws most pairs many times)."""
     g = torch_generator(seed, "lm_batches")
+    tokenized: dict[int, tuple[list[int], list[int]]] = {}
     while True:
         idx = torch.randint(len(prompts), (batch_size,), generator=g).tolist()
-        yield encode_completions(tokenizer, [prompts[i] for i in idx], [completions[i] for i in idx], add_eos)
+        new = sorted(set(idx) - tokenized.keys())
+        if new:
+            encode = lambda texts: tokenizer(texts, add_special_tokens=False)["input_ids"]  # noqa: E731
+            tokenized.update(zip(new, zip(encode([prompts[i] for i in new]), encode([completions[i] for i in new]))))
+        yield pad_completions(tokenizer, [tokenized[i] for i in idx], add_eos)
 
 
 def lm_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
