@@ -57,7 +57,7 @@
 # * the pair's stop rule validates less often (coarser near the mark for the draft), to cut the warm-up's cost;
 #   the marks and bands are unchanged.
 #
-# **Changed after the verdicts on seeds 300-307 were seen** (ledgered; verdicts below on fresh seeds 1300-1307):
+# **Changed after the verdicts on seeds 300-307 were seen** (ledgered; decided on seeds 1300-1307):
 #
 # * the budget's boundary case: on two of those seeds the draft's wrong steps on the calibration split still
 #   outnumbered the budget, so the oracle's δ was 0 and RSD was the draft alone again. When the lowest reward alone
@@ -65,6 +65,12 @@
 #   that spends the budget (`rsd.floor_share`): the use of the budget that the paper's "largest δ within the
 #   budget" makes when rewards do not tie. A graded PRM's rewards do not tie, so its rule is unchanged;
 # * random acceptance at RSD's rate now runs with every PRM, as a control for best-of-N (below).
+#
+# **Changed after the verdicts on seeds 1300-1307 were seen** (ledgered; verdicts below on fresh seeds 1600-1607):
+#
+# * the test problems: every seed used to be tested on the same problems, so the seeds replicated the pair's
+#   training but not the test set, and a claim's interval left out the variation between test sets. Each seed now
+#   draws its own test problems (the same held-out stream, which no training or calibration uses).
 
 # %% tags=["parameters"]
 scale = "ci"

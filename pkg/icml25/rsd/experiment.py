@@ -99,7 +99,8 @@ def draft_and_target(cfg, seed: int) -> tuple[zoo.ZooModel, zoo.ZooModel]:
 
 def reasoning_experiment(cfg, seed: int) -> dict:
     """Everything notebook 02 plots and the claims read, for the draft/target pair of :func:`draft_and_target`
-    (the zoo's of training seed `seed` at smoke and ci) on `cfg.n_test` held-out problems: the pair's
+    (the zoo's of training seed `seed` at smoke and ci) on `cfg.n_test` held-out problems drawn for `seed` (from
+    the test stream, which no training uses): the pair's
     calibration; draft-only, target-only and token-level speculative decoding; RSD with each PRM at its δ for the
     budget `cfg.budget` (`calibrated_deltas` on `cfg.n_calibration` held-out problems), random acceptance at each
     RSD's acceptance rate (with every PRM: best-of-1 with the same access to the target, the control that
@@ -107,7 +108,7 @@ def reasoning_experiment(cfg, seed: int) -> dict:
     calibrated rate; draft best-of-N reranked by each PRM, draft majority vote and target best-of-N (oracle), all
     with FLOPs as ratios to target-only decoding in both accountings."""
     draft, target = draft_and_target(cfg, seed)
-    problems = reasoners.test_problems(cfg.n_test)
+    problems = reasoners.test_problems(cfg.n_test, seed)
     prms = {"oracle": OraclePRM(), "noisy": NoisyOraclePRM(cfg.epsilon, seed),
             "learned": learned_prm(cfg, seed, draft)}
     base = {"draft": decode_single(draft.model, draft.tokenizer, problems, role="draft"),

@@ -25,23 +25,24 @@ TARGET_CALL_BUDGET = 0.4
 #: the `prm_preset` of a learned PRM that starts from a copy of the draft's weights (so it is the draft's size)
 FROM_DRAFT = "draft"
 
-# The pair's design (`pair`) and these settings were chosen on calibration seeds 0-4. Verdict seeds 1300-1307 are
-# fresh: seeds 100-102 decided the earlier rounds on the shared pair, seeds 200-207 the round before the budget, the
-# learned PRM and the pair's validation schedule changed, seeds 300-307 the round before the budget's boundary case
-# (`decoding.floor_share`); 400-403 and 700-707 were run by referees (all were seen).
+# The pair's design (`pair`) and these settings were chosen on calibration seeds 0-4. Verdict seeds 1600-1607 are
+# fresh. Until seeds 1300-1307 every seed was tested on the same problems; now each seed draws its own. Seeds 100-102
+# decided the earlier rounds on the shared pair, seeds 200-207 the round before the budget, the learned PRM and the
+# pair's validation schedule changed, seeds 300-307 the round before the budget's boundary case
+# (`decoding.floor_share`); 400-403, 700-707 and 2300-2307 were run by referees (all were seen).
 config = make_config({
-    "smoke": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": [1300], "calibration_seeds": [0],
+    "smoke": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": [1600], "calibration_seeds": [0],
               "n_test": 24, "n_calibration": 30, "budget": TARGET_CALL_BUDGET, "deltas": [0.5, 0.7],
               "epsilon": NOISY_EPSILON, "gamma": 4, "bon_n": 3, "target_bon_n": 1, "bon_temperature": 1.0,
               "patience": PATIENCE, "prm_preset": FROM_DRAFT, "prm_problems": 100, "prm_steps": 20,
               "prm_eval_problems": 30, "toy_samples": 20000, "toy_delta": 0.7},
-    "ci": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": list(range(1300, 1308)),
+    "ci": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": list(range(1600, 1608)),
            "calibration_seeds": [0, 1, 2, 3, 4], "n_test": 200, "n_calibration": 300, "budget": TARGET_CALL_BUDGET,
            "deltas": [0.3, 0.5, 0.7, 0.9, 0.97], "epsilon": NOISY_EPSILON, "gamma": 4, "bon_n": 16,
            "target_bon_n": 2, "bon_temperature": 1.0, "patience": PATIENCE, "prm_preset": FROM_DRAFT,
            "prm_problems": 1500, "prm_steps": 300, "prm_eval_problems": 200, "toy_samples": 100000, "toy_delta": 0.7},
     "full": {"draft_model": "Qwen/Qwen2.5-Math-1.5B-Instruct", "target_model": "Qwen/Qwen2.5-Math-7B-Instruct",
-             "seeds": list(range(1300, 1308)), "calibration_seeds": [0, 1, 2, 3, 4], "n_test": 500,
+             "seeds": list(range(1600, 1608)), "calibration_seeds": [0, 1, 2, 3, 4], "n_test": 500,
              "n_calibration": 500, "budget": TARGET_CALL_BUDGET,
              "deltas": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95], "epsilon": NOISY_EPSILON, "gamma": 4,
              "bon_n": 16, "target_bon_n": 4, "bon_temperature": 1.0, "patience": PATIENCE, "prm_preset": FROM_DRAFT,
