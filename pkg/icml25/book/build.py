@@ -97,13 +97,13 @@ CHAPTER_RESULTS = {"rsd": ("rsd-runs", "warm_up_seed"),
 # chapters whose `CHAPTER_RESULTS` function also takes a seed: one warm-up entry per seed of the chapter's config, so
 # that the builder's workers share a chapter whose every seed trains models of its own
 SEEDED_RESULTS = ("rsd",)
-# the warm-up's longest entries at ci, longest first (measured from an empty cache on a quiet 2-core machine, in s:
-# memory-runs about 640, cascade-runs about 520 for its 174 seeds, hybrid-winrate-runs 360, implicit-prm-runs 300,
-# dist-runs 270, ec-runs 240, st-trackers 220, aoe-runs 200, fq-runs 190, an rsd seed 125, mpo-lm-runs 150; the
-# memory, state-tracking and implicit-PRM entries measured cold on a loaded machine): they start first, so that the
-# last entry to finish is a short one; the others follow in the order `shared_models` gives
-WARMUP_FIRST = ("memory-runs", "cascade-runs", "hybrid-winrate-runs", "implicit-prm-runs", "dist-runs", "ec-runs",
-                "st-trackers", "aoe-runs", "fq-runs", "rsd-runs", "mpo-lm-runs")
+# the warm-up's longest entries at ci, longest first (wall seconds in a build from an empty cache on a 2-core machine,
+# two entries at a time: memory-runs about 850, cascade-runs 530 for its 174 seeds, dist-runs 380,
+# hybrid-winrate-runs 340, implicit-prm-runs 290, ec-runs 210, st-trackers 170, aoe-runs 160, fq-runs 150,
+# mpo-lm-runs 140, an rsd seed 90-110): they start first, so that the last entry to finish is a short one; the
+# others follow in the order `shared_models` gives
+WARMUP_FIRST = ("memory-runs", "cascade-runs", "dist-runs", "hybrid-winrate-runs", "implicit-prm-runs", "ec-runs",
+                "st-trackers", "aoe-runs", "fq-runs", "mpo-lm-runs", "rsd-runs")
 # chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine
 # precondition): the local executor runs them after every other notebook has finished, one at a time, so that no
 # other notebook shares the cores while they time them
