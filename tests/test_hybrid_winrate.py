@@ -284,7 +284,7 @@ def test_preferences_drop_ties_and_choose_the_right_solution():
 def test_bradley_terry_loss_equals_a_plain_reference():
     import torch
     from icml25.core import arithmetic, tinylm
-    from icml25.core.generation import encode_completions
+    from icml25.core.generation import encode_completions, select_rows
 
     tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
     model = tinylm.make_model("nano", tok, 0).eval()
@@ -339,12 +339,12 @@ def test_rows_of_a_batch_encoded_once_are_the_batch_encoded_anew():
     tensors `encode_completions` gives those rows alone (the same training run)."""
     import torch
     from icml25.core import arithmetic, tinylm
-    from icml25.core.generation import encode_completions
+    from icml25.core.generation import encode_completions, select_rows
 
     tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
     prompts, sols = ["3+4|", "7-1*2|", "2*2|", "9-3|"], ["3+4=7;A7", "1*2=2;7-2=5;A5", "A4", "9-3=6;A6"]
     encoded = encode_completions(tok, prompts, sols, add_eos=True)
     for idx in (np.array([2]), np.array([2, 0]), np.array([3, 1, 3])):
-        batch = hw.rows(encoded, idx)
+        batch = select_rows(encoded, idx)
         anew = encode_completions(tok, [prompts[i] for i in idx], [sols[i] for i in idx], add_eos=True)
         assert batch.keys() == anew.keys() and all(torch.equal(batch[k], anew[k]) for k in anew)

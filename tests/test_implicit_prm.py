@@ -12,7 +12,7 @@ import torch
 
 from icml25 import implicit_prm as ip
 from icml25.core import arithmetic, models, tinylm, zoo
-from icml25.core.generation import encode_completions, sequence_logprobs
+from icml25.core.generation import encode_completions, select_rows, sequence_logprobs
 from icml25.core.seeding import one_thread
 
 TOK = tinylm.char_tokenizer(arithmetic.ALPHABET)
@@ -471,9 +471,9 @@ def test_batches_cut_from_the_rows_encoded_once_are_the_batches_encoded_anew():
     `encode_completions` gives the selection (so the training run is the same)."""
     data = ip.Rollouts([arithmetic.parse_prompt(p) for p in PROMPTS], [0, 1, 2, 0], COMPLETIONS + ["3+4=7;A7"],
                        [False, False, True, True])
-    rows = ip.EncodedRows(TOK, data)
+    encoded = encode_completions(TOK, data.prompts, data.completions)
     for idx in ([1], [1, 3], [2, 0, 2], [3, 1, 0, 2]):
-        batch, anew = rows.batch(idx), encode_completions(TOK, [data.prompts[i] for i in idx],
+        batch, anew = select_rows(encoded, idx), encode_completions(TOK, [data.prompts[i] for i in idx],
                                                           [data.completions[i] for i in idx])
         assert batch.keys() == anew.keys()
         assert all(torch.equal(batch[k], anew[k]) and batch[k].dtype == anew[k].dtype for k in anew)

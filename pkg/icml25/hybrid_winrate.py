@@ -36,7 +36,7 @@ from scipy.stats import norm
 import torch
 
 from .core import arithmetic, reasoners, zoo
-from .core.generation import encode_completions, token_logprobs
+from .core.generation import encode_completions, select_rows, token_logprobs
 from .core.claims import Claim, Effect, Equivalence, at_least, at_most
 from .core.config import COUNT, NONNEGATIVE, SEED, Range, make_config
 from .core.seeding import numpy_rng, one_thread, torch_generator
@@ -449,14 +449,6 @@ def bradley_terry_loss(model, batch: dict[str, dict[str, torch.Tensor]]) -> torc
                                            - mean_logprob(model, batch["rejected"])).mean()
 
 
-def rows(encoded: dict[str, torch.Tensor], idx) -> dict[str, torch.Tensor]:
-    """Rows `idx` of a batch from `encode_completions`, cut to the longest of them: the batch `encode_completions`
-    gives for those rows alone (so every row is tokenized once, not once per batch it is drawn into)."""
-    idx = torch.as_tensor(idx)
-    width = int(encoded["attention_mask"][idx].sum(1).max())
-    return {k: v[idx, :width] for k, v in encoded.items()}
-
-
 def fine_tune_judge(judge, train: ZooPairs, lr: float, epochs: int, batch_size: int, seed: int):
     """The judge fine-tuned as the paper fine-tunes its reward models: a copy of the judge LM with *all* its
     weights trained on the human preferences of separate pairs (`train`, ties dropped) by the Bradley-Terry loss
@@ -473,7 +465,7 @@ def fine_tune_judge(judge, train: ZooPairs, lr: float, epochs: int, batch_size: 
                for i in range(e * len(prompts), (e + 1) * len(prompts), batch_size)]
     encoded = {"chosen": encode_completions(judge.tokenizer, prompts, chosen, add_eos=True),
                "rejected": encode_completions(judge.tokenizer, prompts, rejected, add_eos=True)}
-    stream = ({side: rows(e, b) for side, e in encoded.items()} for b in batches)
+    stream = ({side: select_rows(e, b) for side, e in encoded.items()} for b in batches)
     with torch.random.fork_rng():
         torch.manual_seed(int(numpy_rng(seed, CHAPTER, "bt-dropout").integers(2 ** 31)))
         train_lm(model, stream, len(batches), lr=lr, weight_decay=0.0, loss_fn=bradley_terry_loss,

@@ -194,6 +194,14 @@ def pad_completions(tokenizer: PreTrainedTokenizerBase, rows: Sequence[tuple[lis
             "completion_mask": torch.from_numpy(completion_mask)}
 
 
+def select_rows(encoded: dict[str, torch.Tensor], idx) -> dict[str, torch.Tensor]:
+    """Rows `idx` of a batch from :func:`encode_completions`, cut to the longest of them: the batch
+    `encode_completions` gives for those rows alone, so data tokenized once can be drawn into many batches."""
+    idx = torch.as_tensor(idx)
+    width = int(encoded["attention_mask"][idx].sum(1).max())
+    return {k: v[idx, :width] for k, v in encoded.items()}
+
+
 def token_logprobs(model: PreTrainedModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """log p(token_t | tokens_<t) for every position t ≥ 1 of `batch` (from :func:`encode_completions`),
     zeroed outside the completion: a [B, T-1] tensor aligned with `input_ids[:, 1:]`. Differentiable."""

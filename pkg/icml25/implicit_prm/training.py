@@ -12,7 +12,7 @@ import torch
 from transformers import PreTrainedModel
 
 from ..core import arithmetic, models, zoo
-from ..core.generation import encode_completions
+from ..core.generation import encode_completions, select_rows
 from ..core.seeding import torch_generator
 from ..core.train import train
 from .objectives import OBJECTIVES, PAIRED
@@ -27,30 +27,17 @@ def _with_reference(batch: dict, prompts: list[str], completions: list[str], ref
     return batch
 
 
-class EncodedRows:
-    """Every (prompt, completion) row of `data` tokenized once (:func:`encode_completions`, right-padded): a
-    batch of rows is then a selection of them, cut to its longest row, the batch `encode_completions` would give."""
-
-    def __init__(self, tokenizer, data: Rollouts):
-        self.encoded = encode_completions(tokenizer, data.prompts, data.completions)
-        self.lengths = self.encoded["attention_mask"].sum(1)
-
-    def batch(self, idx: list[int]) -> dict[str, torch.Tensor]:
-        width = int(self.lengths[idx].max())
-        return {k: v[idx, :width] for k, v in self.encoded.items()}
-
-
 def labelled_batches(tokenizer, data: Rollouts, batch_size: int, seed: int, mismatched: bool = False,
                      ref_cache: ReferenceCache | None = None):
     """Endless batches of labelled responses drawn with replacement (CE, KTO). With `mismatched`, each batch also
     carries `kl`: every prompt paired with the next row's completion, KTO's reference-point sample. With
     `ref_cache`, batches carry π_ref's cached log-probs of their rows."""
     g = torch_generator(seed, "ce_batches")
-    prompts, rows = data.prompts, EncodedRows(tokenizer, data)
+    prompts, encoded = data.prompts, encode_completions(tokenizer, data.prompts, data.completions)
     while True:
         idx = torch.randint(len(prompts), (batch_size,), generator=g).tolist()
         p, c = [prompts[i] for i in idx], [data.completions[i] for i in idx]
-        batch = _with_reference(rows.batch(idx), p, c, ref_cache)
+        batch = _with_reference(select_rows(encoded, idx), p, c, ref_cache)
         batch["labels"] = torch.tensor([data.labels[i] for i in idx])
         if mismatched:
             batch["kl"] = encode_completions(tokenizer, p, c[1:] + c[:1])
@@ -72,13 +59,13 @@ def pair_batches(tokenizer, data: Rollouts, batch_size: int, seed: int, ref_cach
         raise ValueError("DPO and NCA need a prompt with both a correct and an incorrect response; with one response "
                          "per instruction there are no pairs (use the CE objective)")
     g = torch_generator(seed, "dpo_batches")
-    prompts, encoded = data.prompts, EncodedRows(tokenizer, data)
+    prompts, encoded = data.prompts, encode_completions(tokenizer, data.prompts, data.completions)
     half = max(1, batch_size // 2)
     while True:
         chosen = [pairs[i] for i in torch.randint(len(pairs), (half,), generator=g).tolist()]
         rows = [w for w, _ in chosen] + [lo for _, lo in chosen]
         p, c = [prompts[k] for k in rows], [data.completions[k] for k in rows]
-        yield _with_reference(encoded.batch(rows), p, c, ref_cache)
+        yield _with_reference(select_rows(encoded, rows), p, c, ref_cache)
 
 
 @dataclass
