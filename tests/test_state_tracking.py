@@ -351,6 +351,67 @@ def test_a_direction_the_readout_uses_costs_more_than_its_variance_matched_contr
     assert ignored.parity == 0.0 and ignored.matched_mean > 0 and ignored.parity_minus_matched < 0
 
 
+def test_leace_is_the_closed_form_and_leaves_the_two_classes_one_mean():
+    # a small exact case: six rows in 3 dimensions, a binary concept; LEACE is the rank-one oblique projection
+    # r(x) = x - delta delta^T S^+ (x - mean) / (delta^T S^+ delta), delta the classes' mean difference
+    x = torch.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 1.0], [2.0, 2.0, 0.0], [3.0, 1.0, 1.0], [1.0, 3.0, 2.0],
+                      [4.0, 2.0, 3.0]], dtype=torch.float64)
+    z = torch.tensor([0, 0, 0, 1, 1, 1])
+    eraser = st.leace_eraser(x, z)
+    out = eraser(x)
+    delta = x[z == 1].mean(0) - x[z == 0].mean(0)
+    cov_pinv = torch.linalg.pinv(torch.cov(x.T))
+    expected = x - torch.outer((x - x.mean(0)) @ cov_pinv @ delta, delta) / (delta @ cov_pinv @ delta)
+    assert torch.allclose(out, expected, atol=1e-9)
+    assert torch.allclose(out[z == 1].mean(0), out[z == 0].mean(0), atol=1e-9)  # one mean for both classes
+    assert torch.allclose(out.mean(0), x.mean(0), atol=1e-9)  # the mean row is kept
+    change = out - x  # every row moves along delta alone
+    assert torch.allclose(change - torch.outer(change @ delta, delta) / (delta @ delta), torch.zeros_like(x),
+                          atol=1e-9)
+
+
+def test_after_leace_a_fresh_probe_cannot_read_a_concept_it_read_before():
+    # rows whose binary concept is read along a mix of axes, with correlated noise; the probe reads it before
+    g = _g(40)
+    z = torch.randint(2, (4000,), generator=g)
+    mix = torch.randn(12, 12, generator=g)
+    x = (torch.randn(4000, 12, generator=g) @ mix + torch.outer(2.0 * z - 1, torch.randn(12, generator=g) * 1.5))
+    features, labels = x.reshape(1000, 4, 12).numpy(), z.reshape(1000, 4).numpy()
+    assert st.pooled_probe(features, labels)[0] > 0.95
+    eraser = st.leace_eraser(x[:2000], z[:2000])  # fitted on one split, read on the other
+    held = eraser(x[2000:].double()).float()
+    assert st.pooled_probe(held.reshape(500, 4, 12).numpy(), z[2000:].reshape(500, 4).numpy())[0] <= 0.6
+    # ablating the best probe's direction alone is not enough when the concept lies along several correlated axes
+    w = torch.linalg.lstsq(x - x.mean(0), (z - z.float().mean()).float()[:, None]).solution[:, 0]
+    ablated = st.ablate_direction(x[2000:], w / w.norm(), x.mean(0))
+    assert st.pooled_probe(ablated.reshape(500, 4, 12).numpy(), z[2000:].reshape(500, 4).numpy())[0] > 0.6
+
+
+def test_variance_matched_controls_match_a_given_change_and_the_erasure_s_controls_match_it_in_a_model():
+    x = _anisotropic_rows([3.0, 3.0, 4.0, 4.0] + [0.5] * 12)
+    w = torch.eye(16)[0]
+    controls, ratios = st.variance_matched_controls(x, w, 4, _g(41), target=5.0)
+    assert np.allclose(ratios, 1.0, atol=1e-3) and [st.variance_along(x, u) for u in controls] == pytest.approx(
+        [5.0] * 4, rel=1e-3)
+    assert all(torch.allclose(u @ w, torch.zeros(len(u)), atol=1e-5) for u in controls)
+    # in a model: the erasure and its controls after block 1 of a random tiny Llama
+    tok = st.make_tokenizer(3)
+    model = tinylm.random_model("llama", tok, 0, hidden=32, layers=2, max_len=16, initializer_range=0.5)
+    cfg = Config("smoke", dict(st.config("smoke"), n_layers=2, train_length=4, n_eval=64, n_probe=64))
+    got = st.parity_erasure_drops(model, tok, cfg)
+    assert len(got.matched) == len(got.parity_after_controls) == len(got.matched_change_ratio) == cfg.n_ablation_controls
+    assert got.change_mismatch < 1e-3 and 0.0 < got.change_share < 1.0
+    assert got.erased_minus_matched == pytest.approx(got.erased - float(np.mean(got.matched)))
+    # the drop is the accuracy lost with the erasure applied at the actions' positions after block 1
+    fit = st.eval_actions(cfg, cfg.n_probe, 4, "probe")
+    x = st.residual_rows(model, tok, 3, fit, 1)
+    eraser = st.leace_eraser(x, st.parity_of_states(st.state_sequence(fit, 3), 3).reshape(-1))
+    acts = st.eval_actions(cfg, cfg.n_eval, 4, "eval")
+    expected = (st.edited_accuracy(model, tok, 3, acts, 1).mean()
+                - st.edited_accuracy(model, tok, 3, acts, 1, lambda h: eraser(h.double()).float(), first=1).mean())
+    assert got.erased == pytest.approx(float(expected))
+
+
 def test_far_above_chance_reads_the_positions_past_one_step_beyond_t():
     acc = np.array([1.0, 1.0, 1.0, 0.9, 0.5, 0.3])  # T = 3: positions 5 and 6 count, not 4
     assert st.far_above_chance(acc, 3, 3) == pytest.approx(0.4 - 1 / 6)
@@ -418,6 +479,9 @@ def _report(condition, seed, learned, label, sig, fill):
                         label=label, null_label="AA-like" if learned else "not learned", losses=[],
                         ablation=st.AblationDrops(parity=fill, matched=[fill / 2, fill / 2], random=0.0,
                                                   parity_variance_share=fill, matched_variance_ratio=[1.0, 1.05]),
+                        erasure=st.ErasureDrops(erased=fill, matched=[fill / 4, fill / 4], parity_after=0.5 + fill / 10,
+                                                parity_after_controls=[0.99, 0.98], change_share=fill / 2,
+                                                matched_change_ratio=[1.0, 0.97], matched_dimensions=[1, 1]),
                         parity_readable=sig)
 
 
@@ -444,9 +508,12 @@ def test_summarise_and_maps_use_only_the_runs_that_learned():
     assert m["mixed_aa_conditions"] == ["plain"] and math.isnan(m["far_above_chance"])  # no far accuracy given
     assert len(m["steer_ablation_diff"]) == 1 and set(m["ablation_drop"]) == set(m["control_ablation_drop"]) == set(
         st.CONDITIONS)
-    # steerable reads the learned parity_aux runs: the parity direction's drop minus its controls' mean drop
-    assert m["n_forced"] == 2 and m["parity_minus_matched_drop"] == [pytest.approx(0.4), pytest.approx(0.2)]
-    assert m["parity_probe_min"] == 0.5 and m["variance_mismatch"] == pytest.approx(0.05)
+    # steerable reads the learned parity_aux runs: the parity erasure's drop minus its controls' mean drop
+    assert m["n_forced"] == 2 and m["erased_minus_matched_drop"] == [pytest.approx(0.6), pytest.approx(0.3)]
+    assert m["parity_probe_min"] == 0.5 and m["change_mismatch"] == pytest.approx(0.03)
+    assert m["parity_after_erasure"] == pytest.approx(0.58)
+    # the ablation of the parity probe's direction is described, each condition's
+    assert m["parity_minus_matched"]["parity_aux"] == [pytest.approx(0.4), pytest.approx(0.2)]
     assert m["steer_ablation_diff"] == [pytest.approx(0.8 - 0.2)]
     assert m["is_aa"] == [1.0] and m["is_paa"] == [0.0]
     # the positive control reads the learned parity_aux runs only: one PAA-like, one mixed

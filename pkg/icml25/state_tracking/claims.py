@@ -1,8 +1,8 @@
 """The chapter's claims: steering toward PAA, two mechanisms, and AA's length generalisation. The label is the
 declared rule's (:func:`classify` over the :data:`VOTING` signatures, chosen from the rule's positive control on the
-calibration seeds); the steering intervention is layer-wise parity supervision, and steering is judged by the mean
-ablation of the parity direction against directions of the same variance
-(:func:`~icml25.state_tracking.measurements.parity_ablation_drops`), a dependence that supervision does not train;
+calibration seeds); the steering intervention is layer-wise parity supervision, and steering is judged by the
+concept erasure of the parity (LEACE) against edits of the same size that carry no parity signal
+(:func:`~icml25.state_tracking.measurements.parity_erasure_drops`), a dependence that supervision does not train;
 the ledger records each change."""
 
 from __future__ import annotations
@@ -29,18 +29,23 @@ _POSITIVE_CONTROL = share_at_least(
 
 
 ABLATION_MIN_EFFECT = 0.05
-"""steerable's smallest effect: in a parity_aux run, mean-ablating the parity direction costs at least 5 points more
-state accuracy at the trained positions than mean-ablating a direction of the same variance. Chosen as the
-chapter's smallest accuracy difference worth a claim (the same 0.05 that `aa_generalises` declares for accuracy
-beyond T, and that steerable declared for its earlier plain-vs-parity_aux comparison), not from any ablation's
-value."""
+"""steerable's smallest effect: in a parity_aux run, erasing the parity costs at least 5 points more state accuracy
+at the trained positions than an edit of the same size without parity signal (before, than mean-ablating a
+direction of the parity direction's variance). Chosen as the chapter's smallest accuracy difference worth a claim
+(the same 0.05 that `aa_generalises` declares for accuracy beyond T, and that steerable declared for its earlier
+comparisons), not from any ablation's or erasure's value."""
 
 VARIANCE_TOLERANCE = 0.1
-"""steerable's precondition variance_matched: every control carries the parity direction's variance to within this
-relative miss (10%), so that ablating the control removes as much of the residual stream as ablating the parity
-direction does. The controls are solved to match (:func:`~icml25.state_tracking.measurements.variance_matched_controls`:
-a direction, or a subspace of the fewest dimensions that carry that variance); they miss only when the whole
-complement of the parity signal carries less, and then there is no control."""
+"""steerable's precondition variance_matched: every control's mean squared change of the residual stream is the
+erasure's to within this relative miss (10%), so that the control changes the stream as much as the erasure does.
+The controls are solved to match (:func:`~icml25.state_tracking.measurements.variance_matched_controls`: a direction,
+or a subspace of the fewest dimensions that carry that change); they miss only when the whole complement of the
+parity's mean difference carries less, and then there is no control."""
+
+PARITY_ERASED = 0.6
+"""steerable's precondition parity_erased: in every learned parity_aux run, a logistic probe fitted again after the
+erasure, on held-out stories, reads the parity with accuracy at most this (chance, 0.5, plus 0.1), so the erasure
+removed the parity's linear signal. Declared before the erasure was run on any seed."""
 
 PARITY_READABLE = LEARNED_ACCURACY
 """steerable's precondition parity_readable: in every learned parity_aux run the parity probe after block
@@ -53,33 +58,39 @@ STEERABLE = Claim(
                     "through an early parity)",
     paper_value="qualitative (parity supervision yields PAA)",
     criterion="In each learned parity_aux run (layer-wise parity supervision after block parity_layer), the state "
-              "accuracy at t <= T lost when the parity probe's direction after block parity_layer is mean-ablated, "
-              "minus the mean accuracy lost when each of n_ablation_controls controls is, each a random direction "
-              "(or, where no single direction carries as much, a subspace of the fewest dimensions that do) carrying "
-              "the same variance of the residual stream there and no parity signal (orthogonal to the parity "
-              "direction and to the parity classes' mean difference), is above 0 (95% t interval over seeds; "
+              "accuracy at t <= T lost when the parity is erased from the residual stream after block parity_layer "
+              "(LEACE, least-squares concept erasure, fitted on stories apart from the evaluation's and applied at "
+              "every action's position), minus the mean accuracy lost under each of n_ablation_controls controls, "
+              "each the mean ablation of a random direction (or, where no single direction carries as much, a "
+              "subspace of the fewest dimensions that do) orthogonal to the parity classes' mean difference (so it "
+              "carries no linear parity signal) that changes the residual stream there by the erasure's mean squared "
+              "change, is above 0 (95% t interval over seeds; "
               f"refuted below +{ABLATION_MIN_EFFECT:g}): the state computation rests on the parity itself, not on "
-              "any direction that carries as much of the residual stream. The parity loss asks the parity to be "
-              "readable there (so the probe signature's rise is guaranteed, reported, not decisive) and makes its "
-              "direction high-variance (so the plain-vs-parity_aux rise of the parity direction's own drop is "
+              "any edit that changes the residual stream as much. The parity loss asks the parity to be readable "
+              "there (so the probe signature's rise is guaranteed, reported, not decisive); mean-ablating the "
+              "parity probe's direction leaves the parity readable from the rest of the stream (so its drop is "
               "reported, not decisive)",
-    effects=[Effect("parity_minus_matched_drop", "parity_minus_matched_drop", min_effect=ABLATION_MIN_EFFECT)],
+    effects=[Effect("erased_minus_matched_drop", "erased_minus_matched_drop", min_effect=ABLATION_MIN_EFFECT)],
     preconditions=[_ALL_LEARNED,
                    at_least("forced_runs", "n_forced", 3, "at least 3 learned parity_aux runs"),
                    at_least("parity_readable", "parity_probe_min", PARITY_READABLE,
                             f"in every learned parity_aux run the parity probe after block parity_layer reads the "
                             f"parity on held-out rows with accuracy at least {PARITY_READABLE}: there is a parity "
-                            "direction to ablate"),
-                   at_most("variance_matched", "variance_mismatch", VARIANCE_TOLERANCE,
-                           f"every control carries the parity direction's variance within "
+                            "to erase"),
+                   at_most("parity_erased", "parity_after_erasure", PARITY_ERASED,
+                           f"in every learned parity_aux run a logistic probe fitted again after the erasure reads "
+                           f"the parity on held-out stories with accuracy at most {PARITY_ERASED:g} (chance 0.5): "
+                           "the erasure removed the parity's linear signal"),
+                   at_most("variance_matched", "change_mismatch", VARIANCE_TOLERANCE,
+                           f"every control's mean squared change of the residual stream is the erasure's within "
                            f"{VARIANCE_TOLERANCE:.0%} (largest relative miss over runs and controls), so the control "
-                           "removes as much of the residual stream as the parity direction does")],
-    examples=({"parity_minus_matched_drop": [0.15, 0.2, 0.1, 0.3, 0.12, 0.18, 0.25, 0.09], "n_not_learned": 0,
-               "n_forced": 8, "parity_probe_min": 0.99, "variance_mismatch": 0.0},
-              {"parity_minus_matched_drop": [0.01, -0.01, 0.0, 0.02, 0.0, 0.01, -0.005, 0.0], "n_not_learned": 0,
-               "n_forced": 8, "parity_probe_min": 0.99, "variance_mismatch": 0.0},
-              {"parity_minus_matched_drop": [0.1, -0.1, 0.05, -0.05, 0.0, 0.08, -0.08, 0.0], "n_not_learned": 0,
-               "n_forced": 8, "parity_probe_min": 0.99, "variance_mismatch": 0.0}),
+                           "changes the stream as much as the erasure does")],
+    examples=({"erased_minus_matched_drop": [0.15, 0.2, 0.1, 0.3, 0.12, 0.18, 0.25, 0.09], "n_not_learned": 0,
+               "n_forced": 8, "parity_probe_min": 0.99, "parity_after_erasure": 0.52, "change_mismatch": 0.0},
+              {"erased_minus_matched_drop": [0.01, -0.01, 0.0, 0.02, 0.0, 0.01, -0.005, 0.0], "n_not_learned": 0,
+               "n_forced": 8, "parity_probe_min": 0.99, "parity_after_erasure": 0.52, "change_mismatch": 0.0},
+              {"erased_minus_matched_drop": [0.1, -0.1, 0.05, -0.05, 0.0, 0.08, -0.08, 0.0], "n_not_learned": 0,
+               "n_forced": 8, "parity_probe_min": 0.99, "parity_after_erasure": 0.52, "change_mismatch": 0.0}),
 )
 
 TWO_MECHANISMS = Claim(

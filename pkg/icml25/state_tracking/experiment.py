@@ -13,8 +13,8 @@ from threadpoolctl import threadpool_limits
 
 from ..core.seeding import one_thread, torch_generator
 from .group import elements, shuffled_parity
-from .measurements import (AblationDrops, accuracy_by_position, corrupt, eval_actions, parity_ablation_drops,
-                           patching_map, probe_maps)
+from .measurements import (AblationDrops, ErasureDrops, accuracy_by_position, corrupt, eval_actions,
+                           parity_ablation_drops, parity_erasure_drops, patching_map, probe_maps)
 from .settings import eval_length
 from .signatures import (LEARNED_ACCURACY, SIGNATURES, VOTING, error_signature, label_run, patching_signature,
                          probe_signature)
@@ -39,6 +39,7 @@ class RunReport:
     null_label: str  # the rule's label on null_signatures
     losses: list
     ablation: AblationDrops | None = None  # accuracy at t <= T lost when a direction at parity_layer is ablated
+    erasure: ErasureDrops | None = None  # accuracy at t <= T lost when the parity at parity_layer is erased
     parity_readable: float = math.nan  # the parity probe's held-out accuracy after block parity_layer
     far_above_chance: float = math.nan  # mean state accuracy over T + 2 <= t <= 2T minus chance (1/|S_n|)
 
@@ -87,6 +88,7 @@ def far_above_chance(accuracy: np.ndarray, train_length: int, n: int) -> float:
 def _measure_run(cfg, seed: int, condition: str) -> RunReport:
     z = get_tracker(cfg, seed, condition)
     ablation = parity_ablation_drops(z.model, z.tokenizer, cfg)
+    erasure = parity_erasure_drops(z.model, z.tokenizer, cfg)
     n, length = cfg.group_n, eval_length(cfg)
     acts = eval_actions(cfg, cfg.n_eval, length, "eval")
     states = state_sequence(acts, n)
@@ -100,7 +102,7 @@ def _measure_run(cfg, seed: int, condition: str) -> RunReport:
                      label=label_run(trained, [signatures[k] for k in VOTING]),
                      null_label=label_run(trained, [null_signatures[k] for k in VOTING]),
                      losses=list(z.info["losses"]),
-                     ablation=ablation, parity_readable=float(probes["parity"][cfg.parity_layer]),
+                     ablation=ablation, erasure=erasure, parity_readable=float(probes["parity"][cfg.parity_layer]),
                      far_above_chance=far_above_chance(acc, cfg.train_length, n))
 
 
@@ -167,13 +169,21 @@ def summarise(reports: Sequence[RunReport]) -> dict:
                    "forced_is_paa": out["forced_is_paa"]}
     for name in SIGNATURES:
         out[f"steer_{name}_diff"] = [aux.signatures[name] - pl.signatures[name] for pl, aux in pairs]
-    # steerable: in each parity_aux run, the parity direction's drop beyond the variance-matched controls' drop
+    # steerable: in each parity_aux run, the parity erasure's drop beyond the drop of its controls of the same size
     forced = [r for r in learned if r.condition == "parity_aux"]
-    out["parity_minus_matched_drop"] = [_ablated(r, "parity_minus_matched") for r in forced]
+    out["erased_minus_matched_drop"] = [_erased(r, "erased_minus_matched") for r in forced]
     out["n_forced"] = len(forced)
     out["parity_probe_min"] = min((r.parity_readable for r in forced), default=math.nan)
-    out["variance_mismatch"] = max((_ablated(r, "variance_mismatch") for r in forced), default=math.nan)
-    # described: the earlier plain-vs-parity_aux comparison of the parity direction's own drop, and each condition's
+    out["parity_after_erasure"] = max((_erased(r, "parity_after") for r in forced), default=math.nan)
+    out["change_mismatch"] = max((_erased(r, "change_mismatch") for r in forced), default=math.nan)
+    # described, each condition's: the erasure's quantities, and the ablation of the parity probe's direction (the
+    # earlier measure, after which the parity stays readable) beside its variance-matched controls
+    for name, attr in (("erasure_drop", "erased"), ("erasure_matched_drop", "matched_mean"),
+                       ("erasure_change_share", "change_share"), ("erased_minus_matched", "erased_minus_matched"),
+                       ("parity_after_erasure_by_run", "parity_after")):
+        out[name] = {c: [_erased(r, attr) for r in learned if r.condition == c] for c in CONDITIONS}
+    out["parity_after_controls_min"] = {c: [min(r.erasure.parity_after_controls) if r.erasure else math.nan
+                                            for r in learned if r.condition == c] for c in CONDITIONS}
     for name, attr in (("ablation_drop", "parity"), ("matched_ablation_drop", "matched_mean"),
                        ("control_ablation_drop", "random"), ("parity_variance_share", "parity_variance_share"),
                        ("parity_minus_matched", "parity_minus_matched")):
@@ -185,3 +195,8 @@ def summarise(reports: Sequence[RunReport]) -> dict:
 def _ablated(report: RunReport, attr: str) -> float:
     """One quantity of a run's :class:`AblationDrops` (NaN for a run measured without the ablation)."""
     return math.nan if report.ablation is None else float(getattr(report.ablation, attr))
+
+
+def _erased(report: RunReport, attr: str) -> float:
+    """One quantity of a run's :class:`ErasureDrops` (NaN for a run measured without the erasure)."""
+    return math.nan if report.erasure is None else float(getattr(report.erasure, attr))

@@ -1,6 +1,7 @@
 """The measurements of a trained run: accuracy by position, parity-consistent errors, pooled linear probes of
 state and parity at every layer, layer × token activation patching (the probes and patching as in the official
-code), and the mean ablation of the parity direction at one layer, beside directions that carry the same variance."""
+code), the concept erasure (LEACE) of the parity at one layer beside erasures of the same size that carry no parity
+signal, and the mean ablation of the parity probe's direction there beside directions of the same variance."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from concept_erasure import LeaceEraser, LeaceFitter
 from sklearn.linear_model import LogisticRegression
 
 from ..core import models
@@ -212,10 +214,12 @@ def _tilted_basis(alpha: float, log_lam: np.ndarray, coeffs: np.ndarray) -> np.n
 
 
 def variance_matched_controls(x: torch.Tensor, direction: torch.Tensor, k: int, generator: torch.Generator,
-                              exclude: torch.Tensor | None = None) -> tuple[list[torch.Tensor], np.ndarray]:
+                              exclude: torch.Tensor | None = None, target: float | None = None
+                              ) -> tuple[list[torch.Tensor], np.ndarray]:
     """`k` random control subspaces, orthogonal to `direction` w and to the columns of `exclude` [d, j], each
     carrying the variance of the rows of `x` [N, d] that w carries (:func:`variance_along`: mean-ablating the
-    control removes as much of the residual stream as mean-ablating w does).
+    control removes as much of the residual stream as mean-ablating w does), or `target` when given (the mean
+    squared change another edit makes, :func:`parity_erasure_drops`).
 
     Each control has the fewest dimensions m whose top principal variances in that orthogonal complement sum to
     wᵀ Σ w (one, when some direction there carries that much), and is the span of m Gaussian draws there, tilted
@@ -223,7 +227,7 @@ def variance_matched_controls(x: torch.Tensor, direction: torch.Tensor, k: int, 
     projected on the complement), with α solved by bisection: as α runs from low to high the span's variance runs
     from the m least to the m greatest principal variances, so the match exists whenever the complement's top m
     carry enough; otherwise the control is the nearest reachable, and the returned ratios (each control's variance
-    over w's) say by how much it misses. Returns (orthonormal bases, each [m, d]; ratios [k])."""
+    over the target) say by how much it misses. Returns (orthonormal bases, each [m, d]; ratios [k])."""
     x = x.double()
     d = x.shape[1]
     w = direction.double()[:, None]
@@ -235,7 +239,7 @@ def variance_matched_controls(x: torch.Tensor, direction: torch.Tensor, k: int, 
     keep = lam > lam.max() * 1e-9  # the complement's principal components (the avoided span has λ = 0)
     lam, vecs = lam[keep].numpy(), vecs[:, keep]
     log_lam = np.log(lam)
-    target = variance_along(x, direction)
+    target = variance_along(x, direction) if target is None else target
     top = np.cumsum(lam[::-1])
     m = int(min(np.searchsorted(top, target) + 1, len(lam)))
 
@@ -256,27 +260,37 @@ def variance_matched_controls(x: torch.Tensor, direction: torch.Tensor, k: int, 
 
 
 @torch.no_grad()
-def ablated_accuracy(model, tokenizer, n: int, actions: torch.Tensor, layer: int,
-                     direction: torch.Tensor | None = None, mean: torch.Tensor | None = None) -> np.ndarray:
-    """Accuracy by position of the model's states on `actions` with `direction` mean-ablated
-    (:func:`ablate_direction`) in the residual stream after `layer` (0 = embeddings) at every position, the rest
-    of the model re-run on the ablated stream; without `direction`, the model as it is."""
+def edited_accuracy(model, tokenizer, n: int, actions: torch.Tensor, layer: int, edit=None,
+                    first: int = 0) -> np.ndarray:
+    """Accuracy by position of the model's states on `actions` with `edit` (a map of residual rows [..., d])
+    applied to the residual stream after `layer` (0 = embeddings) at the input positions from `first` on (0: every
+    position, the bos token's included; 1: the actions' positions), the rest of the model re-run on the edited
+    stream; without `edit`, the model as it is."""
     blocks = models.decoder_blocks(model)
     if not 0 <= layer < len(blocks):  # the last entry of hidden_states is after the final norm, not a block's output
         raise ValueError(f"ablation layer {layer} must be 0 (embeddings) … {len(blocks) - 1}")
     module = [model.get_input_embeddings(), *blocks][layer]
 
     def hook(_m, _inp, output):
-        hidden = ablate_direction(_residual(output), direction, mean)
+        hidden = _residual(output).clone()
+        hidden[:, first:] = edit(hidden[:, first:])
         return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
-    handle = module.register_forward_hook(hook) if direction is not None else None
+    handle = module.register_forward_hook(hook) if edit is not None else None
     try:
         pred = predict_states(model, actions, tokenizer, n)
     finally:
         if handle is not None:
             handle.remove()
     return accuracy_by_position(pred, state_sequence(actions, n))
+
+
+def ablated_accuracy(model, tokenizer, n: int, actions: torch.Tensor, layer: int,
+                     direction: torch.Tensor | None = None, mean: torch.Tensor | None = None) -> np.ndarray:
+    """:func:`edited_accuracy` with `direction` mean-ablated (:func:`ablate_direction`) at every position; without
+    `direction`, the model as it is."""
+    return edited_accuracy(model, tokenizer, n, actions, layer,
+                           None if direction is None else lambda h: ablate_direction(h, direction, mean))
 
 
 @dataclass
@@ -346,3 +360,90 @@ def parity_ablation_drops(model, tokenizer, cfg) -> AblationDrops:
                          random=drop(random / random.norm()),
                          parity_variance_share=variance_along(x, direction) / total,
                          matched_variance_ratio=ratios.tolist(), matched_dimensions=[len(u) for u in matched])
+
+
+def leace_eraser(x: torch.Tensor, concept: torch.Tensor) -> LeaceEraser:
+    """LEACE, least-squares concept erasure (Belrose et al., 2023), fitted on the rows `x` [N, d] and a binary
+    concept `concept` [N] (here the parity ε(s_t)): the affine map of least mean squared change E‖x − r(x)‖²
+    after which no linear predictor of the concept beats a constant, in the paper's closed form
+
+        r(x) = x − W⁺ P_{W Σ_xz} W (x − E[x]),   W = (Σ_xx^{1/2})⁺,
+
+    P_{W Σ_xz} the orthogonal projection onto the column space of W Σ_xz (Σ_xx the covariance of x, Σ_xz its
+    cross-covariance with z). For a binary concept Σ_xz ∝ δ, the difference of the two classes' mean rows, so r is
+    the rank-one oblique projection r(x) = x − δ δᵀ Σ_xx⁺ (x − E[x]) / (δᵀ Σ_xx⁺ δ): it moves each row along δ
+    alone, by what it reads along Σ_xx⁺ δ, and leaves the two classes with one mean.
+
+    Fitted by the authors' `concept-erasure` package with the closed form as the paper states it (its options
+    that depart from it are off: no shrinkage of Σ_xx, no trace constraint, and no truncation of a small W Σ_xz),
+    in float64."""
+    return LeaceFitter.fit(x.double(), concept.double()[:, None], shrinkage=False, constrain_cov_trace=False,
+                           svd_tol=1e-12).eraser
+
+
+@dataclass
+class ErasureDrops:
+    """What erasing the parity after block `parity_layer` costs a run, the mean state accuracy at the trained
+    positions t <= T lost, beside controls that change the residual stream as much and carry no parity signal;
+    and how well a logistic probe fitted again on held-out stories reads the parity after each."""
+    erased: float  # the parity erased by LEACE (:func:`leace_eraser`)
+    matched: list  # each control of the same mean squared change (:func:`variance_matched_controls`)
+    parity_after: float  # the parity probe's held-out accuracy after the erasure
+    parity_after_controls: list  # the same after each control
+    change_share: float  # the erasure's mean squared change over the residual stream's variance there
+    matched_change_ratio: list  # each control's mean squared change over the erasure's
+    matched_dimensions: list  # each control's dimensions (1 when one direction carries the change)
+
+    @property
+    def matched_mean(self) -> float:
+        return float(np.mean(self.matched))
+
+    @property
+    def erased_minus_matched(self) -> float:
+        """The drop the parity's erasure causes beyond what an edit of the same size without parity signal causes."""
+        return self.erased - self.matched_mean
+
+    @property
+    def change_mismatch(self) -> float:
+        """The largest relative miss of a control's mean squared change: max |ratio − 1|."""
+        return float(np.max(np.abs(np.asarray(self.matched_change_ratio) - 1)))
+
+
+def parity_erasure_drops(model, tokenizer, cfg) -> ErasureDrops:
+    """How much the state computation rests on the parity at `cfg.parity_layer`: LEACE (:func:`leace_eraser`) is
+    fitted there on the "probe" stories, applied to the residual stream after block `parity_layer` at every action's
+    position (not the bos token's, whose constant row it was not fitted on), the rest of the model re-run, and the
+    mean state accuracy at t ≤ T on the held-out "eval" stories falls by `erased`. Unlike the ablation of the parity
+    probe's direction (:func:`parity_ablation_drops`), after which the parity stays readable from the rest of the
+    stream, the erasure leaves no linear parity signal: whether it did is read on a third split, the "erasure
+    check" stories, by a logistic probe fitted again after it (:func:`pooled_probe`, `parity_after`).
+
+    The controls are edits of the same rank and size that carry no parity signal: `cfg.n_ablation_controls` mean
+    ablations (:func:`ablate_direction`) of random subspaces orthogonal to the parity classes' mean difference δ
+    (the direction the erasure moves the rows along; the classes have one mean along any such subspace, so no
+    linear predictor of the parity reads anything from it), each removing the erasure's mean squared change
+    E‖x − r(x)‖² on the "probe" stories (:func:`variance_matched_controls` with that target: one direction when one
+    carries that much, else a subspace of the fewest dimensions that do), applied at the same positions."""
+    n, layer, length = cfg.group_n, cfg.parity_layer, cfg.train_length
+    fit_acts = eval_actions(cfg, cfg.n_probe, length, "probe")
+    x = residual_rows(model, tokenizer, n, fit_acts, layer)
+    eraser = leace_eraser(x, parity_of_states(state_sequence(fit_acts, n), n).reshape(-1))
+    x64 = x.double()
+    change = float((x64 - eraser(x64)).pow(2).sum(1).mean())
+    delta = parity_class_difference(x, fit_acts, n)
+    controls, ratios = variance_matched_controls(
+        x, delta / delta.norm(), cfg.n_ablation_controls, torch_generator(0, "state_tracking", "erasure controls"),
+        target=change)
+    mean = x.mean(0)
+    edits = [lambda h: eraser(h.double()).float(), *(lambda h, u=u: ablate_direction(h, u, mean) for u in controls)]
+    acts = eval_actions(cfg, cfg.n_eval, length, "eval")
+    base = edited_accuracy(model, tokenizer, n, acts, layer).mean()
+    drops = [float(base - edited_accuracy(model, tokenizer, n, acts, layer, edit, first=1).mean()) for edit in edits]
+    check = eval_actions(cfg, cfg.n_probe, length, "erasure check")
+    h = hidden_states(model, check, tokenizer, n)[layer]
+    parity = parity_of_states(state_sequence(check, n), n).numpy()
+    readable = [pooled_probe(edit(h).numpy(), parity)[0] for edit in edits]
+    total = float((x64 - x64.mean(0)).pow(2).sum(1).mean())
+    return ErasureDrops(erased=drops[0], matched=drops[1:], parity_after=readable[0],
+                        parity_after_controls=readable[1:], change_share=change / total,
+                        matched_change_ratio=ratios.tolist(), matched_dimensions=[len(u) for u in controls])
