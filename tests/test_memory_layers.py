@@ -227,6 +227,38 @@ def test_capacity_claims_ask_the_dense_model_to_have_plateaued(claim):
     assert ml.plateau_budget(ml.config("ci")) * 2 == ml.config("ci").steps
 
 
+def test_budget_calibration_ran_on_calibration_seeds_only():
+    verdict = {s for scale in ("smoke", "ci", "full") for s in ml.config(scale).seeds}
+    seeds = {r["seed"] for r in ml.BUDGET_CALIBRATION}
+    assert seeds <= set(ml.CALIBRATION_SEEDS) and not seeds & verdict
+    assert all(0 <= r["recall"] <= 1 and r["seconds"] > 0 for r in ml.BUDGET_CALIBRATION)
+
+
+def test_plateau_gain_and_first_plateau_on_a_small_record():
+    record = [{"arch": "dense", "d_model": 8, "n_facts": 64, "batch_size": 256, "lr": 1e-2, "seed": seed,
+               "steps": steps, "recall": recall, "seconds": 1.0}
+              for seed, curve in ((0, {100: 0.1, 200: 0.3, 400: 0.34, 800: 0.35}), (1, {100: 0.2, 200: 0.3, 400: 0.4}))
+              for steps, recall in curve.items()]
+    record.append({**record[0], "arch": "memory", "recall": 0.9})  # other architectures are not the dense curve
+    (by_seed,) = ml.recall_curves(record).values()
+    assert by_seed == {0: {100: 0.1, 200: 0.3, 400: 0.34, 800: 0.35}, 1: {100: 0.2, 200: 0.3, 400: 0.4}}
+    assert ml.plateau_gain(by_seed, 200) == pytest.approx(0.15)  # (0.2 + 0.1) / 2
+    assert ml.plateau_gain(by_seed, 400) == pytest.approx(0.07)  # (0.04 + 0.1) / 2
+    assert ml.plateau_gain(by_seed, 800) == pytest.approx(0.01)  # seed 0 alone ran both budgets
+    assert ml.plateau_gain(by_seed, 100) is None
+    assert ml.plateau_budgets(by_seed) == [800] and ml.plateau_budgets(by_seed, bar=0.1) == [400, 800]
+    assert ml.plateau_budgets(by_seed, bar=0.0) == []
+    assert ml.largest_later_gain(by_seed, 200) == pytest.approx(0.07)
+    assert ml.largest_later_gain(by_seed, 400) == pytest.approx(0.01) and ml.largest_later_gain(by_seed, 800) is None
+
+
+def test_seconds_at_budget_scales_the_fact_runs_only():
+    runs = [{"task": "facts (64)", "seconds": 10.0}, {"task": "facts (64)", "seconds": 4.0},
+            {"task": "control: modular arithmetic", "seconds": 3.0}]
+    assert ml.seconds_at_budget(runs, 400, 400) == 17.0
+    assert ml.seconds_at_budget(runs, 400, 1600) == 4 * 14.0 + 3.0
+
+
 @pytest.mark.parametrize("scale", ["smoke", "ci", "full"])
 def test_every_architecture_the_search_trains_has_a_learning_rate_grid(scale):
     cfg = ml.config(scale)

@@ -23,10 +23,12 @@ suffices. Whether the dense model is bounded by its parameters, not by its train
 budget and for half of it) and the capacity claims are judged only where it has plateaued.
 
 The package is split by idea: `product_keys` (Eqs. 1-3), `models` (the ladder's models and their FLOPs),
-`data` (the fact world and the control task), `experiment` (configuration, training, learning-rate search, runs)
-and `claims`.
+`data` (the fact world and the control task), `experiment` (configuration, training, learning-rate search, runs),
+`claims` and `calibration` (the dense model's recall against its training budget on calibration seeds: what a
+plateaued dense baseline would cost).
 """
 
+from .calibration import *  # noqa: F401,F403
 from .claims import *  # noqa: F401,F403
 from .data import *  # noqa: F401,F403
 from .experiment import *  # noqa: F401,F403

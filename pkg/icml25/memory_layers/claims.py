@@ -20,7 +20,8 @@ _GRID = at_most("lr_grid_brackets", "lrs_at_grid_edge", 0,
                      "(count of those that do)")
 _DENSE_LEARNS = at_least("dense_learns", "dense_acc", 0.05,
                          rule="the dense model recalls >= 5% of the facts on every seed (3x chance: 1/64)")
-_HEADROOM = at_most("dense_has_headroom", "dense_acc", 0.5,
+HEADROOM_BAR = 0.5
+_HEADROOM = at_most("dense_has_headroom", "dense_acc", HEADROOM_BAR,
                     rule="the world binds the dense model: it recalls at most half of the facts on every seed, so "
                          "extra capacity has something to add")
 PLATEAU_GAIN = 0.05

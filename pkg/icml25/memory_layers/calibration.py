@@ -1,0 +1,113 @@
+"""The capacity regime's calibration (issue 51): how the dense model's fact recall grows with its training budget,
+measured on calibration seeds only, and what a dense baseline that has plateaued (`dense_at_plateau`) would cost."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from .claims import PLATEAU_GAIN
+
+_FIELDS = ("arch", "d_model", "n_facts", "batch_size", "lr", "seed", "steps", "recall", "seconds")
+
+BUDGET_CALIBRATION = [
+    dict(zip(_FIELDS, row))
+    for row in (
+        # what a bigger batch buys in the same steps (100 steps, the ci world, model width 16)
+        ("dense", 16, 4096, 256, 3e-3, 0, 100, 0.0198, 4),
+        ("dense", 16, 4096, 1024, 3e-3, 0, 100, 0.0283, 10),
+        ("dense", 16, 4096, 4096, 3e-3, 0, 100, 0.0315, 43),
+        ("memory", 16, 4096, 256, 3e-3, 0, 100, 0.0195, 8),
+        ("memory", 16, 4096, 1024, 3e-3, 0, 100, 0.0303, 18),
+        ("memory", 16, 4096, 4096, 3e-3, 0, 100, 0.0430, 81),
+        # the ci base (d = 32) on the ci world, at the dense model's chosen rate
+        ("dense", 32, 4096, 256, 3e-3, 0, 200, 0.0657, 14),
+        ("dense", 32, 4096, 256, 3e-3, 0, 400, 0.1641, 30),
+        ("dense", 32, 4096, 256, 3e-3, 0, 800, 0.6296, 57),
+        ("dense", 32, 4096, 256, 3e-3, 0, 1600, 1.0000, 153),
+        ("dense", 32, 4096, 256, 3e-3, 1, 200, 0.0554, 14),
+        ("dense", 32, 4096, 256, 3e-3, 1, 400, 0.1477, 34),
+        ("dense", 32, 4096, 256, 3e-3, 1, 800, 0.6367, 53),
+        ("dense", 32, 4096, 256, 3e-3, 1, 1600, 1.0000, 159),
+        # narrower bases: d = 16 (the memory model fits the FLOPs with k_dim = d/2 and the MoE can be matched)
+        ("dense", 16, 4096, 256, 3e-3, 0, 200, 0.0361, 5),
+        ("dense", 16, 4096, 256, 3e-3, 0, 400, 0.0632, 10),
+        ("dense", 16, 4096, 256, 3e-3, 0, 800, 0.1206, 17),
+        ("dense", 16, 4096, 256, 9e-3, 0, 200, 0.0522, 6),
+        ("dense", 16, 4096, 256, 9e-3, 0, 400, 0.0876, 13),
+        ("dense", 16, 4096, 256, 9e-3, 0, 800, 0.1897, 21),
+        ("dense", 16, 4096, 256, 9e-3, 0, 1600, 0.4028, 107),
+        ("dense", 16, 4096, 256, 9e-3, 0, 3200, 0.7053, 133),
+        ("dense", 16, 4096, 256, 9e-3, 1, 200, 0.0552, 20),
+        ("dense", 16, 4096, 256, 9e-3, 1, 400, 0.0776, 38),
+        ("dense", 16, 4096, 256, 9e-3, 1, 800, 0.2258, 41),
+        ("dense", 16, 4096, 256, 9e-3, 1, 1600, 0.4641, 62),
+        ("dense", 16, 4096, 256, 9e-3, 1, 3200, 0.7205, 122),
+        ("memory", 16, 4096, 256, 9e-3, 0, 400, 0.1443, 26),
+        ("dense", 16, 2048, 256, 3e-3, 0, 200, 0.0635, 7),
+        ("dense", 16, 2048, 256, 3e-3, 0, 400, 0.1499, 14),
+        ("dense", 16, 2048, 256, 3e-3, 0, 800, 0.3701, 30),
+        ("dense", 16, 2048, 256, 9e-3, 0, 200, 0.1382, 8),
+        ("dense", 16, 2048, 256, 9e-3, 0, 400, 0.3364, 14),
+        ("dense", 16, 2048, 256, 9e-3, 0, 800, 0.7563, 27),
+        # d = 8 (dense only: no MoE with the memory layer's parameters fits the FFN's FLOPs at this width)
+        ("dense", 8, 1024, 256, 9e-3, 0, 200, 0.1133, 13),
+        ("dense", 8, 1024, 256, 9e-3, 0, 400, 0.2529, 28),
+        ("dense", 8, 1024, 256, 9e-3, 0, 800, 0.4238, 69),
+        ("dense", 8, 2048, 256, 9e-3, 0, 200, 0.0669, 17),
+        ("dense", 8, 2048, 256, 9e-3, 0, 400, 0.1104, 34),
+        ("dense", 8, 2048, 256, 9e-3, 0, 800, 0.1572, 62),
+        ("dense", 8, 2048, 256, 9e-3, 0, 1600, 0.2485, 50),
+        ("dense", 8, 2048, 256, 9e-3, 1, 200, 0.0654, 7),
+        ("dense", 8, 2048, 256, 9e-3, 1, 400, 0.0908, 14),
+        ("dense", 8, 2048, 256, 9e-3, 1, 800, 0.1592, 23),
+    )]
+"""Every setting tried for a capacity regime (issue 51), after the ci verdicts on seeds 1101-1108 had shown the
+dense model gaining 0.077 from 200 to 400 steps, and before any design change: each row one model trained from
+scratch on a calibration seed (0 or 1, never a verdict seed) for `steps` optimizer steps of `batch_size`, on its own
+full warmup-cosine schedule, at base rate `lr` (a point of the dense grid), on the world of `n_facts` facts (64
+relations per subject, 64 objects), at model width `d_model` (FFN 4d; a memory model's k_dim = d/2); its recall of
+the facts and the seconds its training took on one thread of the shared 2-core machine (under loads from 2 to 14,
+so the seconds are upper bounds and compare only roughly). Recorded when measured; the notebook prints it and does
+not re-measure it."""
+
+
+def recall_curves(record: Sequence[dict], arch: str = "dense",
+                  batch_size: int = 256) -> dict[tuple[int, int, float], dict[int, dict[int, float]]]:
+    """{(d_model, n_facts, lr): {seed: {steps: recall}}} of the `arch` runs of `record` with `batch_size`."""
+    curves: dict = defaultdict(lambda: defaultdict(dict))
+    for r in record:
+        if r["arch"] == arch and r["batch_size"] == batch_size:
+            curves[r["d_model"], r["n_facts"], r["lr"]][r["seed"]][r["steps"]] = r["recall"]
+    return {k: dict(v) for k, v in curves.items()}
+
+
+def plateau_gain(by_seed: dict[int, dict[int, float]], steps: int) -> float | None:
+    """`dense_at_plateau`'s statistic at budget `steps`: the mean over the seeds that ran both budgets of recall at
+    `steps` minus recall at `steps // 2` (None where no seed ran both)."""
+    gains = [c[steps] - c[steps // 2] for c in by_seed.values() if steps in c and steps // 2 in c]
+    return float(np.mean(gains)) if gains else None
+
+
+def plateau_budgets(by_seed: dict[int, dict[int, float]], bar: float = PLATEAU_GAIN) -> list[int]:
+    """The budgets of the record at which `dense_at_plateau` holds: `plateau_gain` at most `bar`."""
+    budgets = sorted({s for c in by_seed.values() for s in c})
+    return [s for s in budgets if (g := plateau_gain(by_seed, s)) is not None and g <= bar]
+
+
+def largest_later_gain(by_seed: dict[int, dict[int, float]], steps: int) -> float | None:
+    """The largest `plateau_gain` at a budget of the record longer than `steps` (None if none): above the bar, the
+    model that passed `dense_at_plateau` at `steps` was starting slowly, not bounded by its parameters."""
+    later = [g for s in {s for c in by_seed.values() for s in c} if s > steps
+             and (g := plateau_gain(by_seed, s)) is not None]
+    return max(later, default=None)
+
+
+def seconds_at_budget(runs: Sequence[dict], steps: int, new_steps: int) -> float:
+    """The training seconds of `runs` (fact-world runs trained `steps` or `steps // 2`; other runs as they are) if
+    every fact-world run were trained `new_steps / steps` times as long: the step cost of these tiny models is set
+    by per-operation overhead, so their time grows in proportion to the steps."""
+    scale = new_steps / steps
+    return float(sum(r["seconds"] * (scale if r["task"].startswith("facts") else 1.0) for r in runs))
