@@ -93,7 +93,7 @@ def test_a_drafts_learned_prm_is_trained_on_that_drafts_rollouts(family_checkpoi
     draft = models.get(path, device="cpu")
     prm = rsd.learned_prm(cfg, 0, draft)
     c = rsd.config("smoke")
-    model, tok, _ = rsd.train_prm(draft, c.prm_preset, c.prm_problems, c.prm_steps, 0)
+    model, tok, _ = rsd.train_prm(draft, c.prm_preset, c.prm_problems, c.prm_steps, 0, lr=c.prm_lr)
     problems = reasoners.test_problems(6)
     steps = [p.steps()[0] for p in problems]
     assert prm.score(problems, [""] * 6, steps).tolist() == rsd.LearnedPRM(model.eval(), tok).score(

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from icml25 import rsd
-from icml25.core import arithmetic, flops, reasoners, tinylm, zoo
+from icml25.core import arithmetic, flops, models, reasoners, tinylm, zoo
 from icml25.core.seeding import derive_seed, numpy_rng
 
 
@@ -389,7 +389,11 @@ def test_a_learned_prm_from_the_draft_starts_at_the_drafts_weights_and_leaves_th
     assert tok is draft.tokenizer
     assert all(torch.equal(v, untrained.state_dict()[k]) for k, v in before.items())
     trained, _, info = rsd.train_prm(draft, rsd.FROM_DRAFT, 20, 5, seed=0)
-    assert tinylm.n_params(trained) == tinylm.n_params(draft.model) and len(info["losses"]) == 5
+    # the draft's size: the same FLOPs per token; its value head is an output layer of its own (not tied to the
+    # input embeddings), one vocabulary x hidden matrix more to store
+    assert flops.linear_params(trained.config) == flops.linear_params(draft.model.config) and len(info["losses"]) == 5
+    d = draft.model.config
+    assert tinylm.n_params(trained) == tinylm.n_params(draft.model) + d.vocab_size * d.hidden_size
     assert any(not torch.equal(v, trained.state_dict()[k]) for k, v in before.items())
     assert all(torch.equal(v, draft.model.state_dict()[k]) for k, v in before.items())
     assert rsd.config("ci").prm_preset == rsd.FROM_DRAFT
@@ -414,3 +418,65 @@ def test_floor_share_spends_the_budget_when_the_lowest_reward_alone_exceeds_it()
     # without a floor share the rule is Eq. (2)
     rewards = numpy_rng(1, "floor").random(50)
     np.testing.assert_array_equal(rsd.threshold_rule(0.5)(rewards), rewards >= 0.5)
+
+
+# --- the learned PRM's training: the checker's labels at each step's last token, class balance, its own head ---
+
+
+def test_step_labels_are_the_checkers_at_each_steps_last_token():
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    p = arithmetic.parse_prompt("3+4*2|")  # 3+4=7;7*2=4;A4
+    wrong = "3+4=7;7*2=5;5*1=5;A5"  # the second step is wrong, so every later step is off the true chain
+    data = rsd.step_labels(tok, [p, p], [p.solution, wrong])
+    assert data.labels == [[1, 1, 1], [1, 0, 0, 0]]
+    assert data.labels[1] == [int(ok) for ok in arithmetic.step_labels(p, wrong)]
+    assert data.ends == [[11, 17, 19], [11, 17, 23, 25]]  # the positions of "3+4*2|3+4=7;", "...;7*2=4;", "...A4"
+    assert [tok.decode([data.ids[1][e]]) for e in data.ends[1]] == [";", ";", ";", "5"]
+    # the PRM reads a step where it is trained: its score of prefix + step is the head at that step's last token
+    model = rsd.own_value_head(tinylm.make_model("nano", tok, 0)).eval()
+    steps = arithmetic.split_steps(wrong)
+    scored = rsd.LearnedPRM(model, tok).score([p] * 4, ["".join(steps[:k]) for k in range(4)], steps)
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([data.ids[1]])).logits[0, data.ends[1]]
+    good, bad = tok.convert_tokens_to_ids([rsd.PRM_GOOD, rsd.PRM_BAD])
+    np.testing.assert_allclose(scored, torch.sigmoid(logits[:, good] - logits[:, bad]).numpy(), rtol=1e-5)
+
+
+def test_the_prms_loss_weighs_right_and_wrong_steps_half_each():
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    p = arithmetic.parse_prompt("3+4*2|")
+    data = rsd.step_labels(tok, [p, p], [p.solution, "3+4=7;7*2=5;5*1=5;A5"])  # 4 right steps, 3 wrong
+    w = data.class_weights()
+    assert w == {0: pytest.approx(7 / 6), 1: pytest.approx(7 / 8)} and 3 * w[0] == pytest.approx(4 * w[1])
+    batch = next(rsd.step_batches(data, tok.pad_token_id, 5, seed=0))
+    assert len(batch["labels"]) == len(batch["rows"]) == len(batch["cols"]) == len(batch["weights"])
+    assert batch["weights"].tolist() == [pytest.approx(w[int(y)]) for y in batch["labels"]]
+    model = rsd.own_value_head(tinylm.make_model("nano", tok, 0))
+    good, bad = tok.convert_tokens_to_ids([rsd.PRM_GOOD, rsd.PRM_BAD])
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        loss = float(rsd.value_loss(model, batch, good, bad))
+    z = (logits[batch["rows"], batch["cols"], good] - logits[batch["rows"], batch["cols"], bad]).double()
+    y, wy = batch["labels"].double(), batch["weights"].double()
+    by_hand = (wy * -(y * torch.log(torch.sigmoid(z)) + (1 - y) * torch.log(1 - torch.sigmoid(z)))).mean()
+    assert loss == pytest.approx(float(by_hand), rel=1e-5)
+
+
+def test_the_value_head_is_the_prms_own_and_survives_saving(tmp_path):
+    tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
+    model = tinylm.make_model("nano", tok, 0)
+    embeddings = model.get_input_embeddings().weight.detach().clone()
+    rsd.own_value_head(model)
+    with torch.no_grad():
+        model.get_output_embeddings().weight[tok.convert_tokens_to_ids(rsd.PRM_GOOD)] += 1.0
+    assert torch.equal(model.get_input_embeddings().weight, embeddings)  # reading "+" is unchanged
+    tinylm.save(model, tok, tmp_path)
+    loaded, _ = models.load(tmp_path)
+    assert torch.equal(loaded.get_output_embeddings().weight, model.get_output_embeddings().weight)
+    assert torch.equal(loaded.get_input_embeddings().weight, embeddings)
+
+
+def test_training_the_prm_lowers_its_class_weighted_loss(pair):
+    _, _, info = rsd.train_prm(pair[0], rsd.FROM_DRAFT, 60, 30, seed=0, lr=3e-3)
+    assert info["n_steps"] > info["n_rollouts"] > 0 and 0 <= info["frac_correct"] <= 1  # (an empty rollout has no step)
+    assert np.mean(info["losses"][-5:]) < np.mean(info["losses"][:5])

@@ -31,11 +31,11 @@ from .decoding import (Decoded, Meter, Step, _ntok, check_pair, cut_step, decode
                        floor_share, random_rule, soft_rule, threshold_rule)
 from .experiment import (calibrated_deltas, calibration_steps, claim_measurements, draft_and_target, generated_flops,
                          prm_auc, reasoning_experiment, reasoning_results, target_call_share, warm_up_seed)
-from .figures import PRM_MARKERS, plot_acceptance, plot_accountings, plot_accuracy_vs_flops
+from .figures import PRM_MARKERS, plot_acceptance, plot_accountings, plot_accuracy_vs_flops, prm_calibration_table
 from .mixture import acceptance_sets, brute_force_best, expected_reward, mixture, sample_rsd_categorical
-from .prms import (PRM_BAD, PRM_GOOD, PRM_QUERY, LearnedPRM, NoisyOraclePRM, OraclePRM, learned_prm,
-                   prm_training_data, train_prm)
+from .prms import (PRM_BAD, PRM_GOOD, LearnedPRM, NoisyOraclePRM, OraclePRM, StepLabels, draft_rollouts,
+                   learned_prm, own_value_head, prm_training_data, step_batches, step_labels, train_prm, value_loss)
 from .pair import CALIBRATION, exact_match, pair_calibration
 from .scales import (DELIMITER, DRAFT_MODEL, FROM_DRAFT, MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE,
-                     TARGET_CALL_BUDGET, TARGET_MODEL, config)
+                     PRM_BATCH, TARGET_CALL_BUDGET, TARGET_MODEL, config)
 from .speculative import speculative_cost, speculative_decode

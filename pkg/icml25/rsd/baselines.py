@@ -50,8 +50,8 @@ def best_of_n(samples: Samples, problems: Sequence[arithmetic.Problem], prm) -> 
             parts = arithmetic.split_steps(sol) or [""]
             for j, part in enumerate(parts):
                 rows[0].append(p), rows[1].append("".join(parts[:j])), rows[2].append(part), owner.append(i)
-            if prm.model is not None:  # one pass over the whole solution plus a query token after each step
-                prm_flops[k] += flops.forward_flops(prm.model.config, _ntok(tok, p.prompt + sol) + len(parts))
+            if prm.model is not None:  # one pass over the whole solution scores each step at its last token
+                prm_flops[k] += flops.forward_flops(prm.model.config, _ntok(tok, p.prompt + sol))
         r = np.asarray(prm.score(*rows), dtype=float)
         owner = np.asarray(owner)
         scores[k] = [r[owner == i].min() for i in range(len(problems))]  # a chain's minimum step reward

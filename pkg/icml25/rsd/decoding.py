@@ -212,8 +212,8 @@ def decode(draft: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, target: P
         for j, i in enumerate(active):
             draft_text, draft_ids = proposal[j]
             meters["draft"].call(i, prefix_len[j], len(draft_ids), keep=bool(keep[j]))
-            meters["prm"].call(i, prefix_len[j] + len(draft_ids) + 1, 0)  # reads prefix, step and a query token
-            meters["prm"].cached[i] = prefix_len[j] + (len(draft_ids) if keep[j] else 0)  # the query is not kept
+            meters["prm"].call(i, prefix_len[j] + len(draft_ids), 0)  # reads prefix and step, scores its last token
+            meters["prm"].cached[i] = prefix_len[j] + (len(draft_ids) if keep[j] else 0)  # a discarded step is dropped
             if keep[j]:
                 text, ids = draft_text, draft_ids
                 tokens["draft_accepted"] += len(ids)

@@ -10,13 +10,13 @@ from transformers import PreTrainedModel
 
 from ..core import arithmetic, flops, generation, models, reasoners, zoo
 from ..core.generation import generate
-from ..core.seeding import derive_seed, torch_generator
+from ..core.seeding import derive_seed
 from . import baselines, claims, decoding, pair, prms as _prms, scales, speculative
 from .baselines import at_flops, best_of_n, majority_vote, sample
 from .claims import GRADED, PRMS, RATE_MATCH
 from .decoding import (Decoded, check_pair, cut_step, decode, decode_single, delta_for_budget, floor_share,
                        random_rule, soft_rule, threshold_rule)
-from .prms import NoisyOraclePRM, OraclePRM, learned_prm
+from .prms import NoisyOraclePRM, OraclePRM, draft_rollouts, learned_prm
 from .speculative import speculative_cost
 from .scales import DELIMITER, DRAFT_MODEL, MAX_NEW_TOKENS, TARGET_MODEL
 
@@ -46,9 +46,7 @@ def prm_auc(prms: dict, draft: zoo.ZooModel, n_problems: int, seed: int) -> dict
     steps, sampled at temperature 1 for held-out problems (a stream neither the PRM's training nor the test uses)."""
     from sklearn.metrics import roc_auc_score
 
-    problems = arithmetic.sample_problems(n_problems, seed, 1, 5, stream="rsd-prm-eval")
-    sols = reasoners.solve(draft.model, draft.tokenizer, problems, temperature=1.0,
-                           generator=torch_generator(seed, "rsd-prm-eval"))
+    problems, sols = draft_rollouts(draft, n_problems, seed, "rsd-prm-eval", "rsd-prm-eval")
     rows, labels = ([], [], []), []
     for p, sol in zip(problems, sols):
         steps = arithmetic.split_steps(sol)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .claims import PRMS
+from .scales import PRM_CALIBRATION, config
 
 
 PRM_MARKERS = {"oracle": "o", "noisy": "s", "learned": "^"}
@@ -97,3 +98,20 @@ def plot_acceptance(results: list[dict], cfg):
            ylabel="accepted draft steps / all draft steps", ylim=(0, 1.05))
     ax.legend(fontsize=8)
     return fig
+
+
+def prm_calibration_table() -> str:
+    """`scales.PRM_CALIBRATION` as a markdown table: each setting's held-out step AUC per calibration seed and its
+    lowest, the AUC on its own training rollouts per seed (– where not measured), its seconds, and which setting
+    the `ci` scale trains."""
+    seeds = sorted({s for row in PRM_CALIBRATION for s in row["auc"]})
+    ci = config("ci")
+    kept = lambda r: (r["problems"], r["steps"], r["lr"]) == (ci.prm_problems, ci.prm_steps, ci.prm_lr)  # noqa: E731
+    head = ("| design | rollouts | steps | lr | " + " | ".join(f"seed {s}" for s in seeds)
+            + " | lowest | training-rollout AUC | seconds |\n|" + "---|" * (len(seeds) + 7))
+    return head + "".join(
+        f"\n| {r['design']}{' (**ci**)' if kept(r) and 'value head' in r['design'] else ''} | {r['problems']} | "
+        f"{r['steps']} | {r['lr']:g} | " + " | ".join(f"{r['auc'][s]:.3f}" if s in r["auc"] else "" for s in seeds)
+        + f" | {min(r['auc'].values()):.3f} | "
+        + ", ".join(f"{r['train_auc'][s]:.3f}" if s in r["train_auc"] else "–" for s in r["auc"])
+        + f" | {r['seconds']:.0f} |" for r in PRM_CALIBRATION)

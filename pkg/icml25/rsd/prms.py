@@ -5,17 +5,19 @@ PRM (Skywork-o1-Open-PRM-Qwen-2.5-1.5B) starts from a model of its draft's famil
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..core import arithmetic, models, reasoners, tinylm, zoo
 from ..core.generation import left_pad
 from ..core.seeding import derive_seed, numpy_rng, torch_generator
-from ..core.train import lm_batches, train
-from .scales import DRAFT_MODEL, FROM_DRAFT, config
+from ..core.train import train
+from .scales import DRAFT_MODEL, FROM_DRAFT, PRM_BATCH, config
 
 
 def _step_index(prefix: str) -> int:
@@ -50,12 +52,14 @@ class NoisyOraclePRM(OraclePRM):
         return np.where(u < self.epsilon, 1.0 - exact, exact)
 
 
-PRM_QUERY, PRM_GOOD, PRM_BAD = arithmetic.PROMPT_END, "+", "-"
+PRM_GOOD, PRM_BAD = "+", "-"
 
 
 class LearnedPRM:
-    """A tiny LM trained to answer, after `prompt + prefix + step + "|"`, the token "+" (step correct) or "-".
-    r = p("+") / (p("+") + p("-")), a score in [0, 1]. It is a model, so its tokens are counted in FLOPs."""
+    """A model with a value head read at the last token of a step, as the paper's PRMs are (a sigmoid value head at
+    each step-end token): r = σ(z), z the head's logit after `prompt + prefix + step`. The head is the difference
+    of the output layer's rows for "+" (step correct) and "-" (`own_value_head`), so r = p("+") / (p("+") +
+    p("-")), a score in [0, 1]. It is a model, so its tokens are counted in FLOPs."""
 
     name = "learned PRM"
 
@@ -64,7 +68,7 @@ class LearnedPRM:
         self.good, self.bad = tokenizer.convert_tokens_to_ids([PRM_GOOD, PRM_BAD])
 
     def texts(self, problems, prefixes, steps) -> list[str]:
-        return [p.prompt + x + s + PRM_QUERY for p, x, s in zip(problems, prefixes, steps, strict=True)]
+        return [p.prompt + x + s for p, x, s in zip(problems, prefixes, steps, strict=True)]
 
     @torch.inference_mode()
     def score(self, problems, prefixes, steps):
@@ -72,48 +76,129 @@ class LearnedPRM:
         ids, mask = (t.to(self.model.device) for t in left_pad(rows, self.tokenizer.pad_token_id))
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1]
-        two = torch.log_softmax(logits[:, [self.good, self.bad]].float(), -1)
-        return two[:, 0].exp().cpu().numpy()
+        return torch.sigmoid(value_logit(logits, self.good, self.bad)).cpu().numpy()
 
 
-def prm_training_data(draft: zoo.ZooModel, n_problems: int, seed: int) -> tuple[list[str], list[str]]:
-    """(text, label) pairs for the learned PRM: the draft's sampled solutions (temperature 1) to training-stream
-    problems, one example per step, labelled by the oracle."""
-    problems = arithmetic.sample_problems(n_problems, seed, 1, 5, stream="rsd-prm")
-    sols = reasoners.solve(draft.model, draft.tokenizer, problems, temperature=1.0,
-                           generator=torch_generator(seed, "rsd-prm-rollouts"))
-    texts, labels = [], []
-    for p, sol in zip(problems, sols):
+def value_logit(logits: torch.Tensor, good: int, bad: int) -> torch.Tensor:
+    """The value head's logit z = logit("+") − logit("-") at the positions of `logits`."""
+    return (logits[..., good] - logits[..., bad]).float()
+
+
+@dataclass
+class StepLabels:
+    """The draft's rollouts as PRM training data: each rollout's token ids, the position of each step's last token
+    and the checker's verdict on that step (1 = the step is the correct next step of the true chain)."""
+
+    ids: list[list[int]]
+    ends: list[list[int]]
+    labels: list[list[int]]
+
+    def class_weights(self) -> dict[int, float]:
+        """Class-balanced weights n / (2 n_c): right and wrong steps carry half of the loss each."""
+        flat = [y for row in self.labels for y in row]
+        return {c: len(flat) / (2 * max(1, flat.count(c))) for c in (0, 1)}
+
+
+def step_labels(tokenizer: PreTrainedTokenizerBase, problems: Sequence[arithmetic.Problem],
+                solutions: Sequence[str]) -> StepLabels:
+    """One training row per solution: `prompt + solution` as tokens, with each step's last-token position (the
+    length of `prompt + steps up to it`, tokenized as the PRM reads it when scoring, minus one) and the exact
+    checker's label (`arithmetic.step_labels`)."""
+    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+    out = StepLabels([], [], [])
+    for p, sol in zip(problems, solutions, strict=True):
         steps = arithmetic.split_steps(sol)
-        for k, (s, ok) in enumerate(zip(steps, arithmetic.step_labels(p, sol))):
-            texts.append(p.prompt + "".join(steps[:k]) + s + PRM_QUERY)
-            labels.append(PRM_GOOD if ok else PRM_BAD)
-    return texts, labels
+        if not steps:
+            continue
+        out.ids.append(encode(p.prompt + sol))
+        out.ends.append([len(encode(p.prompt + "".join(steps[:k + 1]))) - 1 for k in range(len(steps))])
+        out.labels.append([int(ok) for ok in arithmetic.step_labels(p, sol)])
+    return out
+
+
+def draft_rollouts(draft: zoo.ZooModel, n_problems: int, seed: int, stream: str,
+                   sampling: str) -> tuple[list[arithmetic.Problem], list[str]]:
+    """The draft's sampled solutions (temperature 1) to `n_problems` problems of `stream`, drawn with the
+    generator `sampling` of `seed`."""
+    problems = arithmetic.sample_problems(n_problems, seed, 1, 5, stream=stream)
+    return problems, reasoners.solve(draft.model, draft.tokenizer, problems, temperature=1.0,
+                                     generator=torch_generator(seed, sampling))
+
+
+def prm_training_data(draft: zoo.ZooModel, n_problems: int, seed: int,
+                      tokenizer: PreTrainedTokenizerBase | None = None) -> StepLabels:
+    """The learned PRM's training data: the draft's rollouts of `n_problems` training-stream problems, every step
+    labelled by the exact checker, tokenized by the PRM's `tokenizer` (default: the draft's)."""
+    problems, sols = draft_rollouts(draft, n_problems, seed, "rsd-prm", "rsd-prm-rollouts")
+    return step_labels(tokenizer or draft.tokenizer, problems, sols)
+
+
+def step_batches(data: StepLabels, pad_id: int, batch_size: int, seed: int) -> Iterator[dict[str, torch.Tensor]]:
+    """An endless stream of batches of `batch_size` rollouts sampled with replacement from `seed`: right-padded
+    ids, the (row, position) of every step's last token, its label and its class weight."""
+    g = torch_generator(seed, "rsd-prm-batches")
+    weights = data.class_weights()
+    while True:
+        idx = torch.randint(len(data.ids), (batch_size,), generator=g).tolist()
+        width = max(len(data.ids[i]) for i in idx)
+        ids = torch.full((batch_size, width), pad_id, dtype=torch.long)
+        mask = torch.zeros((batch_size, width), dtype=torch.long)
+        rows, cols, labels = [], [], []
+        for b, i in enumerate(idx):
+            ids[b, :len(data.ids[i])] = torch.as_tensor(data.ids[i])
+            mask[b, :len(data.ids[i])] = 1
+            rows += [b] * len(data.ends[i])
+            cols += data.ends[i]
+            labels += data.labels[i]
+        yield {"input_ids": ids, "attention_mask": mask, "rows": torch.tensor(rows), "cols": torch.tensor(cols),
+               "labels": torch.tensor(labels, dtype=torch.float32),
+               "weights": torch.tensor([weights[y] for y in labels])}
+
+
+def value_loss(model: PreTrainedModel, batch: dict[str, torch.Tensor], good: int, bad: int) -> torch.Tensor:
+    """Class-weighted binary cross-entropy of the value head at every step's last token."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    z = value_logit(logits[batch["rows"], batch["cols"]], good, bad)
+    return F.binary_cross_entropy_with_logits(z, batch["labels"], weight=batch["weights"])
+
+
+def own_value_head(model: PreTrainedModel) -> PreTrainedModel:
+    """Untie the output layer from the input embeddings, so that the value head's rows ("+", "-") are trained
+    without moving how the model reads the operators "+" and "-"."""
+    if model.config.tie_word_embeddings:
+        head = model.get_output_embeddings()
+        head.weight = torch.nn.Parameter(head.weight.detach().clone())
+        model.config.tie_word_embeddings = False
+    return model
 
 
 def _prm_cfg(scale):
     c = config(scale)
-    return {"preset": c.prm_preset, "n_problems": c.prm_problems, "steps": c.prm_steps, "batch_size": 64, "lr": 3e-3}
+    return {"preset": c.prm_preset, "n_problems": c.prm_problems, "steps": c.prm_steps, "batch_size": PRM_BATCH,
+            "lr": c.prm_lr}
 
 
 PRM_ZOO = {s: _prm_cfg(s) for s in ("smoke", "ci", "full")}
 
 
-def train_prm(draft: zoo.ZooModel, preset: str, n_problems: int, steps: int, seed: int, batch_size: int = 64,
+def train_prm(draft: zoo.ZooModel, preset: str, n_problems: int, steps: int, seed: int, batch_size: int = PRM_BATCH,
               lr: float = 3e-3):
-    """A learned PRM trained on `draft`'s rollouts of `n_problems` training problems: (model, tokenizer, info).
+    """A learned PRM trained on `draft`'s rollouts of `n_problems` training problems for `steps` optimiser steps
+    of `batch_size` rollouts (every step of a rollout labelled at once): (model, tokenizer, info).
     With `preset` = `FROM_DRAFT` it starts from a copy of the draft (which already computes the next step, so it
     has only to learn to compare), else it is a `preset`-sized char-level LM trained from scratch."""
-    texts, labels = prm_training_data(draft, n_problems, seed)
     if preset == FROM_DRAFT:
         model, tok = copy.deepcopy(draft.model).float(), draft.tokenizer
     else:
         tok = tinylm.char_tokenizer(arithmetic.ALPHABET)
         model = tinylm.make_model(preset, tok, derive_seed(seed, "rsd-prm"))
-    result = train(model, lm_batches(tok, texts, labels, batch_size, seed, add_eos=False), steps,
-                   lr=lr, desc=f"rsd-prm (seed {seed})")
-    return model, tok, {"losses": result.losses, "n_examples": len(texts),
-                        "frac_correct": labels.count(PRM_GOOD) / len(labels)}
+    data = prm_training_data(draft, n_problems, seed, tok)
+    good, bad = tok.convert_tokens_to_ids([PRM_GOOD, PRM_BAD])
+    result = train(own_value_head(model), step_batches(data, tok.pad_token_id, batch_size, seed), steps, lr=lr,
+                   loss_fn=lambda m, b: value_loss(m, b, good, bad), desc=f"rsd-prm (seed {seed})")
+    flat = [y for row in data.labels for y in row]
+    return model, tok, {"losses": result.losses, "n_rollouts": len(data.ids), "n_steps": len(flat),
+                        "frac_correct": sum(flat) / max(1, len(flat)), "class_weights": data.class_weights()}
 
 
 @zoo.register("rsd-prm", PRM_ZOO)
