@@ -18,8 +18,9 @@ The package is split by idea: `group` (S_n, the parity ε), `task` (the word pro
 intervention, an auxiliary parity objective), `batched` (a design's runs trained in one optimisation), `settings`
 (scales and their calibration), `trackers` (the trained runs in the zoo and the builder's warm-up),
 `measurements` (errors, logistic-regression probes of state and parity at every layer pooled over positions, layer
-× token activation patching of the first action, the last two as in the official code, and the mean ablation of
-the parity direction at the supervised layer, which decides steering), `signatures` (the three
+× token activation patching of the first action, the last two as in the official code, the concept erasure
+(LEACE) of the parity at the supervised layer, which decides steering, and the mean ablation of the parity probe's
+direction there, reported), `signatures` (the three
 signatures and the declared rule that votes them into a label), `experiment` (every run measured, the claims'
 measurements) and `claims`.
 """
