@@ -40,6 +40,9 @@ BUDGET_CALIBRATION = [
         ("dense", 16, 4096, 256, 9e-3, 0, 800, 0.1897, 21),
         ("dense", 16, 4096, 256, 9e-3, 0, 1600, 0.4028, 107),
         ("dense", 16, 4096, 256, 9e-3, 0, 3200, 0.7053, 133),
+        ("dense", 16, 4096, 256, 2.7e-2, 0, 200, 0.0347, 7),
+        ("dense", 16, 4096, 256, 2.7e-2, 0, 400, 0.0784, 13),
+        ("dense", 16, 4096, 256, 2.7e-2, 0, 800, 0.1765, 26),
         ("dense", 16, 4096, 256, 9e-3, 1, 200, 0.0552, 20),
         ("dense", 16, 4096, 256, 9e-3, 1, 400, 0.0776, 38),
         ("dense", 16, 4096, 256, 9e-3, 1, 800, 0.2258, 41),
@@ -67,11 +70,11 @@ BUDGET_CALIBRATION = [
 """Every setting tried for a capacity regime (issue 51), after the ci verdicts on seeds 1101-1108 had shown the
 dense model gaining 0.077 from 200 to 400 steps, and before any design change: each row one model trained from
 scratch on a calibration seed (0 or 1, never a verdict seed) for `steps` optimizer steps of `batch_size`, on its own
-full warmup-cosine schedule, at base rate `lr` (a point of the dense grid), on the world of `n_facts` facts (64
-relations per subject, 64 objects), at model width `d_model` (FFN 4d; a memory model's k_dim = d/2); its recall of
-the facts and the seconds its training took on one thread of the shared 2-core machine (under loads from 2 to 14,
-so the seconds are upper bounds and compare only roughly). Recorded when measured; the notebook prints it and does
-not re-measure it."""
+full warmup-cosine schedule, at base rate `lr` (a point of the dense grid or of its extension), on the world of
+`n_facts` facts (64 relations per subject, 64 objects), at model width `d_model` (FFN 4d; a memory model's
+k_dim = d/2); its recall of the facts and the seconds its training took on one thread of the shared 2-core machine
+(under loads from 2 to 14, so the seconds are upper bounds and compare only roughly). Recorded when measured; the
+notebook prints it and does not re-measure it."""
 
 
 def recall_curves(record: Sequence[dict], arch: str = "dense",
