@@ -100,8 +100,8 @@ SEEDED_RESULTS = ("rsd",)
 # the warm-up's longest entries at ci, longest first (wall seconds in a build from an empty cache on a 2-core machine,
 # two entries at a time: memory-runs about 850, cascade-runs 530 for its 174 seeds, dist-runs 380,
 # hybrid-winrate-runs 340, implicit-prm-runs 290, ec-runs 210, st-trackers 170, aoe-runs 160, fq-runs 150,
-# mpo-lm-runs 140, an rsd seed 90-110): they start first, so that the last entry to finish is a short one; the
-# others follow in the order `shared_models` gives
+# mpo-lm-runs 140, an rsd seed about 100-120, its learned PRM trained 2.2x longer since b6dd411): they start first,
+# so that the last entry to finish is a short one; the others follow in the order `shared_models` gives
 WARMUP_FIRST = ("memory-runs", "cascade-runs", "dist-runs", "hybrid-winrate-runs", "implicit-prm-runs", "ec-runs",
                 "st-trackers", "aoe-runs", "fq-runs", "mpo-lm-runs", "rsd-runs")
 # chapters whose notebooks time the machine itself (the kernels appendix: interleaved benchmarks with a quiet-machine
