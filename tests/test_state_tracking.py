@@ -481,7 +481,9 @@ def _report(condition, seed, learned, label, sig, fill):
                                                   parity_variance_share=fill, matched_variance_ratio=[1.0, 1.05]),
                         erasure=st.ErasureDrops(erased=fill, matched=[fill / 4, fill / 4], parity_after=0.5 + fill / 10,
                                                 parity_after_controls=[0.99, 0.98], change_share=fill / 2,
-                                                matched_change_ratio=[1.0, 0.97], matched_dimensions=[1, 1]),
+                                                matched_change_ratio=[1.0, 0.97], matched_dimensions=[1, 1],
+                                                erased_errors=(100, round(100 * fill)),
+                                                matched_errors=[(60, 6), (40, 4)]),
                         parity_readable=sig)
 
 
@@ -512,6 +514,10 @@ def test_summarise_and_maps_use_only_the_runs_that_learned():
     assert m["n_forced"] == 2 and m["erased_minus_matched_drop"] == [pytest.approx(0.6), pytest.approx(0.3)]
     assert m["parity_probe_min"] == 0.5 and m["change_mismatch"] == pytest.approx(0.03)
     assert m["parity_after_erasure"] == pytest.approx(0.58)
+    # steerable decides on the wrong-parity share of the errors after the erasure minus after the pooled controls
+    assert m["wrong_parity_contrast"] == [pytest.approx(0.8 - 0.1), pytest.approx(0.4 - 0.1)]
+    assert m["edit_errors_min"] == 100
+    assert m["erased_wrong_parity"]["plain"] == [pytest.approx(0.2)]
     # the ablation of the parity probe's direction is described, each condition's
     assert m["parity_minus_matched"]["parity_aux"] == [pytest.approx(0.4), pytest.approx(0.2)]
     assert m["steer_ablation_diff"] == [pytest.approx(0.8 - 0.2)]
@@ -720,3 +726,39 @@ def test_the_zoo_key_covers_every_part_that_trains_the_trackers():
     for name in ("st-s3-plain", "st-s5-parity_aux"):
         entry = zoo._entry(name)
         assert training <= set(zoo.chapter_modules(inspect.getmodule(entry.build)))
+
+
+def test_other_parity_chance_is_three_fifths_for_s3_from_the_group():
+    # counted from the group itself: of the wrong states of any true state, the share with the other parity
+    for n in st.SUPPORTED_N:
+        table = st.parity_table(n)
+        g = len(st.elements(n))
+        shares = [sum(int(table[w] != table[s]) for w in range(g) if w != s) / (g - 1) for s in range(g)]
+        assert shares == pytest.approx([st.other_parity_chance(n)] * g)
+    assert st.other_parity_chance(3) == pytest.approx(0.6)
+
+
+def test_wrong_parity_share_on_a_hand_built_case():
+    # S3 indexed as st.elements(3); pick states by parity so the case does not depend on the indexing
+    table = st.parity_table(3)
+    even = [k for k in range(6) if int(table[k]) == 0]
+    odd = [k for k in range(6) if int(table[k]) == 1]
+    states = torch.tensor([[even[0], even[0], odd[0], odd[0]], [even[1], odd[1], odd[2], even[2]]])
+    # errors: (0,1) even->other even (same parity); (0,2) odd->even (other); (1,1) odd->other odd (same);
+    # (1,3) even->odd (other); (0,0), (0,3), (1,0), (1,2) right
+    pred = torch.tensor([[even[0], even[1], even[0], odd[0]], [even[1], odd[2], odd[2], odd[0]]])
+    errors, other = st.wrong_parity_errors(pred, states, 3)
+    assert (errors, other) == (4, 2) and st.wrong_parity_share(errors, other) == 0.5
+    assert math.isnan(st.wrong_parity_share(*st.wrong_parity_errors(states, states, 3)))
+    # a run's contrast: the erasure's share minus the controls' pooled share (3 of 20 errors, not the mean of shares)
+    e = st.ErasureDrops(erased=0.5, matched=[0.6, 0.6], parity_after=0.5, parity_after_controls=[1.0, 1.0],
+                        change_share=0.3, matched_change_ratio=[1.0, 1.0], matched_dimensions=[2, 2],
+                        erased_errors=(errors, other), matched_errors=[(10, 3), (10, 0)])
+    assert e.matched_wrong_parity == pytest.approx(0.15) and e.wrong_parity_contrast == pytest.approx(0.35)
+    assert e.fewest_errors == 4
+    ok = st.STEERABLE.decide(st.STEERABLE.examples[0])
+    assert ok["verdict"] == "reproduced"
+    few = dict(st.STEERABLE.examples[0], edit_errors_min=st.MIN_EDIT_ERRORS - 1)
+    got = st.STEERABLE.decide(few)
+    assert got["verdict"] == "inconclusive" and "enough_errors" in got["reason"]
+    assert st.STEERABLE.decide(st.STEERABLE.examples[1])["verdict"] == "refuted"

@@ -2,8 +2,9 @@
 declared rule's (:func:`classify` over the :data:`VOTING` signatures, chosen from the rule's positive control on the
 calibration seeds); the steering intervention is layer-wise parity supervision, and steering is judged by the
 concept erasure of the parity (LEACE) against edits of the same size that carry no parity signal
-(:func:`~icml25.state_tracking.measurements.parity_erasure_drops`), a dependence that supervision does not train;
-the ledger records each change."""
+(:func:`~icml25.state_tracking.measurements.parity_erasure_drops`): whether the erasure sends the state errors to the
+other parity more often than those edits do, a reading of the parity that supervision does not train; the ledger
+records each change."""
 
 from __future__ import annotations
 
@@ -29,11 +30,48 @@ _POSITIVE_CONTROL = share_at_least(
 
 
 ABLATION_MIN_EFFECT = 0.05
-"""steerable's smallest effect: in a parity_aux run, erasing the parity costs at least 5 points more state accuracy
-at the trained positions than an edit of the same size without parity signal (before, than mean-ablating a
-direction of the parity direction's variance). Chosen as the chapter's smallest accuracy difference worth a claim
-(the same 0.05 that `aa_generalises` declares for accuracy beyond T, and that steerable declared for its earlier
-comparisons), not from any ablation's or erasure's value."""
+"""The smallest effect steerable declared for its earlier accuracy comparisons (the erasure's drop minus its
+controls', now reported): the chapter's smallest accuracy difference worth a claim, the same 0.05 that
+`aa_generalises` declares for accuracy beyond T."""
+
+WRONG_PARITY_MIN_EFFECT = 0.2
+"""steerable's smallest effect (issue 54, declared before its verdict seeds 3300-3307 were run): in a parity_aux run,
+the share of the state errors whose predicted state has the other parity is at least 0.2 higher after the erasure
+than after its controls. A round effect size on a share (a fifth of the errors), not derived from the data; but it
+was proposed by a referee after that referee had seen the statistic on seeds 3200-3207
+(:data:`STEERABLE_REFEREE`), where it lay far above it, so it is not blind to that sample."""
+
+MIN_EDIT_ERRORS = 50
+"""steerable's precondition enough_errors: in every learned parity_aux run, at least this many wrong predictions at
+t <= T after the erasure, and as many after its controls pooled, so each wrong-parity share rests on enough errors
+(at 50 a share's binomial standard error is at most 0.07). Declared before the verdict seeds were run."""
+
+STEERABLE_REFEREE = {
+    "seeds": "3200-3207",
+    "accuracy_statistic": (-0.020, -0.134, 0.094),
+    "accuracy_statistic_parity_weight_1": 0.008,
+    "accuracy_statistic_lr_4e-3": 0.054,
+    "dose_spearman": -0.78,
+    "erased_wrong_parity": (0.923, 0.898, 0.947),
+    "matched_wrong_parity": (0.084, 0.056, 0.111),
+    "wrong_parity_contrast": (0.839, 0.802, 0.876),
+    "wrong_parity_contrast_parity_weight_1": 0.83,
+    "wrong_parity_contrast_lr_4e-3": 0.77,
+    "plain_parity_readable": (0.64, 0.86),
+    "plain_erasure_drop": 0.050,
+}
+"""What a referee with no stake found on fresh seeds 3200-3207 (the chapter's functions, its own scripts), before
+steerable was re-declared on the wrong-parity contrast: the accuracy statistic then declared (erasure minus
+controls, mean [95% interval]) did not replicate the refutation on 3100-3107, nor at parity_weight 1.0 or lr 4e-3
+(means); across runs it fell as the controls needed more dimensions (Spearman rank correlation); the wrong-parity
+share of the errors after the erasure, after the controls, and their paired difference (mean [95% t interval]), the
+difference also at parity_weight 1.0 and lr 4e-3; and in the plain runs, the parity probe's range after block 1 and
+the mean erasure drop. Recorded as reported, printed by notebook 2, never re-measured; no verdict rests on it."""
+
+PARITY_ERASED = 0.6
+"""steerable's precondition parity_erased: in every learned parity_aux run, a logistic probe fitted again after the
+erasure, on held-out stories, reads the parity with accuracy at most this (chance, 0.5, plus 0.1), so the erasure
+removed the parity's linear signal. Declared before the erasure was run on any seed."""
 
 VARIANCE_TOLERANCE = 0.1
 """steerable's precondition variance_matched: every control's mean squared change of the residual stream is the
@@ -42,35 +80,33 @@ The controls are solved to match (:func:`~icml25.state_tracking.measurements.var
 or a subspace of the fewest dimensions that carry that change); they miss only when the whole complement of the
 parity's mean difference carries less, and then there is no control."""
 
-PARITY_ERASED = 0.6
-"""steerable's precondition parity_erased: in every learned parity_aux run, a logistic probe fitted again after the
-erasure, on held-out stories, reads the parity with accuracy at most this (chance, 0.5, plus 0.1), so the erasure
-removed the parity's linear signal. Declared before the erasure was run on any seed."""
-
 PARITY_READABLE = LEARNED_ACCURACY
 """steerable's precondition parity_readable: in every learned parity_aux run the parity probe after block
 parity_layer reads ε(s_t) on held-out rows with at least this accuracy (the bar a run meets to count as having
-learned the state), so there is a parity direction to ablate."""
+learned the state), so there is a parity to erase."""
 
 STEERABLE = Claim(
     chapter="state_tracking", id="steerable",
     paper_statement="Training that encourages the parity heuristic steers models toward PAA (the state computed "
                     "through an early parity)",
     paper_value="qualitative (parity supervision yields PAA)",
-    criterion="In each learned parity_aux run (layer-wise parity supervision after block parity_layer), the state "
-              "accuracy at t <= T lost when the parity is erased from the residual stream after block parity_layer "
-              "(LEACE, least-squares concept erasure, fitted on stories apart from the evaluation's and applied at "
-              "every action's position), minus the mean accuracy lost under each of n_ablation_controls controls, "
-              "each the mean ablation of a random direction (or, where no single direction carries as much, a "
-              "subspace of the fewest dimensions that do) orthogonal to the parity classes' mean difference (so it "
-              "carries no linear parity signal) that changes the residual stream there by the erasure's mean squared "
-              "change, is above 0 (95% t interval over seeds; "
-              f"refuted below +{ABLATION_MIN_EFFECT:g}): the state computation rests on the parity itself, not on "
-              "any edit that changes the residual stream as much. The parity loss asks the parity to be readable "
-              "there (so the probe signature's rise is guaranteed, reported, not decisive); mean-ablating the "
-              "parity probe's direction leaves the parity readable from the rest of the stream (so its drop is "
-              "reported, not decisive)",
-    effects=[Effect("erased_minus_matched_drop", "erased_minus_matched_drop", min_effect=ABLATION_MIN_EFFECT)],
+    criterion="In each learned parity_aux run (layer-wise parity supervision after block parity_layer), the parity is "
+              "erased from the residual stream after block parity_layer (LEACE, least-squares concept erasure, "
+              "fitted on stories apart from the evaluation's and applied at every action's position), and, apart, "
+              "each of n_ablation_controls controls is applied there: the mean ablation of a random subspace "
+              "orthogonal to the parity classes' mean difference (no linear parity signal) of the fewest dimensions "
+              "that change the stream by the erasure's mean squared change. The statistic is the share of the state "
+              "errors at t <= T whose predicted state has the other parity than the true state after the erasure, "
+              "minus the same share after the controls (their errors pooled over the controls); it is above 0 (95% "
+              f"paired t interval over seeds; refuted when wholly below +{WRONG_PARITY_MIN_EFFECT:g}; a uniform "
+              "error has the other parity with chance (n!/2)/(n! - 1), 0.6 for S3). Why this and not accuracy: the "
+              "parity loss puts variance on the parity, so a control that changes the stream as much must remove "
+              "more of its other directions and cannot be like-for-like in accuracy (the erasure's drop minus the "
+              "controls' is reported, not decisive); which parity the errors have asks whether later blocks read "
+              "the parity: if they did not, erasing it would leave the errors at the share the controls' errors "
+              "have. The probe signature's rise is guaranteed by the parity loss (reported, not decisive)",
+    effects=[Effect("erased_minus_controls_wrong_parity", "wrong_parity_contrast",
+                    min_effect=WRONG_PARITY_MIN_EFFECT)],
     preconditions=[_ALL_LEARNED,
                    at_least("forced_runs", "n_forced", 3, "at least 3 learned parity_aux runs"),
                    at_least("parity_readable", "parity_probe_min", PARITY_READABLE,
@@ -84,13 +120,20 @@ STEERABLE = Claim(
                    at_most("variance_matched", "change_mismatch", VARIANCE_TOLERANCE,
                            f"every control's mean squared change of the residual stream is the erasure's within "
                            f"{VARIANCE_TOLERANCE:.0%} (largest relative miss over runs and controls), so the control "
-                           "changes the stream as much as the erasure does")],
-    examples=({"erased_minus_matched_drop": [0.15, 0.2, 0.1, 0.3, 0.12, 0.18, 0.25, 0.09], "n_not_learned": 0,
-               "n_forced": 8, "parity_probe_min": 0.99, "parity_after_erasure": 0.52, "change_mismatch": 0.0},
-              {"erased_minus_matched_drop": [0.01, -0.01, 0.0, 0.02, 0.0, 0.01, -0.005, 0.0], "n_not_learned": 0,
-               "n_forced": 8, "parity_probe_min": 0.99, "parity_after_erasure": 0.52, "change_mismatch": 0.0},
-              {"erased_minus_matched_drop": [0.1, -0.1, 0.05, -0.05, 0.0, 0.08, -0.08, 0.0], "n_not_learned": 0,
-               "n_forced": 8, "parity_probe_min": 0.99, "parity_after_erasure": 0.52, "change_mismatch": 0.0}),
+                           "changes the stream as much as the erasure does"),
+                   at_least("enough_errors", "edit_errors_min", MIN_EDIT_ERRORS,
+                            f"in every learned parity_aux run at least {MIN_EDIT_ERRORS} wrong predictions at t <= T "
+                            "after the erasure and as many after its controls pooled, so each wrong-parity share "
+                            "rests on enough errors")],
+    examples=({"wrong_parity_contrast": [0.8, 0.85, 0.7, 0.9, 0.75, 0.82, 0.88, 0.79], "n_not_learned": 0,
+               "n_forced": 8, "parity_probe_min": 0.99, "parity_after_erasure": 0.52, "change_mismatch": 0.0,
+               "edit_errors_min": 900},
+              {"wrong_parity_contrast": [0.05, 0.1, 0.0, 0.08, 0.02, 0.06, 0.04, 0.07], "n_not_learned": 0,
+               "n_forced": 8, "parity_probe_min": 0.99, "parity_after_erasure": 0.52, "change_mismatch": 0.0,
+               "edit_errors_min": 900},
+              {"wrong_parity_contrast": [0.1, -0.1, 0.05, -0.05, 0.0, 0.08, -0.08, 0.0], "n_not_learned": 0,
+               "n_forced": 8, "parity_probe_min": 0.99, "parity_after_erasure": 0.52, "change_mismatch": 0.0,
+               "edit_errors_min": 900}),
 )
 
 TWO_MECHANISMS = Claim(

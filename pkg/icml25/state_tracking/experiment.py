@@ -169,8 +169,11 @@ def summarise(reports: Sequence[RunReport]) -> dict:
                    "forced_is_paa": out["forced_is_paa"]}
     for name in SIGNATURES:
         out[f"steer_{name}_diff"] = [aux.signatures[name] - pl.signatures[name] for pl, aux in pairs]
-    # steerable: in each parity_aux run, the parity erasure's drop beyond the drop of its controls of the same size
+    # steerable: in each parity_aux run, the wrong-parity share of the state errors after the parity erasure minus
+    # after its controls of the same size (their errors pooled)
     forced = [r for r in learned if r.condition == "parity_aux"]
+    out["wrong_parity_contrast"] = [_erased(r, "wrong_parity_contrast") for r in forced]
+    out["edit_errors_min"] = min((_erased(r, "fewest_errors") for r in forced), default=math.nan)
     out["erased_minus_matched_drop"] = [_erased(r, "erased_minus_matched") for r in forced]
     out["n_forced"] = len(forced)
     out["parity_probe_min"] = min((r.parity_readable for r in forced), default=math.nan)
@@ -180,7 +183,9 @@ def summarise(reports: Sequence[RunReport]) -> dict:
     # earlier measure, after which the parity stays readable) beside its variance-matched controls
     for name, attr in (("erasure_drop", "erased"), ("erasure_matched_drop", "matched_mean"),
                        ("erasure_change_share", "change_share"), ("erased_minus_matched", "erased_minus_matched"),
-                       ("parity_after_erasure_by_run", "parity_after")):
+                       ("parity_after_erasure_by_run", "parity_after"),
+                       ("erased_wrong_parity", "erased_wrong_parity"), ("matched_wrong_parity", "matched_wrong_parity"),
+                       ("wrong_parity_contrast_by_run", "wrong_parity_contrast")):
         out[name] = {c: [_erased(r, attr) for r in learned if r.condition == c] for c in CONDITIONS}
     out["parity_after_controls_min"] = {c: [min(r.erasure.parity_after_controls) if r.erasure else math.nan
                                             for r in learned if r.condition == c] for c in CONDITIONS}

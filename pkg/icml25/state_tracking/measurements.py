@@ -49,6 +49,25 @@ def parity_consistent_errors(pred: torch.Tensor, states: torch.Tensor, n: int,
     return float((same & wrong).sum() / n_err), n_err
 
 
+def other_parity_chance(n: int) -> float:
+    """The share of wrong states with the other parity than the true state's, for an error drawn uniformly from
+    the n! − 1 wrong states: (n!/2)/(n! − 1), 3/5 for S3 (three of the five wrong states are of the other parity)."""
+    return 1 - parity_chance(n)
+
+
+def wrong_parity_errors(pred: torch.Tensor, states: torch.Tensor, n: int) -> tuple[int, int]:
+    """The wrong predictions among `pred` (against the true `states`, same shape) and how many of them have the
+    other parity ε than the true state: (errors, wrong-parity errors). Their ratio is the wrong-parity share."""
+    wrong = pred != states
+    other = parity_of_states(pred, n) != parity_of_states(states, n)
+    return int(wrong.sum()), int((wrong & other).sum())
+
+
+def wrong_parity_share(errors: int, wrong_parity: int) -> float:
+    """The share of `errors` whose predicted state has the other parity (NaN without errors)."""
+    return wrong_parity / errors if errors else float("nan")
+
+
 @torch.no_grad()
 def hidden_states(model, actions: torch.Tensor, tokenizer, n: int) -> torch.Tensor:
     """Residual stream at the position of every action: [layers + 1, batch, T, d] (layer 0 = embeddings)."""
@@ -259,13 +278,21 @@ def variance_matched_controls(x: torch.Tensor, direction: torch.Tensor, k: int, 
     return out, np.array(ratios)
 
 
-@torch.no_grad()
 def edited_accuracy(model, tokenizer, n: int, actions: torch.Tensor, layer: int, edit=None,
                     first: int = 0) -> np.ndarray:
     """Accuracy by position of the model's states on `actions` with `edit` (a map of residual rows [..., d])
     applied to the residual stream after `layer` (0 = embeddings) at the input positions from `first` on (0: every
     position, the bos token's included; 1: the actions' positions), the rest of the model re-run on the edited
-    stream; without `edit`, the model as it is."""
+    stream; without `edit`, the model as it is (:func:`edited_predictions`)."""
+    pred = edited_predictions(model, tokenizer, n, actions, layer, edit, first)
+    return accuracy_by_position(pred, state_sequence(actions, n))
+
+
+@torch.no_grad()
+def edited_predictions(model, tokenizer, n: int, actions: torch.Tensor, layer: int, edit=None,
+                       first: int = 0) -> torch.Tensor:
+    """The model's predicted states [N, T] on `actions` with `edit` applied after `layer` at the input positions
+    from `first` on, as :func:`edited_accuracy` reads them."""
     blocks = models.decoder_blocks(model)
     if not 0 <= layer < len(blocks):  # the last entry of hidden_states is after the final norm, not a block's output
         raise ValueError(f"ablation layer {layer} must be 0 (embeddings) … {len(blocks) - 1}")
@@ -278,11 +305,10 @@ def edited_accuracy(model, tokenizer, n: int, actions: torch.Tensor, layer: int,
 
     handle = module.register_forward_hook(hook) if edit is not None else None
     try:
-        pred = predict_states(model, actions, tokenizer, n)
+        return predict_states(model, actions, tokenizer, n)
     finally:
         if handle is not None:
             handle.remove()
-    return accuracy_by_position(pred, state_sequence(actions, n))
 
 
 def ablated_accuracy(model, tokenizer, n: int, actions: torch.Tensor, layer: int,
@@ -385,7 +411,8 @@ def leace_eraser(x: torch.Tensor, concept: torch.Tensor) -> LeaceEraser:
 class ErasureDrops:
     """What erasing the parity after block `parity_layer` costs a run, the mean state accuracy at the trained
     positions t <= T lost, beside controls that change the residual stream as much and carry no parity signal;
-    and how well a logistic probe fitted again on held-out stories reads the parity after each."""
+    and how well a logistic probe fitted again on held-out stories reads the parity after each; and how many of the
+    state errors after each edit predict a state of the other parity than the true one."""
     erased: float  # the parity erased by LEACE (:func:`leace_eraser`)
     matched: list  # each control of the same mean squared change (:func:`variance_matched_controls`)
     parity_after: float  # the parity probe's held-out accuracy after the erasure
@@ -393,10 +420,32 @@ class ErasureDrops:
     change_share: float  # the erasure's mean squared change over the residual stream's variance there
     matched_change_ratio: list  # each control's mean squared change over the erasure's
     matched_dimensions: list  # each control's dimensions (1 when one direction carries the change)
+    erased_errors: tuple = (0, 0)  # (errors, wrong-parity errors) at t <= T after the erasure
+    matched_errors: list = ()  # the same after each control (:func:`wrong_parity_errors`)
 
     @property
     def matched_mean(self) -> float:
         return float(np.mean(self.matched))
+
+    @property
+    def erased_wrong_parity(self) -> float:
+        """The share of the state errors at t <= T after the erasure whose predicted state has the other parity."""
+        return wrong_parity_share(*self.erased_errors)
+
+    @property
+    def matched_wrong_parity(self) -> float:
+        """The same share after the controls, their errors pooled (every control's errors counted alike)."""
+        return wrong_parity_share(*(int(sum(c)) for c in zip(*self.matched_errors)))
+
+    @property
+    def wrong_parity_contrast(self) -> float:
+        """steerable's statistic: the wrong-parity share of the errors after the erasure minus after its controls."""
+        return self.erased_wrong_parity - self.matched_wrong_parity
+
+    @property
+    def fewest_errors(self) -> int:
+        """The fewer of the erasure's errors and the controls' pooled errors (each share's denominator)."""
+        return min(self.erased_errors[0], int(sum(e for e, _ in self.matched_errors)))
 
     @property
     def erased_minus_matched(self) -> float:
@@ -423,7 +472,13 @@ def parity_erasure_drops(model, tokenizer, cfg) -> ErasureDrops:
     (the direction the erasure moves the rows along; the classes have one mean along any such subspace, so no
     linear predictor of the parity reads anything from it), each removing the erasure's mean squared change
     E‖x − r(x)‖² on the "probe" stories (:func:`variance_matched_controls` with that target: one direction when one
-    carries that much, else a subspace of the fewest dimensions that do), applied at the same positions."""
+    carries that much, else a subspace of the fewest dimensions that do), applied at the same positions.
+
+    Beside the drops, each edit's state errors at t ≤ T on the "eval" stories are counted with how many of them
+    predict a state of the other parity than the true one (:func:`wrong_parity_errors`): if later blocks read the
+    parity there, erasing it sends the errors to the other parity more often than controls that leave the parity
+    readable; if they did not, the errors' parity would not depend on which edit made them, and both shares would sit
+    near the chance share of a uniform error (:func:`other_parity_chance`)."""
     n, layer, length = cfg.group_n, cfg.parity_layer, cfg.train_length
     fit_acts = eval_actions(cfg, cfg.n_probe, length, "probe")
     x = residual_rows(model, tokenizer, n, fit_acts, layer)
@@ -437,8 +492,11 @@ def parity_erasure_drops(model, tokenizer, cfg) -> ErasureDrops:
     mean = x.mean(0)
     edits = [lambda h: eraser(h.double()).float(), *(lambda h, u=u: ablate_direction(h, u, mean) for u in controls)]
     acts = eval_actions(cfg, cfg.n_eval, length, "eval")
+    states = state_sequence(acts, n)
     base = edited_accuracy(model, tokenizer, n, acts, layer).mean()
-    drops = [float(base - edited_accuracy(model, tokenizer, n, acts, layer, edit, first=1).mean()) for edit in edits]
+    preds = [edited_predictions(model, tokenizer, n, acts, layer, edit, first=1) for edit in edits]
+    drops = [float(base - accuracy_by_position(p, states).mean()) for p in preds]
+    errors = [wrong_parity_errors(p, states, n) for p in preds]
     check = eval_actions(cfg, cfg.n_probe, length, "erasure check")
     h = hidden_states(model, check, tokenizer, n)[layer]
     parity = parity_of_states(state_sequence(check, n), n).numpy()
@@ -446,4 +504,5 @@ def parity_erasure_drops(model, tokenizer, cfg) -> ErasureDrops:
     total = float((x64 - x64.mean(0)).pow(2).sum(1).mean())
     return ErasureDrops(erased=drops[0], matched=drops[1:], parity_after=readable[0],
                         parity_after_controls=readable[1:], change_share=change / total,
-                        matched_change_ratio=ratios.tolist(), matched_dimensions=[len(u) for u in controls])
+                        matched_change_ratio=ratios.tolist(), matched_dimensions=[len(u) for u in controls],
+                        erased_errors=errors[0], matched_errors=errors[1:])
