@@ -1,11 +1,13 @@
 """Invariants of the S_n word problem, the parity argument, the parallel scan, the labels and the probes."""
 
+import dataclasses
 import itertools
 import math
 
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 from icml25 import state_tracking as st
 from icml25.core import tinylm
@@ -483,7 +485,7 @@ def _report(condition, seed, learned, label, sig, fill):
                                                 parity_after_controls=[0.99, 0.98], change_share=fill / 2,
                                                 matched_change_ratio=[1.0, 0.97], matched_dimensions=[1, 1],
                                                 erased_errors=(100, round(100 * fill)),
-                                                matched_errors=[(60, 6), (40, 4)]),
+                                                matched_errors=[(60, 6), (40, 4)], n_predictions=400),
                         parity_readable=sig)
 
 
@@ -514,10 +516,23 @@ def test_summarise_and_maps_use_only_the_runs_that_learned():
     assert m["n_forced"] == 2 and m["erased_minus_matched_drop"] == [pytest.approx(0.6), pytest.approx(0.3)]
     assert m["parity_probe_min"] == 0.5 and m["change_mismatch"] == pytest.approx(0.03)
     assert m["parity_after_erasure"] == pytest.approx(0.58)
-    # steerable decides on the wrong-parity share of the errors after the erasure minus after the pooled controls
+    # reported, not decisive: the wrong-parity share of the errors after the erasure minus after the pooled controls
     assert m["wrong_parity_contrast"] == [pytest.approx(0.8 - 0.1), pytest.approx(0.4 - 0.1)]
     assert m["edit_errors_min"] == 100
     assert m["erased_wrong_parity"]["plain"] == [pytest.approx(0.2)]
+    # steerable decides, per seed with both runs learned (seed 0 only), on the parity flips beyond the controls
+    # (rates over the 400 predictions) in the parity_aux run minus in the plain run
+    assert m["flip_excess"]["plain"] == [pytest.approx(20 / 400 - 10 / 800)]
+    assert m["flip_excess"]["parity_aux"] == [pytest.approx(80 / 400 - 10 / 800), pytest.approx(40 / 400 - 10 / 800)]
+    assert m["flip_excess_aux_minus_plain"] == [pytest.approx(80 / 400 - 20 / 400)]
+    # its edit preconditions read the learned runs of both conditions (the unlearned plain run is not read)
+    assert m["parity_after_erasure_both"] == pytest.approx(0.58)
+    plain_kept = dataclasses.replace(reports[0], erasure=dataclasses.replace(reports[0].erasure, parity_after=0.7,
+                                                                             matched_change_ratio=[1.0, 1.2]))
+    lost = dataclasses.replace(reports[1], erasure=dataclasses.replace(reports[1].erasure, parity_after=0.9))
+    m2 = st.summarise([plain_kept, lost, *reports[2:]])
+    assert m2["parity_after_erasure_both"] == pytest.approx(0.7) and m2["parity_after_erasure"] == pytest.approx(0.58)
+    assert m2["change_mismatch"] == pytest.approx(0.2)
     # the ablation of the parity probe's direction is described, each condition's
     assert m["parity_minus_matched"]["parity_aux"] == [pytest.approx(0.4), pytest.approx(0.2)]
     assert m["steer_ablation_diff"] == [pytest.approx(0.8 - 0.2)]
@@ -756,9 +771,53 @@ def test_wrong_parity_share_on_a_hand_built_case():
                         erased_errors=(errors, other), matched_errors=[(10, 3), (10, 0)])
     assert e.matched_wrong_parity == pytest.approx(0.15) and e.wrong_parity_contrast == pytest.approx(0.35)
     assert e.fewest_errors == 4
-    ok = st.STEERABLE.decide(st.STEERABLE.examples[0])
-    assert ok["verdict"] == "reproduced"
-    few = dict(st.STEERABLE.examples[0], edit_errors_min=st.MIN_EDIT_ERRORS - 1)
-    got = st.STEERABLE.decide(few)
-    assert got["verdict"] == "inconclusive" and "enough_errors" in got["reason"]
+
+
+def test_parity_flip_rate_on_a_hand_built_case():
+    # the same S3 case as above: 8 predictions, 4 errors, 2 of them with the other parity
+    table = st.parity_table(3)
+    even = [k for k in range(6) if int(table[k]) == 0]
+    odd = [k for k in range(6) if int(table[k]) == 1]
+    states = torch.tensor([[even[0], even[0], odd[0], odd[0]], [even[1], odd[1], odd[2], even[2]]])
+    pred = torch.tensor([[even[0], even[1], even[0], odd[0]], [even[1], odd[2], odd[2], odd[0]]])
+    errors, other = st.wrong_parity_errors(pred, states, 3)
+    # the rate is over every prediction, right or wrong: 2 of 8, where the share of errors is 2 of 4
+    assert st.wrong_parity_rate(other, states.numel()) == 0.25 and st.wrong_parity_share(errors, other) == 0.5
+    assert math.isnan(st.wrong_parity_rate(0, 0))
+    # controls pooled: 3 + 1 wrong-parity predictions over 2 × 8 (each control makes 8 predictions)
+    e = st.ErasureDrops(erased=0.5, matched=[0.6, 0.6], parity_after=0.5, parity_after_controls=[1.0, 1.0],
+                        change_share=0.3, matched_change_ratio=[1.0, 1.0], matched_dimensions=[2, 2],
+                        erased_errors=(errors, other), matched_errors=[(5, 3), (2, 1)], n_predictions=8)
+    assert e.erased_flip_rate == 0.25 and e.matched_flip_rate == 0.25 and e.flip_excess == 0.0
+    # a run whose erasure causes few errors has a small rate however they split (the shares say 1.0 vs 0.0)
+    few = st.ErasureDrops(erased=0.01, matched=[0.01], parity_after=0.5, parity_after_controls=[0.9],
+                          change_share=0.03, matched_change_ratio=[1.0], matched_dimensions=[1],
+                          erased_errors=(1, 1), matched_errors=[(1, 0)], n_predictions=100)
+    assert few.wrong_parity_contrast == 1.0 and few.flip_excess == pytest.approx(0.01)
+    assert math.isnan(st.ErasureDrops(erased=0, matched=[0], parity_after=0.5, parity_after_controls=[0.9],
+                                      change_share=0, matched_change_ratio=[1.0], matched_dimensions=[1]).flip_excess)
+
+
+def test_steerable_decides_on_the_paired_flip_contrast():
+    # per seed, the parity_aux run's flip excess minus the plain run's, a paired t interval over the seeds
+    aux = [0.40, 0.35, 0.45, 0.38, 0.30, 0.42, 0.36, 0.41]
+    plain = [0.05, 0.02, 0.08, 0.04, 0.03, 0.06, 0.01, 0.07]
+    diff = [a - p for a, p in zip(aux, plain)]
+    base = {"n_not_learned": 0, "n_pairs": 8, "parity_probe_min": 0.99, "parity_after_erasure_both": 0.55,
+            "change_mismatch": 0.0}
+    got = st.STEERABLE.decide(dict(base, flip_excess_aux_minus_plain=diff))
+    assert got["verdict"] == "reproduced"
+    eff = got["effects"][0]
+    mean, sd = np.mean(diff), np.std(diff, ddof=1)
+    half = stats.t.ppf(0.975, len(diff) - 1) * sd / math.sqrt(len(diff))
+    assert eff["ci_low"] == pytest.approx(mean - half) and eff["ci_high"] == pytest.approx(mean + half)
+    # the plain runs flipping as much as the parity_aux runs: the contrast is refuted (wholly below +0.2)
+    same = [0.01, -0.02, 0.0, 0.02, -0.01, 0.01, 0.03, -0.03]
+    assert st.STEERABLE.decide(dict(base, flip_excess_aux_minus_plain=same))["verdict"] == "refuted"
+    for key, bad in (("n_pairs", 2), ("parity_after_erasure_both", 0.61), ("change_mismatch", 0.11),
+                     ("parity_probe_min", st.PARITY_READABLE - 0.01)):
+        got = st.STEERABLE.decide(dict(base, flip_excess_aux_minus_plain=diff, **{key: bad}))
+        assert got["verdict"] == "inconclusive"
+    assert [e["verdict"] for e in map(st.STEERABLE.decide, st.STEERABLE.examples)] == [
+        "reproduced", "refuted", "refuted"]
     assert st.STEERABLE.decide(st.STEERABLE.examples[1])["verdict"] == "refuted"

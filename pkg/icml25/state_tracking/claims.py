@@ -2,8 +2,8 @@
 declared rule's (:func:`classify` over the :data:`VOTING` signatures, chosen from the rule's positive control on the
 calibration seeds); the steering intervention is layer-wise parity supervision, and steering is judged by the
 concept erasure of the parity (LEACE) against edits of the same size that carry no parity signal
-(:func:`~icml25.state_tracking.measurements.parity_erasure_drops`): whether the erasure sends the state errors to the
-other parity more often than those edits do, a reading of the parity that supervision does not train; the ledger
+(:func:`~icml25.state_tracking.measurements.parity_erasure_drops`): how many predictions the erasure sends to the
+other parity beyond those edits, in a seed's parity_aux run against the same seed's unsteered (plain) run; the ledger
 records each change."""
 
 from __future__ import annotations
@@ -35,16 +35,33 @@ controls', now reported): the chapter's smallest accuracy difference worth a cla
 `aa_generalises` declares for accuracy beyond T."""
 
 WRONG_PARITY_MIN_EFFECT = 0.2
-"""steerable's smallest effect (issue 54, declared before its verdict seeds 3300-3307 were run): in a parity_aux run,
-the share of the state errors whose predicted state has the other parity is at least 0.2 higher after the erasure
-than after its controls. A round effect size on a share (a fifth of the errors), not derived from the data; but it
-was proposed by a referee after that referee had seen the statistic on seeds 3200-3207
-(:data:`STEERABLE_REFEREE`), where it lay far above it, so it is not blind to that sample."""
+"""The smallest effect of steerable's declaration of b6f70a6 (the wrong-parity share of the errors after the erasure
+minus after its controls, decided on 3300-3307: reproduced, now reported), and of its present one (issue 54, declared
+before its verdict seeds 3400-3407 were run): per seed, the parity flips the erasure causes beyond its controls, as a
+rate over all predictions at t <= T, at least 0.2 higher in the parity_aux run than in the plain run. A round effect
+size (a fifth), not derived from the data; it was proposed by a referee after that referee had seen the wrong-parity
+shares on seeds 3200-3207 (:data:`STEERABLE_REFEREE`), and it was kept for the present statistic after the verdict on
+3300-3307 (:data:`STEERABLE_ERROR_SHARE_VERDICT`) had been seen, so it is not blind to those samples."""
 
 MIN_EDIT_ERRORS = 50
-"""steerable's precondition enough_errors: in every learned parity_aux run, at least this many wrong predictions at
-t <= T after the erasure, and as many after its controls pooled, so each wrong-parity share rests on enough errors
-(at 50 a share's binomial standard error is at most 0.07). Declared before the verdict seeds were run."""
+"""The precondition enough_errors of steerable's declaration of b6f70a6 (at least this many wrong predictions at
+t <= T after the erasure, and as many after its controls pooled, in every learned parity_aux run), dropped with the
+present declaration: a rate over all predictions is defined however few errors an edit causes, and its denominator,
+the n_eval stories × T positions of each run, is fixed by the design. Still printed beside the reported shares."""
+
+STEERABLE_ERROR_SHARE_VERDICT = {
+    "seeds": "3300-3307",
+    "wrong_parity_contrast": (0.744, 0.621, 0.867),
+    "plain_wrong_parity_contrast": (0.59, 0.18),
+    "plain_erasure_drop": 0.05,
+    "parity_aux_erasure_drop": 0.51,
+}
+"""steerable's verdict under the declaration of b6f70a6 on fresh seeds 3300-3307 (commit c9ec427), seen before the
+present declaration: the wrong-parity share of the parity_aux runs' errors after the erasure minus after its controls,
+mean [95% t interval], n = 8, reproduced; and, outside that criterion, the same difference in the plain runs (mean,
+sd), though the erasure cost them about 0.05 of accuracy against about 0.51 in the parity_aux runs. The unsteered
+runs passed the statistic nearly as well: it showed that later blocks read whatever parity signal is there, not that
+the supervision steers. Recorded as seen, printed by notebook 2, never re-measured; no verdict rests on it."""
 
 STEERABLE_REFEREE = {
     "seeds": "3200-3207",
@@ -90,50 +107,48 @@ STEERABLE = Claim(
     paper_statement="Training that encourages the parity heuristic steers models toward PAA (the state computed "
                     "through an early parity)",
     paper_value="qualitative (parity supervision yields PAA)",
-    criterion="In each learned parity_aux run (layer-wise parity supervision after block parity_layer), the parity is "
-              "erased from the residual stream after block parity_layer (LEACE, least-squares concept erasure, "
-              "fitted on stories apart from the evaluation's and applied at every action's position), and, apart, "
-              "each of n_ablation_controls controls is applied there: the mean ablation of a random subspace "
-              "orthogonal to the parity classes' mean difference (no linear parity signal) of the fewest dimensions "
-              "that change the stream by the erasure's mean squared change. The statistic is the share of the state "
-              "errors at t <= T whose predicted state has the other parity than the true state after the erasure, "
-              "minus the same share after the controls (their errors pooled over the controls); it is above 0 (95% "
-              f"paired t interval over seeds; refuted when wholly below +{WRONG_PARITY_MIN_EFFECT:g}; a uniform "
-              "error has the other parity with chance (n!/2)/(n! - 1), 0.6 for S3). Why this and not accuracy: the "
-              "parity loss puts variance on the parity, so a control that changes the stream as much must remove "
-              "more of its other directions and cannot be like-for-like in accuracy (the erasure's drop minus the "
-              "controls' is reported, not decisive); which parity the errors have asks whether later blocks read "
-              "the parity: if they did not, erasing it would leave the errors at the share the controls' errors "
-              "have. The probe signature's rise is guaranteed by the parity loss (reported, not decisive)",
-    effects=[Effect("erased_minus_controls_wrong_parity", "wrong_parity_contrast",
+    criterion="In every learned run of both conditions, the parity is erased from the residual stream after block "
+              "parity_layer (LEACE, least-squares concept erasure, fitted on stories apart from the evaluation's and "
+              "applied at every action's position), and, apart, each of n_ablation_controls controls is applied "
+              "there: the mean ablation of a random subspace orthogonal to the parity classes' mean difference (no "
+              "linear parity signal) of the fewest dimensions that change the stream by the erasure's mean squared "
+              "change. A run's parity flips beyond an edit of the erasure's size are the rate, over all predictions "
+              "at t <= T, of predicted states with the other parity than the true state after the erasure, minus "
+              "the same rate after the controls (pooled over the controls). The statistic, per seed, is that "
+              "quantity in the seed's parity_aux run (layer-wise parity supervision after block parity_layer) minus "
+              "the same in the seed's plain run (same initialisation and data order): it is above 0 (95% paired t "
+              f"interval over seeds; refuted when wholly below +{WRONG_PARITY_MIN_EFFECT:g}). Why: the unsteered "
+              "runs are the claim's null. The wrong-parity share of the errors, which decided before, was met "
+              "nearly as well by the plain runs (their later blocks also read what parity signal there is), and a "
+              "share ignores how many errors the erasure causes; a rate over all predictions counts them, so it "
+              "asks whether the parity supervision makes the state computation go through the parity more than "
+              "training without it does. The wrong-parity shares and the erasure's accuracy drop minus its "
+              "controls' are reported, not decisive; the probe signature's rise is guaranteed by the parity loss "
+              "(reported, not decisive)",
+    effects=[Effect("flip_excess_aux_minus_plain", "flip_excess_aux_minus_plain",
                     min_effect=WRONG_PARITY_MIN_EFFECT)],
     preconditions=[_ALL_LEARNED,
-                   at_least("forced_runs", "n_forced", 3, "at least 3 learned parity_aux runs"),
+                   at_least("paired_seeds", "n_pairs", 3, "at least 3 seeds whose plain and parity_aux runs both "
+                            "learned"),
                    at_least("parity_readable", "parity_probe_min", PARITY_READABLE,
                             f"in every learned parity_aux run the parity probe after block parity_layer reads the "
                             f"parity on held-out rows with accuracy at least {PARITY_READABLE}: there is a parity "
-                            "to erase"),
-                   at_most("parity_erased", "parity_after_erasure", PARITY_ERASED,
-                           f"in every learned parity_aux run a logistic probe fitted again after the erasure reads "
-                           f"the parity on held-out stories with accuracy at most {PARITY_ERASED:g} (chance 0.5): "
-                           "the erasure removed the parity's linear signal"),
+                            "to erase (not asked of the plain runs: where their parity is only partly readable, "
+                            "erasing it changes little by nature, which is the contrast's point)"),
+                   at_most("parity_erased", "parity_after_erasure_both", PARITY_ERASED,
+                           f"in every learned run of both conditions a logistic probe fitted again after the "
+                           f"erasure reads the parity on held-out stories with accuracy at most {PARITY_ERASED:g} "
+                           "(chance 0.5): the erasure removed the parity's linear signal"),
                    at_most("variance_matched", "change_mismatch", VARIANCE_TOLERANCE,
                            f"every control's mean squared change of the residual stream is the erasure's within "
-                           f"{VARIANCE_TOLERANCE:.0%} (largest relative miss over runs and controls), so the control "
-                           "changes the stream as much as the erasure does"),
-                   at_least("enough_errors", "edit_errors_min", MIN_EDIT_ERRORS,
-                            f"in every learned parity_aux run at least {MIN_EDIT_ERRORS} wrong predictions at t <= T "
-                            "after the erasure and as many after its controls pooled, so each wrong-parity share "
-                            "rests on enough errors")],
-    examples=({"wrong_parity_contrast": [0.8, 0.85, 0.7, 0.9, 0.75, 0.82, 0.88, 0.79], "n_not_learned": 0,
-               "n_forced": 8, "parity_probe_min": 0.99, "parity_after_erasure": 0.52, "change_mismatch": 0.0,
-               "edit_errors_min": 900},
-              {"wrong_parity_contrast": [0.05, 0.1, 0.0, 0.08, 0.02, 0.06, 0.04, 0.07], "n_not_learned": 0,
-               "n_forced": 8, "parity_probe_min": 0.99, "parity_after_erasure": 0.52, "change_mismatch": 0.0,
-               "edit_errors_min": 900},
-              {"wrong_parity_contrast": [0.1, -0.1, 0.05, -0.05, 0.0, 0.08, -0.08, 0.0], "n_not_learned": 0,
-               "n_forced": 8, "parity_probe_min": 0.99, "parity_after_erasure": 0.52, "change_mismatch": 0.0,
-               "edit_errors_min": 900}),
+                           f"{VARIANCE_TOLERANCE:.0%} (largest relative miss over the runs of both conditions and "
+                           "their controls), so the control changes the stream as much as the erasure does")],
+    examples=({"flip_excess_aux_minus_plain": [0.35, 0.4, 0.3, 0.45, 0.38, 0.33, 0.42, 0.36], "n_not_learned": 0,
+               "n_pairs": 8, "parity_probe_min": 0.99, "parity_after_erasure_both": 0.54, "change_mismatch": 0.0},
+              {"flip_excess_aux_minus_plain": [0.05, 0.1, 0.0, 0.08, 0.02, 0.06, 0.04, 0.07], "n_not_learned": 0,
+               "n_pairs": 8, "parity_probe_min": 0.99, "parity_after_erasure_both": 0.54, "change_mismatch": 0.0},
+              {"flip_excess_aux_minus_plain": [0.1, -0.1, 0.05, -0.05, 0.0, 0.08, -0.08, 0.0], "n_not_learned": 0,
+               "n_pairs": 8, "parity_probe_min": 0.99, "parity_after_erasure_both": 0.54, "change_mismatch": 0.0}),
 )
 
 TWO_MECHANISMS = Claim(

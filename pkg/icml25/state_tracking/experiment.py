@@ -169,23 +169,33 @@ def summarise(reports: Sequence[RunReport]) -> dict:
                    "forced_is_paa": out["forced_is_paa"]}
     for name in SIGNATURES:
         out[f"steer_{name}_diff"] = [aux.signatures[name] - pl.signatures[name] for pl, aux in pairs]
-    # steerable: in each parity_aux run, the wrong-parity share of the state errors after the parity erasure minus
-    # after its controls of the same size (their errors pooled)
+    # steerable: per seed, the parity flips the erasure causes beyond its controls of the same size (the rate over
+    # all predictions at t <= T of predicted states with the other parity, erasure minus controls pooled) in the
+    # parity_aux run minus the same in the plain run: the unsteered run of the same seed is the comparison
     forced = [r for r in learned if r.condition == "parity_aux"]
-    out["wrong_parity_contrast"] = [_erased(r, "wrong_parity_contrast") for r in forced]
-    out["edit_errors_min"] = min((_erased(r, "fewest_errors") for r in forced), default=math.nan)
-    out["erased_minus_matched_drop"] = [_erased(r, "erased_minus_matched") for r in forced]
+    erased = [r for r in learned if r.erasure is not None]
+    out["flip_excess_aux_minus_plain"] = [_erased(aux, "flip_excess") - _erased(pl, "flip_excess")
+                                          for pl, aux in pairs]
     out["n_forced"] = len(forced)
     out["parity_probe_min"] = min((r.parity_readable for r in forced), default=math.nan)
     out["parity_after_erasure"] = max((_erased(r, "parity_after") for r in forced), default=math.nan)
-    out["change_mismatch"] = max((_erased(r, "change_mismatch") for r in forced), default=math.nan)
+    # the preconditions on the edits hold in both conditions' runs, since the statistic reads both
+    out["parity_after_erasure_both"] = max((_erased(r, "parity_after") for r in erased), default=math.nan)
+    out["change_mismatch"] = max((_erased(r, "change_mismatch") for r in erased), default=math.nan)
+    # reported, not decisive (they decided before): in each parity_aux run, the wrong-parity share of the state
+    # errors after the erasure minus after its controls (errors pooled), and its accuracy drop minus theirs
+    out["wrong_parity_contrast"] = [_erased(r, "wrong_parity_contrast") for r in forced]
+    out["edit_errors_min"] = min((_erased(r, "fewest_errors") for r in forced), default=math.nan)
+    out["erased_minus_matched_drop"] = [_erased(r, "erased_minus_matched") for r in forced]
     # described, each condition's: the erasure's quantities, and the ablation of the parity probe's direction (the
     # earlier measure, after which the parity stays readable) beside its variance-matched controls
     for name, attr in (("erasure_drop", "erased"), ("erasure_matched_drop", "matched_mean"),
                        ("erasure_change_share", "change_share"), ("erased_minus_matched", "erased_minus_matched"),
                        ("parity_after_erasure_by_run", "parity_after"),
                        ("erased_wrong_parity", "erased_wrong_parity"), ("matched_wrong_parity", "matched_wrong_parity"),
-                       ("wrong_parity_contrast_by_run", "wrong_parity_contrast")):
+                       ("wrong_parity_contrast_by_run", "wrong_parity_contrast"),
+                       ("erased_flip_rate", "erased_flip_rate"), ("matched_flip_rate", "matched_flip_rate"),
+                       ("flip_excess", "flip_excess")):
         out[name] = {c: [_erased(r, attr) for r in learned if r.condition == c] for c in CONDITIONS}
     out["parity_after_controls_min"] = {c: [min(r.erasure.parity_after_controls) if r.erasure else math.nan
                                             for r in learned if r.condition == c] for c in CONDITIONS}

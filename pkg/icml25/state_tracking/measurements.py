@@ -68,6 +68,13 @@ def wrong_parity_share(errors: int, wrong_parity: int) -> float:
     return wrong_parity / errors if errors else float("nan")
 
 
+def wrong_parity_rate(wrong_parity: int, predictions: int) -> float:
+    """The rate of predictions, over all `predictions` made (right or wrong), whose predicted state has the other
+    parity than the true one (NaN without predictions): unlike :func:`wrong_parity_share`, it counts how many such
+    errors an edit causes, not only which parity its errors have."""
+    return wrong_parity / predictions if predictions else float("nan")
+
+
 @torch.no_grad()
 def hidden_states(model, actions: torch.Tensor, tokenizer, n: int) -> torch.Tensor:
     """Residual stream at the position of every action: [layers + 1, batch, T, d] (layer 0 = embeddings)."""
@@ -422,6 +429,7 @@ class ErasureDrops:
     matched_dimensions: list  # each control's dimensions (1 when one direction carries the change)
     erased_errors: tuple = (0, 0)  # (errors, wrong-parity errors) at t <= T after the erasure
     matched_errors: list = ()  # the same after each control (:func:`wrong_parity_errors`)
+    n_predictions: int = 0  # predictions at t <= T under each edit (stories × positions), every rate's denominator
 
     @property
     def matched_mean(self) -> float:
@@ -441,6 +449,24 @@ class ErasureDrops:
     def wrong_parity_contrast(self) -> float:
         """steerable's statistic: the wrong-parity share of the errors after the erasure minus after its controls."""
         return self.erased_wrong_parity - self.matched_wrong_parity
+
+    @property
+    def erased_flip_rate(self) -> float:
+        """The rate, over all predictions at t <= T, of predicted states with the other parity than the true state
+        after the erasure (:func:`wrong_parity_rate`)."""
+        return wrong_parity_rate(self.erased_errors[1], self.n_predictions)
+
+    @property
+    def matched_flip_rate(self) -> float:
+        """The same rate after the controls, pooled (their wrong-parity predictions over all their predictions)."""
+        return wrong_parity_rate(int(sum(w for _, w in self.matched_errors)),
+                                 self.n_predictions * len(self.matched_errors))
+
+    @property
+    def flip_excess(self) -> float:
+        """The parity flips the erasure causes beyond an edit of its size: the erasure's wrong-parity rate minus its
+        controls' pooled rate. steerable contrasts it between a seed's parity_aux and plain runs."""
+        return self.erased_flip_rate - self.matched_flip_rate
 
     @property
     def fewest_errors(self) -> int:
@@ -478,7 +504,9 @@ def parity_erasure_drops(model, tokenizer, cfg) -> ErasureDrops:
     predict a state of the other parity than the true one (:func:`wrong_parity_errors`): if later blocks read the
     parity there, erasing it sends the errors to the other parity more often than controls that leave the parity
     readable; if they did not, the errors' parity would not depend on which edit made them, and both shares would sit
-    near the chance share of a uniform error (:func:`other_parity_chance`)."""
+    near the chance share of a uniform error (:func:`other_parity_chance`). The same counts over all predictions
+    (:attr:`ErasureDrops.flip_excess`) say how many parity flips the erasure causes beyond its controls, which
+    steerable compares between a seed's parity_aux and plain runs."""
     n, layer, length = cfg.group_n, cfg.parity_layer, cfg.train_length
     fit_acts = eval_actions(cfg, cfg.n_probe, length, "probe")
     x = residual_rows(model, tokenizer, n, fit_acts, layer)
@@ -505,4 +533,4 @@ def parity_erasure_drops(model, tokenizer, cfg) -> ErasureDrops:
     return ErasureDrops(erased=drops[0], matched=drops[1:], parity_after=readable[0],
                         parity_after_controls=readable[1:], change_share=change / total,
                         matched_change_ratio=ratios.tolist(), matched_dimensions=[len(u) for u in controls],
-                        erased_errors=errors[0], matched_errors=errors[1:])
+                        erased_errors=errors[0], matched_errors=errors[1:], n_predictions=int(states.numel()))
