@@ -2,6 +2,8 @@
 (δ above every reward = target only, δ = 0 = draft only), FLOP bookkeeping, speculative decoding's exactness,
 and bad input."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -480,3 +482,20 @@ def test_training_the_prm_lowers_its_class_weighted_loss(pair):
     _, _, info = rsd.train_prm(pair[0], rsd.FROM_DRAFT, 60, 30, seed=0, lr=3e-3)
     assert info["n_steps"] > info["n_rollouts"] > 0 and 0 <= info["frac_correct"] <= 1  # (an empty rollout has no step)
     assert np.mean(info["losses"][-5:]) < np.mean(info["losses"][:5])
+
+
+def test_the_configs_prm_settings_train_the_learned_prm(monkeypatch):
+    """The zoo's cached PRM stands for the scale's own `prm_*` settings only: an override (a notebook parameter) is
+    trained with, instead of being silently replaced by the zoo's PRM of the default settings."""
+    trained, zoo_reads = [], []
+    monkeypatch.setattr(rsd.prms, "train_prm", lambda draft, seed, **settings: (
+        trained.append((draft, seed, settings)) or (torch.nn.Linear(1, 1), "tok", {})))
+    monkeypatch.setattr(rsd.prms.zoo, "get", lambda name, scale, seed: zoo_reads.append(name) or
+                        SimpleNamespace(model="zoo model", tokenizer="zoo tok"))
+    monkeypatch.setattr(rsd.prms.models, "get", lambda name, scale, seed: f"{name} draft")
+    monkeypatch.setattr(rsd.prms, "LearnedPRM", lambda model, tokenizer: SimpleNamespace(model=model))
+    assert rsd.learned_prm(rsd.config("smoke"), 3).model == "zoo model" and zoo_reads == ["rsd-prm"] and not trained
+    cfg = rsd.config("smoke", prm_steps=7, prm_lr=1e-2)
+    rsd.learned_prm(cfg, 3)
+    assert trained == [(f"{rsd.DRAFT_MODEL} draft", 3, {**rsd.prm_settings(rsd.config("smoke")), "steps": 7,
+                                                         "lr": 1e-2})]

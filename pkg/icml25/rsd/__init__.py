@@ -34,7 +34,8 @@ from .experiment import (calibrated_deltas, calibration_steps, claim_measurement
 from .figures import PRM_MARKERS, plot_acceptance, plot_accountings, plot_accuracy_vs_flops, prm_calibration_table
 from .mixture import acceptance_sets, brute_force_best, expected_reward, mixture, sample_rsd_categorical
 from .prms import (PRM_BAD, PRM_GOOD, LearnedPRM, NoisyOraclePRM, OraclePRM, StepLabels, draft_rollouts,
-                   learned_prm, own_value_head, prm_training_data, step_batches, step_labels, train_prm, value_loss)
+                   learned_prm, own_value_head, prm_settings, prm_training_data, step_batches, step_labels, train_prm,
+                   value_loss)
 from .pair import CALIBRATION, exact_match, pair_calibration
 from .scales import (DELIMITER, DRAFT_MODEL, FROM_DRAFT, MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE,
                      PRM_BATCH, TARGET_CALL_BUDGET, TARGET_MODEL, config)

@@ -172,13 +172,13 @@ def own_value_head(model: PreTrainedModel) -> PreTrainedModel:
     return model
 
 
-def _prm_cfg(scale):
-    c = config(scale)
-    return {"preset": c.prm_preset, "n_problems": c.prm_problems, "steps": c.prm_steps, "batch_size": PRM_BATCH,
-            "lr": c.prm_lr}
+def prm_settings(cfg) -> dict:
+    """The learned PRM's training settings in a chapter config `cfg` (its `prm_*` knobs), as `train_prm` takes them."""
+    return {"preset": cfg.prm_preset, "n_problems": cfg.prm_problems, "steps": cfg.prm_steps, "batch_size": PRM_BATCH,
+            "lr": cfg.prm_lr}
 
 
-PRM_ZOO = {s: _prm_cfg(s) for s in ("smoke", "ci", "full")}
+PRM_ZOO = {s: prm_settings(config(s)) for s in ("smoke", "ci", "full")}
 
 
 def train_prm(draft: zoo.ZooModel, preset: str, n_problems: int, steps: int, seed: int, batch_size: int = PRM_BATCH,
@@ -208,13 +208,13 @@ def _build_prm(cfg, seed: int):
 
 
 def learned_prm(cfg, seed: int, draft: zoo.ZooModel | None = None) -> LearnedPRM:
-    """The learned PRM of `seed`, trained on rollouts of the draft `cfg.draft_model`: for the zoo's draft, trained
-    once and cached in the zoo; for any other draft (`draft`, already loaded), trained now on its rollouts."""
-    if cfg.draft_model == DRAFT_MODEL:
+    """The learned PRM of `seed`, trained with `cfg`'s `prm_*` settings on rollouts of the draft `cfg.draft_model`:
+    for the zoo's draft at the scale's own settings, trained once and cached in the zoo (`rsd-prm`); for any other
+    draft (`draft`, already loaded) or settings, trained now."""
+    settings = prm_settings(cfg)
+    if cfg.draft_model == DRAFT_MODEL and settings == PRM_ZOO[cfg.scale]:
         z = zoo.get("rsd-prm", cfg.scale, seed)
         return LearnedPRM(z.model, z.tokenizer)
     draft = draft if draft is not None else models.get(cfg.draft_model, cfg.scale, seed)
-    prm_cfg = _prm_cfg(cfg.scale)
-    model, tok, _ = train_prm(draft, prm_cfg["preset"], prm_cfg["n_problems"], prm_cfg["steps"], seed,
-                              prm_cfg["batch_size"], prm_cfg["lr"])
+    model, tok, _ = train_prm(draft, seed=seed, **settings)
     return LearnedPRM(model.eval(), tok)
