@@ -628,6 +628,18 @@ if all(erasure.values()):
                  f"{m['parity_after_erasure_both']:.3f}, the plain runs "
                  f"{ms(m['parity_after_erasure_by_run']['plain'])}; the largest relative miss of a control's change "
                  f"over both conditions was {m['change_mismatch']:.1e}).")
+    missed = [r for r in learned if r.erasure.change_mismatch > st.VARIANCE_TOLERANCE]
+    if missed:
+        lines.append("* **Where a control could not match the erasure.** In "
+                     + "; ".join(f"the {r.condition} run of seed {r.seed}" for r in missed)
+                     + ", the erasure changes the residual stream there by more than the whole complement of the "
+                     "parity classes' mean difference carries: controls of "
+                     + ", ".join(f"{max(r.erasure.matched_dimensions)}" for r in missed)
+                     + f" of the stream's {st.get_tracker(cfg, cfg.seeds[0], 'plain').model.config.hidden_size} "
+                     "dimensions reach "
+                     + ", ".join(f"{min(r.erasure.matched_change_ratio):.2f}" for r in missed)
+                     + f" of its change (`variance_matched` asks within {st.VARIANCE_TOLERANCE:.0%}), so no edit "
+                     "of its size without parity signal exists there, and the precondition fails.")
     lines.append(f"* **Which parity the errors have (reported; it decided under the declaration before).** After the "
                  f"erasure, {ms(m['erased_wrong_parity']['parity_aux'])} of the parity_aux runs' state errors at "
                  f"t <= T predict a state of the other parity than the true one; after its controls (errors pooled), "
