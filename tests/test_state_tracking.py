@@ -753,15 +753,20 @@ def test_other_parity_chance_is_three_fifths_for_s3_from_the_group():
     assert st.other_parity_chance(3) == pytest.approx(0.6)
 
 
-def test_wrong_parity_share_on_a_hand_built_case():
-    # S3 indexed as st.elements(3); pick states by parity so the case does not depend on the indexing
+def _s3_predictions() -> tuple[torch.Tensor, torch.Tensor]:
+    """Hand-built S3 states and predictions (states picked by parity, so the case does not depend on the indexing
+    of st.elements(3)): 8 predictions, 4 errors: (0,1) even->other even (same parity); (0,2) odd->even (other);
+    (1,1) odd->other odd (same); (1,3) even->odd (other); (0,0), (0,3), (1,0), (1,2) right."""
     table = st.parity_table(3)
     even = [k for k in range(6) if int(table[k]) == 0]
     odd = [k for k in range(6) if int(table[k]) == 1]
     states = torch.tensor([[even[0], even[0], odd[0], odd[0]], [even[1], odd[1], odd[2], even[2]]])
-    # errors: (0,1) even->other even (same parity); (0,2) odd->even (other); (1,1) odd->other odd (same);
-    # (1,3) even->odd (other); (0,0), (0,3), (1,0), (1,2) right
     pred = torch.tensor([[even[0], even[1], even[0], odd[0]], [even[1], odd[2], odd[2], odd[0]]])
+    return states, pred
+
+
+def test_wrong_parity_share_on_a_hand_built_case():
+    states, pred = _s3_predictions()
     errors, other = st.wrong_parity_errors(pred, states, 3)
     assert (errors, other) == (4, 2) and st.wrong_parity_share(errors, other) == 0.5
     assert math.isnan(st.wrong_parity_share(*st.wrong_parity_errors(states, states, 3)))
@@ -774,12 +779,7 @@ def test_wrong_parity_share_on_a_hand_built_case():
 
 
 def test_parity_flip_rate_on_a_hand_built_case():
-    # the same S3 case as above: 8 predictions, 4 errors, 2 of them with the other parity
-    table = st.parity_table(3)
-    even = [k for k in range(6) if int(table[k]) == 0]
-    odd = [k for k in range(6) if int(table[k]) == 1]
-    states = torch.tensor([[even[0], even[0], odd[0], odd[0]], [even[1], odd[1], odd[2], even[2]]])
-    pred = torch.tensor([[even[0], even[1], even[0], odd[0]], [even[1], odd[2], odd[2], odd[0]]])
+    states, pred = _s3_predictions()  # 4 errors, 2 of them with the other parity
     errors, other = st.wrong_parity_errors(pred, states, 3)
     # the rate is over every prediction, right or wrong: 2 of 8, where the share of errors is 2 of 4
     assert st.wrong_parity_rate(other, states.numel()) == 0.25 and st.wrong_parity_share(errors, other) == 0.5
