@@ -140,3 +140,26 @@ HARD_BEATS_SOFT = Claim(
     examples=(_HARD_OK | {"hard_minus_soft_learned": [0.03, 0.05, 0.04], "rate_match_soft": [1.0] * 3},
               _HARD_OK | {"hard_minus_soft_learned": [-0.03, -0.05, -0.04], "rate_match_soft": [1.0] * 3}),
 )
+
+REFEREE_1800 = {
+    "seeds": "1800-1807",
+    "same_verdicts": True,
+    "length_router_threshold_minus_random": (0.024, 0.002, 0.045),
+    "shuffled_label_prm_threshold_minus_random": (0.019, -0.034, 0.073),
+    "learned_minus_length_router_rsd": (0.079, 0.004, 0.155),
+    "oracle_accuracy_gap": (-0.006, -0.131, 0.120),
+    "oracle_flop_ratio": 0.732,
+    "learned_target_step_share": 0.391,
+    "oracle_target_step_share": 0.299,
+    "rsd_minus_pass_at_n": (0.092, -0.003, 0.188),
+}
+"""A referee with no stake re-decided every rsd claim on fresh seeds 1800-1807 (n = 8, the chapter's own
+functions, outside the build) after the verdicts on 1700-1707 were recorded: every verdict came out the same. Its
+checks beyond the declared criteria, recorded as measured (95% t intervals over the seeds), each read on the page:
+a length router that never reads a step (score from the number of operations and the step's index) passes
+threshold_matters' criterion ("beats random acceptance"), which only the PRM-quality precondition keeps from
+counting, while a random scorer and a PRM trained on shuffled labels fail it; the learned PRM's RSD beats the length
+router's at the same budget by a small margin; with the oracle PRM, the same pipeline and budget keep the target's
+accuracy at fewer FLOPs, so efficiency_learned's refutation is this learned PRM's (it sends more steps to the target,
+the wrong ones), not the method's; and against best-of-N reranked by the answer key (pass@N, the best any reranker
+could do) RSD's edge is not decided."""
