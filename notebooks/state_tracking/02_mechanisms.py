@@ -447,9 +447,8 @@ ms = mean_sd
 steerable = check(st.STEERABLE, measured={k: m[k] for k in (
     "flip_excess_aux_minus_plain", "flip_excess", "erased_flip_rate", "matched_flip_rate",
     "parity_after_erasure_both",
-    "wrong_parity_contrast", "edit_errors_min", "erased_wrong_parity", "matched_wrong_parity",
-    "wrong_parity_contrast_by_run",
-    "erased_minus_matched_drop", "n_forced", "parity_probe_min", "parity_after_erasure", "change_mismatch",
+    "edit_errors_min", "erased_wrong_parity", "matched_wrong_parity", "wrong_parity_contrast_by_run", "n_forced",
+    "parity_probe_min", "parity_after_erasure", "change_mismatch",
     "n_not_learned", "erasure_drop", "erasure_matched_drop", "erasure_change_share", "erased_minus_matched",
     "parity_after_erasure_by_run", "parity_after_controls_min", "ablation_drop", "matched_ablation_drop",
     "control_ablation_drop", "parity_variance_share", "parity_minus_matched", "steer_ablation_diff",
@@ -465,13 +464,15 @@ steerable = check(st.STEERABLE, measured={k: m[k] for k in (
               f"Reported, not decisive: share of the errors at t <= T with the other parity in the parity_aux runs "
               f"{ms(m['erased_wrong_parity']['parity_aux'])} after the erasure, "
               f"{ms(m['matched_wrong_parity']['parity_aux'])} after its controls, difference "
-              f"{ms(m['wrong_parity_contrast'])} (chance {st.other_parity_chance(cfg.group_n):.2f}; fewest errors "
+              f"{ms(m['wrong_parity_contrast_by_run']['parity_aux'])} "
+              f"(chance {st.other_parity_chance(cfg.group_n):.2f}; fewest errors "
               f"under an edit {m['edit_errors_min']:.0f}); plain runs: "
               f"{ms(m['erased_wrong_parity']['plain'])} after the erasure, "
               f"{ms(m['matched_wrong_parity']['plain'])} after its controls; "
               f"accuracy lost at t <= T when the parity is erased "
               f"{ms(m['erasure_drop']['parity_aux'])}, under a control of the same size "
-              f"{ms(m['erasure_matched_drop']['parity_aux'])}, difference {ms(m['erased_minus_matched_drop'])} (the "
+              f"{ms(m['erasure_matched_drop']['parity_aux'])}, "
+              f"difference {ms(m['erased_minus_matched']['parity_aux'])} (the "
               f"erasure changes {ms(m['erasure_change_share']['parity_aux'])} of the residual variance; parity probe "
               f"after it at most {m['parity_after_erasure']:.3f}); described, not decisive: plain runs' erasure drop "
               f"{ms(m['erasure_drop']['plain'])} (beyond their controls {ms(m['erased_minus_matched']['plain'])}); "
@@ -609,7 +610,7 @@ if all(erasure.values()):
                  f"{ms(m['erasure_change_share']['plain'])}); controls that change it as much and carry no parity "
                  f"signal cost them {ms(m['erasure_matched_drop']['parity_aux'])} (plain runs: "
                  f"{ms(m['erasure_matched_drop']['plain'])}), so losing the parity costs "
-                 f"{ms(m['erased_minus_matched_drop'])} of accuracy beyond an edit of its size (reported, not "
+                 f"{ms(m['erased_minus_matched']['parity_aux'])} of accuracy beyond an edit of its size (reported, not "
                  f"decisive; the largest relative miss of a control's change was {m['change_mismatch']:.1e}, "
                  f"tolerance {st.VARIANCE_TOLERANCE:.0%}). The probe signature's rise "
                  f"under parity_aux ({ms(m['steer_probes_diff'])}) is guaranteed by the parity loss (a logit lens for "
@@ -644,7 +645,8 @@ if all(erasure.values()):
                  f"erasure, {ms(m['erased_wrong_parity']['parity_aux'])} of the parity_aux runs' state errors at "
                  f"t <= T predict a state of the other parity than the true one; after its controls (errors pooled), "
                  f"{ms(m['matched_wrong_parity']['parity_aux'])}; the difference is "
-                 f"{ms(m['wrong_parity_contrast'])} (a uniform error has the other parity with chance "
+                 f"{ms(m['wrong_parity_contrast_by_run']['parity_aux'])} "
+                 f"(a uniform error has the other parity with chance "
                  f"{chance_other:.2f}; the fewest errors under one edit were {m['edit_errors_min']:.0f}, the dropped "
                  f"`enough_errors` asked at least {st.MIN_EDIT_ERRORS}). In the plain runs: "
                  f"{ms(m['erased_wrong_parity']['plain'])} after the erasure, "

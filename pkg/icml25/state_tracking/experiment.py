@@ -183,10 +183,9 @@ def summarise(reports: Sequence[RunReport]) -> dict:
     out["parity_after_erasure_both"] = max((_erased(r, "parity_after") for r in erased), default=math.nan)
     out["change_mismatch"] = max((_erased(r, "change_mismatch") for r in erased), default=math.nan)
     # reported, not decisive (they decided before): in each parity_aux run, the wrong-parity share of the state
-    # errors after the erasure minus after its controls (errors pooled), and its accuracy drop minus theirs
-    out["wrong_parity_contrast"] = [_erased(r, "wrong_parity_contrast") for r in forced]
+    # errors after the erasure minus after its controls (errors pooled, `wrong_parity_contrast_by_run` below), its
+    # accuracy drop minus theirs (`erased_minus_matched`), and the fewest errors under one edit
     out["edit_errors_min"] = min((_erased(r, "fewest_errors") for r in forced), default=math.nan)
-    out["erased_minus_matched_drop"] = [_erased(r, "erased_minus_matched") for r in forced]
     # described, each condition's: the erasure's quantities, and the ablation of the parity probe's direction (the
     # earlier measure, after which the parity stays readable) beside its variance-matched controls
     for name, attr in (("erasure_drop", "erased"), ("erasure_matched_drop", "matched_mean"),

@@ -326,6 +326,11 @@ def ablated_accuracy(model, tokenizer, n: int, actions: torch.Tensor, layer: int
                            None if direction is None else lambda h: ablate_direction(h, direction, mean))
 
 
+def largest_miss(ratios) -> float:
+    """The largest relative miss of controls matched to a target: max |ratio − 1| over their ratios to it."""
+    return float(np.max(np.abs(np.asarray(ratios) - 1)))
+
+
 @dataclass
 class AblationDrops:
     """What mean-ablating one direction after block `parity_layer` costs a run: the mean state accuracy at the
@@ -345,11 +350,6 @@ class AblationDrops:
     def parity_minus_matched(self) -> float:
         """The drop the parity direction causes beyond what a direction of the same variance causes."""
         return self.parity - self.matched_mean
-
-    @property
-    def variance_mismatch(self) -> float:
-        """The largest relative miss of a matched control's variance: max |ratio − 1|."""
-        return float(np.max(np.abs(np.asarray(self.matched_variance_ratio) - 1)))
 
 
 def parity_class_difference(x: torch.Tensor, actions: torch.Tensor, n: int) -> torch.Tensor:
@@ -480,8 +480,8 @@ class ErasureDrops:
 
     @property
     def change_mismatch(self) -> float:
-        """The largest relative miss of a control's mean squared change: max |ratio − 1|."""
-        return float(np.max(np.abs(np.asarray(self.matched_change_ratio) - 1)))
+        """The largest relative miss of a control's mean squared change (:func:`largest_miss`)."""
+        return largest_miss(self.matched_change_ratio)
 
 
 def parity_erasure_drops(model, tokenizer, cfg) -> ErasureDrops:
