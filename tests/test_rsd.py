@@ -259,6 +259,8 @@ def test_claims_read_the_experiments_measurements():
                 "calibration_routed": {"oracle": 0.2, "noisy": 0.0 if seed else 0.28, "learned": 0.3},
                 "prm_auc": {"noisy": 0.9, "learned": 0.85}, "baselines": {"target": {"accuracy": 0.9}},
                 "rsd": {p: rsd_row for p in rsd.PRMS}, "random": {p: rsd_row | {"accuracy": 0.5} for p in rsd.PRMS},
+                "router": {p: rsd_row | {"accuracy": 0.6, "acceptance_rate": 0.8 - seed / 10} for p in rsd.PRMS},
+                "length_router": {p: rsd_row | {"accuracy": 0.55} for p in rsd.GRADED},
                 "parallel": {f"best-of-N, {p}": curve for p in rsd.PRMS},
                 "soft": {"acceptance_rate": 0.5, "accuracy": 0.8},
                 "hard_at_soft_rate": {"acceptance_rate": 0.5 + seed / 10, "accuracy": 0.85}}
@@ -276,7 +278,13 @@ def test_claims_read_the_experiments_measurements():
         claims = [(rsd.BEATS_PARALLEL[prm], m["beats_parallel"][prm])]
         if prm in rsd.GRADED:
             claims.append((rsd.EFFICIENCY[prm], e))
-            assert m["threshold_matters"][prm][f"threshold_minus_random_{prm}"] == pytest.approx([0.42, 0.41])
+            t = m["threshold_matters"][prm]
+            # the baseline is the length router at RSD's rate; random acceptance is reported beside it
+            assert t[f"threshold_minus_router_{prm}"] == pytest.approx([0.32, 0.31])
+            assert t[f"router_rate_gap_{prm}"] == pytest.approx([0.0, 0.1])
+            assert t[f"threshold_minus_random_{prm}"] == pytest.approx([0.42, 0.41])
+            assert t[f"router_minus_random_{prm}"] == pytest.approx([0.1, 0.1])
+            assert t[f"threshold_minus_length_router_{prm}"] == pytest.approx([0.37, 0.36])
             claims.append((rsd.THRESHOLD_MATTERS[prm], m["threshold_matters"][prm]))
         for claim, measured in claims:
             decided = claim.decide(measured)
@@ -499,3 +507,44 @@ def test_the_configs_prm_settings_train_the_learned_prm(monkeypatch):
     rsd.learned_prm(cfg, 3)
     assert trained == [(f"{rsd.DRAFT_MODEL} draft", 3, {**rsd.prm_settings(rsd.config("smoke")), "steps": 7,
                                                          "lr": 1e-2})]
+
+
+# --- the content-blind baseline of threshold_matters: the length router ---
+
+
+_TWO = [arithmetic.Problem((1, 2), ("+",)), arithmetic.Problem((1, 2, 3, 4), ("+", "*", "-"))]  # 2 and 4 positions
+
+
+def test_the_position_router_scores_the_right_step_share_of_a_position_and_never_reads_a_step():
+    problems, prefixes, _ = rsd.step_positions(_TWO)
+    assert prefixes == ["", "1+2=3;", "", "1+2=3;", "1+2=3;3*3=9;", "1+2=3;3*3=9;9-4=5;"]
+    # a labelled split: (1 op, step 0) right twice; (3 ops, step 2) right once in two; (3 ops, step 3) wrong
+    split_p = [_TWO[0], _TWO[0], _TWO[1], _TWO[1], _TWO[1]]
+    split_x = ["", "", "1+2=3;3*3=9;", "1+2=3;3*3=9;", "1+2=3;3*3=9;9-4=5;"]
+    router = rsd.PositionRouter.fit(split_p, split_x, [1, 1, 1, 0, 0])
+    r = router.score(problems, prefixes, ["garbage"] * len(problems))
+    np.testing.assert_allclose(r, [1.0, 0.6, 0.6, 0.6, 0.5, 0.0])  # positions the split lacks: its overall 3/5
+    np.testing.assert_array_equal(r, router.score(problems, prefixes, [p.solution for p in problems]))
+
+
+def test_the_length_router_routes_whole_problems_longest_first():
+    r = rsd.LengthRouter(seed=0).score(*rsd.step_positions(_TWO))
+    assert len(set(r[:2])) == 1 and len(set(r[2:])) == 1  # one score per problem, whatever the step
+    assert -2 < r[0] <= -1 and -4 < r[2] <= -3  # −(operations + a draw in [0, 1))
+
+
+def test_the_router_rule_calls_the_target_on_the_share_it_is_given():
+    router = rsd.PositionRouter.fit(*rsd.step_positions(_TWO)[:2], [1, 1, 1, 0.75, 0.5, 0.25])
+    scores = router.score(*rsd.step_positions(_TWO))
+    # half the six positions: the 3-operation problem's last three steps, exactly (no tie at the cut)
+    keep = rsd.router_rule(router, _TWO, 0.5, seed=0)(scores)
+    np.testing.assert_array_equal(keep, [True, True, True, False, False, False])
+    # 7/12 of them: those three, and a step scored 1 (the cut's tie: three steps) with probability 1/6
+    assert rsd.tie_share(scores, 1.0, 7 / 12) == pytest.approx(1 / 6)
+    rule = rsd.router_rule(router, _TWO, 7 / 12, seed=0)
+    kept = np.array([rule(scores) for _ in range(4000)])
+    assert not kept[:, 3:].any()
+    assert 1 - kept[:, :3].mean() == pytest.approx(1 / 6, abs=0.02)
+    # the tie share spends what Eq. (2) leaves of the budget, and is 0 where nothing ties or δ is infinite
+    assert rsd.tie_share([0.0, 1.0, 1.0, 1.0], 1.0, 0.5) == pytest.approx(1 / 3)
+    assert rsd.tie_share([0.0, 1.0], 0.5, 0.5) == 0.0 and rsd.tie_share([0.0, 1.0], np.inf, 1.0) == 0.0

@@ -85,6 +85,22 @@
 #   weighted evenly, sees four times as many rollouts, and trains a fixed number of steps on a decaying schedule
 #   (no stop at a lucky evaluation); the learning rate, data and length were chosen on the calibration seeds by
 #   their lowest seed. The bar (ROC AUC ≥ 0.8 on at least 75% of seeds) and every claim are unchanged.
+#
+# **Changed after the verdicts on seeds 1700-1707 and a referee's run on fresh seeds 1800-1807 were seen** (ledgered
+# before any verdict of the new design; verdicts below on fresh seeds 2100-2107):
+#
+# * `threshold_matters`' baseline. It was random acceptance at RSD's rate; the referee found that a router that
+#   never reads a step (by the problem's length and the step's index) also beats random acceptance, so beating it
+#   does not show that the PRM's reward matters (its numbers are at the end of the page). The baseline is now the
+#   strongest content-blind router of those tried on calibration seeds 0-4 (the table below): the *position
+#   router*, which sends to the target the steps at the positions (a problem's number of operations, the step's
+#   index) where the checker found the draft wrong most often on the calibration split, calling the target on the
+#   share of the test's steps on which RSD called it. It learns from the checker's labels of other steps, as the
+#   learned PRM does, but never reads the step it routes; the strongest label-free router (by length alone) and
+#   random acceptance are reported beside it. The claim now declares a smallest effect, a quarter of the exact
+#   verifier's gain over random acceptance on the calibration seeds (the fraction was fixed after a first pass on
+#   calibration seed 0 and before seeds 1-4 ran; the ledger's note says "before those seeds ran", which is true of
+#   seeds 1-4 only), so a small edge over the router is refuted on size rather than counted.
 
 # %% tags=["parameters"]
 scale = "ci"
@@ -103,6 +119,7 @@ target_bon_n = None  # largest N of target best-of-N
 patience = None  # rounds without a newly finished problem before a batch stops (the official code's patience)
 
 # %%
+import numpy as np
 from IPython.display import Markdown, display
 
 from icml25 import rsd
@@ -122,6 +139,21 @@ cfg
 
 # %%
 display(Markdown(rsd.prm_calibration_table()))
+
+# %% [markdown]
+# How `threshold_matters`' baseline was chosen, on calibration seeds 0-4 only (`rsd.ROUTER_CALIBRATION`), before
+# any verdict seed of this design ran: each router that never reads a step, at the rate of target calls of RSD with
+# the noisy oracle and with the learned PRM on the same test problems (the pairs of the previous design's
+# calibration; the learned PRM trained with the chapter's settings). The declared baseline is the most accurate:
+
+# %%
+display(Markdown(rsd.router_calibration_table()))
+rc = rsd.ROUTER_CALIBRATION
+display(Markdown(
+    f"The exact verifier's threshold gains {np.mean(rc['oracle_minus_random']):.3f} over random acceptance at its "
+    f"own rate on these seeds (mean); a quarter of that, {rsd.ROUTER_MIN_EFFECT:.3f}, is the smallest effect of "
+    f"`threshold_matters`. The spread of RSD minus the position router there (sd "
+    + ", ".join(f"{p} {rsd.ROUTER_DESIGN_SD[p]:.3f}" for p in rsd.GRADED) + ") plans its power line."))
 
 # %% [markdown]
 # ## Running everything
@@ -179,8 +211,6 @@ display(Markdown(
 # steps to get wrong.
 
 # %%
-import numpy as np
-
 ops = sorted(results[0]["rsd"]["learned"]["target_call_share"])
 fig, ax = plot.subplots()
 for k, name in enumerate(rsd.PRMS):
@@ -247,11 +277,13 @@ display(Markdown("| PRM | RSD − best-of-N | RSD − random at RSD's rate (rout
 # and that each PRM's rule uses the budget (on the calibration split it sends some steps to the target),
 # so a pair or a PRM that cannot show the effect makes the verdict inconclusive rather than refuted; best-of-N needs
 # its reranker to rank one problem's samples (within-problem AUC ≥ 0.7) and its largest N to reach RSD's FLOPs.
-# With the oracle, "the threshold beats random acceptance" holds by construction (it keeps exactly the right
-# steps), so it is no claim. With the noisy oracle it is close to one: its errors are flips at a fixed rate on
-# every step, independent of how hard the step is, so its threshold keeps mostly right steps while random
-# acceptance keeps right and wrong ones in the draft's proportion. A real PRM errs more on hard steps; the learned
-# PRM is the chapter's PRM with such errors. The pairs and runs of the verdict seeds are computed in the book's
+# `threshold_matters` compares RSD with the position router at RSD's rate of target calls. With the 0/1 oracle it
+# would hold by construction (the oracle keeps exactly the right steps, so no router can keep more), so it is no
+# claim. With the noisy oracle it is close to one: its errors are flips at a fixed rate on every step, independent
+# of how hard the step is, so it reads 90% of the draft's errors wherever they are, while the router knows only
+# where they are likely. A real PRM errs more on hard steps; the learned PRM is the chapter's PRM with such errors,
+# and its claim is the one that asks whether a PRM's reading of the step matters. The pairs and runs of the verdict
+# seeds are computed in the book's
 # warm-up.
 
 # %% [markdown]
@@ -284,12 +316,31 @@ for prm in rsd.PRMS:
         our_value=f"RSD − best-of-N (N={b['bon_n']}) {mean_sd(b[f'rsd_minus_bon_{prm}'])}")
     plot.show_verdicts(verdicts[f"beats_parallel_{prm}"])
 
+# %% [markdown]
+# The routing rules at each RSD's rate of target calls, on the test (accuracy differences, mean ± sd over seeds):
+# the declared baseline (the position router), the label-free length router and random acceptance. The oracle's
+# row is context, not a claim.
+
+# %%
+tm = m["threshold_matters"]
+display(Markdown(
+    "| PRM | RSD − position router | RSD − length router | RSD − random | position router − random "
+    "| rate gap, router vs RSD (largest) |\n|---|---|---|---|---|---|\n" + "\n".join(
+        f"| {results[0]['prm_names'][p]} | {mean_sd([r['rsd'][p]['accuracy'] - r['router'][p]['accuracy'] for r in results])} | "
+        + (f"{mean_sd(tm[p][f'threshold_minus_length_router_{p}'])}" if p in tm else "–") + " | "
+        f"{mean_sd([r['rsd'][p]['accuracy'] - r['random'][p]['accuracy'] for r in results])} | "
+        f"{mean_sd([r['router'][p]['accuracy'] - r['random'][p]['accuracy'] for r in results])} | "
+        f"{max(abs(r['rsd'][p]['acceptance_rate'] - r['router'][p]['acceptance_rate']) for r in results):.3f} |"
+        for p in rsd.PRMS)))
+
 # %%
 for prm in rsd.GRADED:
-    t = m["threshold_matters"][prm]
+    t = tm[prm]
     verdicts[f"threshold_matters_{prm}"] = check(
         rsd.THRESHOLD_MATTERS[prm], measured=t, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds,
-        scale=scale, our_value=f"threshold − random {mean_sd(t[f'threshold_minus_random_{prm}'])}")
+        scale=scale, our_value=f"threshold − position router {mean_sd(t[f'threshold_minus_router_{prm}'])} "
+                               f"(− length router {mean_sd(t[f'threshold_minus_length_router_{prm}'])}, "
+                               f"− random {mean_sd(t[f'threshold_minus_random_{prm}'])})")
     plot.show_verdicts(verdicts[f"threshold_matters_{prm}"])
 
 # %%
@@ -304,9 +355,11 @@ display(Markdown("| claim | verdict |\n|---|---|\n" + "\n".join(
     f"| `{k}` | {v.label} |" for k, v in verdicts.items())))
 
 # %% [markdown]
-# **A referee's reading (after these verdicts were recorded, outside every criterion).** A referee with no stake
-# re-decided every claim on fresh seeds with the chapter's own functions and probed the decisive ones; its numbers,
-# as measured, are in `rsd.REFEREE_1800` and printed below.
+# **A referee's reading of the previous design (after the verdicts on seeds 1700-1707 were recorded, outside every
+# criterion, before `threshold_matters` changed).** A referee with no stake re-decided every claim on fresh seeds
+# with the chapter's own functions and probed the decisive ones; its numbers, as measured, are in
+# `rsd.REFEREE_1800` and printed below. Its length router (longest problems' later steps first) is one of the
+# label-free routers of the calibration table above.
 
 # %%
 r = rsd.REFEREE_1800

@@ -17,26 +17,30 @@ model) and for each token it writes; a discarded draft step is paid for and roll
 program and costs nothing; a learned PRM is a model and its tokens are counted.
 
 The package, one idea per module: `scales` (settings per scale), `pair` (the chapter's draft/target pair and its
-declared calibration), `claims`, `mixture` (Eqs. 1-3 on a one-step toy), `prms` (oracle, noisy and learned PRMs), `decoding` (Eq. 2 over a batch, with its FLOP meter), `speculative`
-(token-level speculative decoding), `baselines` (best-of-N, majority vote), `experiment` (notebook 02's run and
-the claims' measurements) and `figures`.
+declared calibration), `claims`, `mixture` (Eqs. 1-3 on a one-step toy), `prms` (oracle, noisy and learned PRMs),
+`decoding` (Eq. 2 over a batch, with its FLOP meter), `routers` (the content-blind baselines of the threshold),
+`speculative` (token-level speculative decoding), `baselines` (best-of-N, majority vote), `experiment` (notebook
+02's run and the claims' measurements) and `figures`.
 """
 
 from __future__ import annotations
 
 from .baselines import Samples, at_flops, best_of_n, majority_vote, sample, within_problem_auc
 from .claims import (ACCURACY_MARGIN, BEATS_PARALLEL, EFFICIENCY, GRADED, HARD_BEATS_SOFT, PRM_AUC_MIN,
-                     PRM_RANK_MIN, PRMS, RATE_MATCH, REFEREE_1800, THRESHOLD_MATTERS)
+                     PRM_RANK_MIN, PRMS, RATE_MATCH, REFEREE_1800, ROUTER_DESIGN_SD, ROUTER_MIN_EFFECT,
+                     THRESHOLD_MATTERS)
 from .decoding import (Decoded, Meter, Step, _ntok, check_pair, cut_step, decode, decode_single, delta_for_budget,
-                       floor_share, random_rule, soft_rule, threshold_rule)
+                       floor_share, random_rule, soft_rule, threshold_rule, tie_share)
 from .experiment import (calibrated_deltas, calibration_steps, claim_measurements, draft_and_target, generated_flops,
                          prm_auc, reasoning_experiment, reasoning_results, target_call_share, warm_up_seed)
-from .figures import PRM_MARKERS, plot_acceptance, plot_accountings, plot_accuracy_vs_flops, prm_calibration_table
+from .figures import (PRM_MARKERS, plot_acceptance, plot_accountings, plot_accuracy_vs_flops, prm_calibration_table,
+                      router_calibration_table)
 from .mixture import acceptance_sets, brute_force_best, expected_reward, mixture, sample_rsd_categorical
 from .prms import (PRM_BAD, PRM_GOOD, LearnedPRM, NoisyOraclePRM, OraclePRM, StepLabels, draft_rollouts,
                    learned_prm, own_value_head, prm_settings, prm_training_data, step_batches, step_labels, train_prm,
                    value_loss)
 from .pair import CALIBRATION, exact_match, pair_calibration
+from .routers import LengthRouter, PositionRouter, router_rule, step_positions
 from .scales import (DELIMITER, DRAFT_MODEL, FROM_DRAFT, MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE,
-                     PRM_BATCH, TARGET_CALL_BUDGET, TARGET_MODEL, config)
+                     PRM_BATCH, ROUTER_CALIBRATION, TARGET_CALL_BUDGET, TARGET_MODEL, config)
 from .speculative import speculative_cost, speculative_decode

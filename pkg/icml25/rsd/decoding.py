@@ -127,7 +127,19 @@ def floor_share(rewards: Sequence[float], delta: float, budget: float) -> float:
     r = np.asarray(rewards, dtype=float)
     if not math.isfinite(delta) or (r < delta).any():
         return 0.0
-    return float(min(1.0, budget / np.mean(r == delta)))
+    return tie_share(r, delta, budget)
+
+
+def tie_share(rewards: Sequence[float], delta: float, budget: float) -> float:
+    """The probability with which a rule at δ also sends a step scored exactly δ to the target so that it calls
+    the target on a share `budget` of the steps scored `rewards` in expectation: (budget − share(r < δ)) /
+    share(r = δ), within [0, 1]; 0 when δ is infinite (every step already goes to the target) or no step is
+    scored δ. For rewards with many ties (a router's few score levels) it spends the budget that Eq. (2) alone
+    would leave unspent."""
+    r = np.asarray(rewards, dtype=float)
+    if not math.isfinite(delta) or not (r == delta).any():
+        return 0.0
+    return float(np.clip((budget - np.mean(r < delta)) / np.mean(r == delta), 0.0, 1.0))
 
 
 def random_rule(p: float, seed: int) -> Callable[[np.ndarray], np.ndarray]:

@@ -11,12 +11,13 @@ from transformers import PreTrainedModel
 from ..core import arithmetic, flops, generation, models, reasoners, zoo
 from ..core.generation import generate
 from ..core.seeding import derive_seed
-from . import baselines, claims, decoding, pair, prms as _prms, scales, speculative
+from . import baselines, claims, decoding, pair, prms as _prms, routers, scales, speculative
 from .baselines import at_flops, best_of_n, majority_vote, sample
 from .claims import GRADED, PRMS, RATE_MATCH
 from .decoding import (Decoded, check_pair, cut_step, decode, decode_single, delta_for_budget, floor_share,
                        random_rule, soft_rule, threshold_rule)
 from .prms import NoisyOraclePRM, OraclePRM, draft_rollouts, learned_prm
+from .routers import LengthRouter, PositionRouter, router_rule
 from .speculative import speculative_cost
 from .scales import DELIMITER, DRAFT_MODEL, MAX_NEW_TOKENS, TARGET_MODEL
 
@@ -102,8 +103,10 @@ def reasoning_experiment(cfg, seed: int) -> dict:
     calibration; draft-only, target-only and token-level speculative decoding; RSD with each PRM at its δ for the
     budget `cfg.budget` (`calibrated_deltas` on `cfg.n_calibration` held-out problems), random acceptance at each
     RSD's acceptance rate (with every PRM: best-of-1 with the same access to the target, the control that
-    separates RSD's routing from its use of the target), the learned PRM's δ sweep, the soft ω(r) = r and the hard threshold at the soft rule's
-    calibrated rate; draft best-of-N reranked by each PRM, draft majority vote and target best-of-N (oracle), all
+    separates RSD's routing from its use of the target), at each RSD's rate of target calls the position router
+    fitted on the calibration split (`routers`: the baseline of `threshold_matters`) and, for the graded PRMs,
+    the label-free length router; the learned PRM's δ sweep, the soft ω(r) = r and the hard threshold at the soft
+    rule's calibrated rate; draft best-of-N reranked by each PRM, draft majority vote and target best-of-N (oracle), all
     with FLOPs as ratios to target-only decoding in both accountings."""
     draft, target = draft_and_target(cfg, seed)
     problems = reasoners.test_problems(cfg.n_test, seed)
@@ -127,7 +130,10 @@ def reasoning_experiment(cfg, seed: int) -> dict:
         return summary(decode(draft.model, draft.tokenizer, target.model, target.tokenizer, problems, prm, rule,
                               patience=cfg.patience), prm)
 
-    deltas, floor, routed = calibrated_deltas(prms, calibration_steps(draft, cfg.n_calibration, seed), cfg.budget)
+    split = calibration_steps(draft, cfg.n_calibration, seed)
+    deltas, floor, routed = calibrated_deltas(prms, split, cfg.budget)
+    routers = {"router": PositionRouter.fit(split[0], split[1], OraclePRM().score(*split)),
+               "length_router": LengthRouter(seed)}
     out = {"seed": seed, "prm_names": {k: p.name for k, p in prms.items()},
            "calibration": pair.pair_calibration(draft, target, problems), "delta": deltas, "floor_share": floor,
            "calibration_routed": routed,
@@ -144,6 +150,10 @@ def reasoning_experiment(cfg, seed: int) -> dict:
                   for name, prm in prms.items()}
     out["random"] = {name: run(prms[name], random_rule(out["rsd"][name]["acceptance_rate"], derive_seed(seed, name)))
                      for name in PRMS}
+    for key, router in routers.items():  # the position router for every PRM, the label-free one beside the graded
+        out[key] = {name: run(router, router_rule(router, problems, 1.0 - out["rsd"][name]["acceptance_rate"],
+                                                  derive_seed(seed, key, name)))
+                    for name in (PRMS if key == "router" else GRADED)}
     out["sweep"] = [{"delta": d} | run(prms["learned"], threshold_rule(d)) for d in cfg.deltas]
     out["soft"] = run(prms["learned"], soft_rule(seed))
     out["hard_at_soft_rate"] = run(prms["learned"], threshold_rule(out["delta"]["soft"]))
@@ -170,8 +180,8 @@ def reasoning_results(cfg, seed: int) -> tuple[dict, bool]:
     models_used = {name: zoo.key(name, cfg.scale, seed) for name in (DRAFT_MODEL, TARGET_MODEL, "rsd-prm")}
     settings = {k: v for k, v in dict(cfg).items() if k not in ("seeds", "calibration_seeds")}
     settings.update(seed=seed, models=models_used)
-    sources = (sys.modules[__name__], baselines, claims, decoding, pair, _prms, scales, speculative, arithmetic,
-               flops, generation, models, reasoners)
+    sources = (sys.modules[__name__], baselines, claims, decoding, pair, _prms, routers, scales, speculative,
+               arithmetic, flops, generation, models, reasoners)
     return zoo.results("rsd-runs", settings, lambda: reasoning_experiment(cfg, seed), sources=sources)
 
 
@@ -207,7 +217,14 @@ def claim_measurements(results: Sequence[dict]) -> dict[str, dict[str, dict]]:
             f"prm_rank_{prm}": per_seed(lambda r: r["parallel"][f"best-of-N, {prm}"]["ranking_auc"])}
         if prm in GRADED:
             out["threshold_matters"][prm] = pair | {
+                f"threshold_minus_router_{prm}": per_seed(lambda r: rsd(r)["accuracy"] - r["router"][prm]["accuracy"]),
+                f"router_rate_gap_{prm}": per_seed(
+                    lambda r: abs(rsd(r)["acceptance_rate"] - r["router"][prm]["acceptance_rate"])),
                 f"threshold_minus_random_{prm}": per_seed(lambda r: rsd(r)["accuracy"] - r["random"][prm]["accuracy"]),
+                f"router_minus_random_{prm}": per_seed(
+                    lambda r: r["router"][prm]["accuracy"] - r["random"][prm]["accuracy"]),
+                f"threshold_minus_length_router_{prm}": per_seed(
+                    lambda r: rsd(r)["accuracy"] - r["length_router"][prm]["accuracy"]),
                 f"rate_gap_{prm}": per_seed(
                     lambda r: abs(rsd(r)["acceptance_rate"] - r["random"][prm]["acceptance_rate"]))}
     out["hard_beats_soft"] = pair | {

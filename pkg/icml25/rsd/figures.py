@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .claims import PRMS
-from .scales import PRM_CALIBRATION, config
+from .scales import PRM_CALIBRATION, ROUTER_CALIBRATION, ROUTERS, config
 
 
 PRM_MARKERS = {"oracle": "o", "noisy": "s", "learned": "^"}
@@ -115,3 +115,17 @@ def prm_calibration_table() -> str:
         + f" | {min(r['auc'].values()):.3f} | "
         + ", ".join(f"{r['train_auc'][s]:.3f}" if s in r["train_auc"] else "–" for s in r["auc"])
         + f" | {r['seconds']:.0f} |" for r in PRM_CALIBRATION)
+
+
+def router_calibration_table() -> str:
+    """`scales.ROUTER_CALIBRATION` as a markdown table: each content-blind router's accuracy at the rate of target
+    calls of RSD with the noisy and the learned PRM, mean over the calibration seeds (per seed in brackets), beside
+    RSD's and random acceptance's."""
+    rec = ROUTER_CALIBRATION
+    row = lambda label, acc: (f"\n| {label} | " + " | ".join(  # noqa: E731
+        f"{np.mean(acc[p]):.3f} ({', '.join(f'{a:.3f}' for a in acc[p])})" for p in ("noisy", "learned")) + " |")
+    return ("| rule (calibration seeds " + ", ".join(map(str, rec["seeds"])) + ") | at the noisy oracle's rate "
+            "| at the learned PRM's rate |\n|---|---|---|" + row("RSD", rec["rsd"])
+            + "".join(row(ROUTERS[name] + (" (**declared**)" if name == "position" else ""), acc)
+                      for name, acc in rec["accuracy"].items())
+            + row("random acceptance", rec["random"]))
