@@ -371,8 +371,45 @@ def test_a_prm_trained_on_every_response_per_prompt_is_read_on_them_all():
     data = ip.Rollouts(problems, [0, 0, 0, 0], texts, [True, True, False, False])
     prm = _FixedRewards({"3+4=7;A7": [0.0, 0.0], "3+4=8;A8": [-1.0, 0.0], "3+4=7;A8": [2.0, 0.5]})
     for n in (4, 5):
-        assert ip.learning_metrics(prm, data, responses=n) == pytest.approx(ip.learning_metrics(prm, data))
+        assert ip.learning_metrics(prm, data, responses=n) == pytest.approx(ip.learning_metrics(prm, data), nan_ok=True)
     assert ip.learning_metrics(prm, data, responses=4)["step_auc"] == pytest.approx(0.6)
+
+
+def test_the_step_auc_reading_gives_its_standard_error_over_prompts():
+    """Two prompts with within-prompt step AUCs 1 and 1/3: mean 2/3, standard error |1 - 1/3| / 2 over 2 prompts."""
+    problems = [arithmetic.parse_prompt("3+4|"), arithmetic.parse_prompt("2*3|")]
+    texts = ["3+4=7;A7", "2*3=6;A5", "3+4=8;A8", "2*3=6;A6"]
+    data = ip.Rollouts(problems, [0, 1, 0, 1], texts, [True, False, False, True])
+    prm = _FixedRewards({"3+4=7;A7": [1.0, 1.0], "2*3=6;A5": [2.0, -0.5], "3+4=8;A8": [-1.0, 0.0],
+                         "2*3=6;A6": [-3.0, -3.0]})
+    m = ip.learning_metrics(prm, data)
+    assert m["step_auc_prompts"] == 2 and m["step_auc_se"] == pytest.approx(1 / 3)
+
+
+def test_the_one_response_budget_record_is_from_calibration_seeds_and_its_summary_counts_the_gate():
+    ci = ip.config("ci")
+    assert {r["seed"] for r in ip.ONE_RESPONSE_BUDGET} <= set(ci.calibration_seeds)
+    assert not {r["seed"] for r in ip.ONE_RESPONSE_BUDGET} & set(ci.seeds)
+    assert all(r["lr"] == ci.lr for r in ip.ONE_RESPONSE_BUDGET)
+    rows = [{"seed": s, "steps": b, "step_auc": a, "step_auc_se": 0.04}
+            for s, b, a in ((0, 100, 0.9), (0, 200, 0.9), (1, 200, 0.79), (2, 200, 0.85), (3, 200, 0.81))]
+    (summary,) = ip.budget_summary(rows, 0.8, 0.75)  # the one-seed budget is left out
+    assert summary == {"steps": 200, "seeds": 4, "reach_bound": 3, "gate_holds": True, "lowest": 0.79,
+                       "mean": pytest.approx(0.8375), "mean_se": pytest.approx(0.04)}
+    assert not ip.budget_summary(rows, 0.8, 0.8)[0]["gate_holds"]
+
+
+def test_the_budget_probe_reads_the_one_response_prm_as_its_claim_does():
+    """`one_response_learning` trains the experiment's one-response arm and reads it with `learning_metrics`."""
+    cfg = ip.config("smoke")
+    (row,) = ip.one_response_learning(cfg, 0, [cfg.train_steps])
+    ref = ip.reference(cfg, cfg.model)
+    data = ip.training_rollouts(ref, cfg, 0)
+    prm, _ = ip.train_arm(cfg, 0, data.first(1), "ce", cfg.beta, ref)
+    m = ip.learning_metrics(prm, data, 1)
+    assert row["steps"] == cfg.train_steps and row["prompts"] == m["step_auc_prompts"]
+    for key in ("outcome_auc", "step_auc", "step_auc_se"):  # NaN where a barely trained smoke model gives one class
+        assert row[key] == pytest.approx(round(m[key], 3), nan_ok=True)
 
 
 def test_arms_train_from_the_base_with_the_draft_as_a_contrast_at_arm_seeds():

@@ -261,6 +261,30 @@ v_one = check(implicit_prm.ONE_RESPONSE, seeds=cfg.seeds, calibration_seeds=cfg.
 plot.show_verdicts(v_one)
 
 # %% [markdown]
+# **The one-response PRM's budget.** Its step precondition sits near its bound, so after the verdicts on seeds
+# 1900-1907 its training budget was measured against that precondition alone, on the calibration seeds only
+# (`implicit_prm.ONE_RESPONSE_BUDGET`, from `implicit_prm.one_response_learning`; no best-of-N number was read).
+# One row per number of optimizer steps: how many seeds reach the bound, the lowest and mean step AUC, and the mean
+# standard error of a seed's reading over its prompts.
+
+# %%
+budget = pd.DataFrame(implicit_prm.budget_summary(implicit_prm.ONE_RESPONSE_BUDGET, implicit_prm.LEARNED_STEP_AUC,
+                                                  implicit_prm.STEPS_SHARE)).set_index("steps")
+display(budget.style.format(precision=3))
+held = budget.index[budget["gate_holds"]].tolist()
+every = budget.index[budget["reach_bound"] == budget["seeds"]].tolist()
+everywhere = f"every seed reaches the bound at {', '.join(map(str, every))} steps" if every else \
+    "no budget brings every seed to the bound"
+display(Markdown(
+    f"On calibration seeds {', '.join(map(str, cfg.calibration_seeds))}, the share of seeds the precondition asks "
+    f"({implicit_prm.STEPS_SHARE:.0%} at ≥ {implicit_prm.LEARNED_STEP_AUC}) holds at "
+    f"{', '.join(f'{b} steps' for b in held) or 'no budget'} of {', '.join(map(str, budget.index))}, and "
+    f"{everywhere}. "
+    f"The mean step AUC moves from {budget['mean'].min():.3f} to {budget['mean'].max():.3f} across budgets, while one "
+    f"seed's reading has a standard error of about {budget['mean_se'].mean():.3f}: the budget is not what keeps this "
+    f"precondition near its bound, so the one-response PRM trains the main PRM's `train_steps` ({cfg.train_steps})."))
+
+# %% [markdown]
 # ## Why: what did outcome training change?
 #
 # A diagnostic, not a claim. Within each problem, does the trained reward $r_\theta(\mathbf y)$ rank the

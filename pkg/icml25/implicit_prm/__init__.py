@@ -23,11 +23,13 @@ Everything here takes Hugging Face causal LMs, so the same code runs on a real p
 The package is split by idea: `reward` (token log-ratios, Eq. 1 and the Proposition's step rewards, the
 `ImplicitPRM`), `objectives` (cross-entropy, Eq. 5, DPO, NCA, KTO), `proposition` (the Proposition checked
 exactly on an enumerable model), `rollouts` (problems, outcome-labelled rollouts, test candidates), `training`
-(the training loop and its stop rule, π_ref's log-prob cache, the zoo PRM), `evaluation` (step AUC, first-error
+(the training loop, π_ref's log-prob cache, the zoo PRM), `evaluation` (step AUC, first-error
 localisation, best-of-N, step verifiers of known quality), `scales` (models and settings), `experiment` (the
-arms and one seed's run) and `claims`.
+arms and one seed's run), `calibration` (the one-response PRM's training budget against its step precondition, on
+the calibration seeds) and `claims`.
 """
 
+from .calibration import *  # noqa: F401,F403
 from .claims import *  # noqa: F401,F403
 from .evaluation import *  # noqa: F401,F403
 from .experiment import *  # noqa: F401,F403

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import rankdata
+from scipy.stats import rankdata, sem
 from sklearn.metrics import roc_auc_score
 
 from ..core import arithmetic
@@ -150,28 +150,36 @@ def evaluate_prm(prm: ImplicitPRM, cands: Candidates, best_of: Sequence[int]) ->
             "best_of": {str(n): best_of_n(cands, scores, n, voted=tuple(SCORES)) for n in best_of}}
 
 
-def within_prompt_step_auc(rewards: Sequence[np.ndarray], labels: Sequence[Sequence[bool]],
-                           prompt_index: Sequence[int]) -> float:
-    """The step AUC within each prompt (its responses' steps up to and including the first error), averaged over
-    the prompts that have both a right and a wrong step: does the PRM rank a prompt's steps, not the prompts?"""
+def within_prompt_step_aucs(rewards: Sequence[np.ndarray], labels: Sequence[Sequence[bool]],
+                            prompt_index: Sequence[int]) -> np.ndarray:
+    """The step AUC within each prompt (its responses' steps up to and including the first error), for every
+    prompt that has both a right and a wrong step."""
     by_prompt: dict[int, tuple[list[float], list[bool]]] = {}
     for r, lab, i in zip(rewards, labels, prompt_index):
         if len(r) == len(lab):
             k = steps_to_first_error(lab)
             s, y = by_prompt.setdefault(i, ([], []))
             s += list(r[:k]); y += list(lab[:k])
-    aucs = [roc_auc(s, y) for s, y in by_prompt.values() if any(y) and not all(y)]
-    return float(np.mean(aucs)) if aucs else float("nan")
+    return np.array([roc_auc(s, y) for s, y in by_prompt.values() if any(y) and not all(y)])
+
+
+def within_prompt_step_auc(rewards: Sequence[np.ndarray], labels: Sequence[Sequence[bool]],
+                           prompt_index: Sequence[int]) -> float:
+    """:func:`within_prompt_step_aucs` averaged over the prompts: does the PRM rank a prompt's steps, not the
+    prompts?"""
+    aucs = within_prompt_step_aucs(rewards, labels, prompt_index)
+    return float(np.mean(aucs)) if len(aucs) else float("nan")
 
 
 def learning_metrics(prm: ImplicitPRM, data: Rollouts, responses: int | None = None) -> dict[str, float]:
     """How well the PRM learned its training prompts, given all sampled responses to them (`data`) of which it
     was trained on the first `responses` per prompt (all when None): the AUC of the outcome reward r_θ(y) against
     the outcome labels of the responses it was trained on, and the mean within-prompt step AUC (the PRM never saw
-    step labels), with the pooled step AUC beside it (pooled over prompts it also ranks their difficulty). A PRM
-    trained on every response (`responses` None, or at least every prompt's number of responses, as the main PRM's
-    `responses_per_prompt` is) is read on them; one trained on fewer is read on the other responses to its prompts
-    whose text differs from every response it was trained on. Within its own single response the only wrong step
+    step labels) with its standard error over those prompts and their number, and the pooled step AUC beside it
+    (pooled over prompts it also ranks their difficulty). A PRM trained on every response (`responses` None, or at
+    least every prompt's number of responses, as the main PRM's `responses_per_prompt` is) is read on them; one
+    trained on fewer is read on the other responses to its prompts whose text differs from every response it was
+    trained on. Within its own single response the only wrong step
     counted is the last, and fitting that response's outcome label lowers its right steps with it; and at T = 1
     π_ref repeats most responses word for word, so copies of a trained response would read its memory, not its
     step rewards."""
@@ -187,10 +195,12 @@ def learning_metrics(prm: ImplicitPRM, data: Rollouts, responses: int | None = N
         if len(r) == len(lab):
             k = steps_to_first_error(lab)
             s += list(r[:k]); y += lab[:k]
+    within = within_prompt_step_aucs([rewards[k] for k in read], [labels[k] for k in read],
+                                     [data.prompt_index[k] for k in read])
     return {"outcome_auc": roc_auc([rewards[k].sum() for k in seen], [data.labels[k] for k in seen]),
-            "step_auc": within_prompt_step_auc([rewards[k] for k in read], [labels[k] for k in read],
-                                               [data.prompt_index[k] for k in read]),
-            "step_auc_pooled": roc_auc(s, y)}
+            "step_auc": float(np.mean(within)) if len(within) else float("nan"),
+            "step_auc_se": float(sem(within)) if len(within) > 1 else float("nan"),
+            "step_auc_prompts": len(within), "step_auc_pooled": roc_auc(s, y)}
 
 
 def position_rates(data: Rollouts) -> np.ndarray:
