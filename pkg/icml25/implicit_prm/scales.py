@@ -29,7 +29,7 @@ VOTE_COEF = 0.001  # the official evaluation's scale of the log-ratios (its `coe
 # steps): no budget reached the bound on every seed, the share the precondition asks held only at 450 steps (4 of 5,
 # not at 600 or 900), and each seed's reading has a standard error over its prompts larger than the budgets' mean
 # differences. The budget is not what keeps this precondition near its bound, so it stays the main PRM's. (Seed 0
-# read 0.825 there at 300 steps, not the 0.86 above: the zoo's π_ref was retrained since; not traced further.)
+# read 0.825 there at 300 steps, not the 0.86 above; where the difference comes from was not traced.)
 _PRM = {
     "smoke": dict(ref_seed=0, model=BASE, beta=0.05, n_prompts=60, responses_per_prompt=2, temperature=1.0,
                   train_steps=10, batch_size=16, lr=3e-3),
