@@ -45,7 +45,7 @@ claim_d_low = None  # the d_low the claims are checked at
 alpha = None  # weight of the Eq. 6 load-balancing loss (0 turns it off)
 n_domains = None  # Markov sources in the language
 concentration = None  # Dirichlet concentration of each source's transition rows (small: peaked)
-bench_repeats = None  # interleaved timing rounds for the throughput check
+bench_repeats = None  # interleaved timing rounds per block (one block per seed) of the throughput check
 
 # %%
 import numpy as np
@@ -235,24 +235,60 @@ plot.show_verdicts(v_deep)
 # At the training models' width ($d$ = 48) a step is bound by per-operation overhead, so its time says little
 # about routing. The throughput is therefore timed on one layer at `bench_shape` = $(d, d_\text{ffn},
 # d_\text{low})$ (at `ci` 256, 512 and 64, the paper's $d_\text{low}$ for its throughput figure) on
-# `bench_tokens` tokens: forward and backward of the layer's output and its Eq. 6 loss, each layer timed in turn
-# over `bench_repeats` interleaved rounds (`icml25.ops.bench.interleaved`: the order rotates, each timed unit
-# lasts at least 20 ms) so load changes on this shared machine hit both alike; the ratio is taken round by round.
-# Both use the compiled `expert_ffn` kernel; AoE additionally computes all $n$ low-rank projections.
+# `bench_tokens` tokens: forward and backward of the layer's output and its Eq. 6 loss. Both use the compiled
+# `expert_ffn` kernel; AoE additionally computes all $n$ low-rank projections, the price of routing without a
+# router. The two layers are timed in turn over `bench_repeats` interleaved rounds (`icml25.ops.bench.interleaved`:
+# the order rotates, each timed unit lasts at least 20 ms), so load changes on this shared machine hit both alike,
+# and the ratio is taken round by round.
+#
+# **Changed after the verdicts of identical builds were seen** (recorded in the chapter's ledger with the verdicts
+# seen before it). The claim was first decided on the rounds of one timing of one pair of layers drawn from one
+# seed: a t interval over a few hundred rounds. Identical builds gave intervals that did not overlap, and labels
+# that flipped, because the rounds of one timing share whatever changes from one timing to the next, so they are
+# not independent units of it. Repeated timings (calibration runs on seeds no verdict uses, in separate processes
+# at different times) found two such sources: the layers a timing draws (their routing, where their tensors sit),
+# which vary from block to block within one process, and the machine's state over minutes, which blocks timed one
+# after the other share, in one process or each in a fresh one. The claim is now decided over **blocks**: one per
+# verdict seed, each with its own layers and tokens, its ratio the mean over its rounds; the interval is a t
+# interval over the blocks' ratios, and the rounds per block are chosen so that the timing costs what the single
+# timing did. The bar (0.85) is unchanged. The blocks capture the first source, not the second: the interval is
+# honest about the layers, not about the hour a build ran in, so a ratio close to the bar can still be decided
+# differently by builds at different times.
 
 # %%
-tps, foreign_cpu_share = aoe.throughput(cfg, seed)
-claimed_bench = [label for label in tps if label != "MoE"][0]
+from icml25.core.claims import t_interval
+
+blocks, foreign_cpu_share = aoe.throughput_blocks(cfg, cfg.seeds)
+claimed_bench = list(blocks[0])[1]
+block_ratios = [aoe.block_ratio(b) for b in blocks]
+v_tp = check(aoe.THROUGHPUT, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
+             measured={"block_ratio": block_ratios, "rounds_per_block": min(len(b["MoE"]) for b in blocks),
+                       "moe_cv": max(aoe.time_cv(b["MoE"]) for b in blocks), "foreign_cpu_share": foreign_cpu_share},
+             our_value=f"{claimed_bench} at d = {cfg.bench_shape[0]}: {np.mean(block_ratios):.1%} of MoE's tokens/s "
+                       f"(mean of {len(blocks)} blocks of {cfg.bench_repeats} rounds)")
+round_ratios = [np.array(b[claimed_bench]) / np.array(b["MoE"]) for b in blocks]
+within = np.array([t_interval(r, 0.95) for r in round_ratios])  # each block's own interval over its rounds
+effect = v_tp.record["effect"]
 fig, ax = plot.subplots()
-ax.boxplot([np.array(v) / 1e3 for v in tps.values()], tick_labels=list(tps))
-ax.set(title="Training throughput per timing round", ylabel="thousand tokens / s (forward + backward)")
-ratio = np.array(tps[claimed_bench]) / np.array(tps["MoE"])
-v_tp = check(aoe.THROUGHPUT, seeds=cfg.seeds[:1], calibration_seeds=cfg.calibration_seeds, scale=scale,
-             measured={"ratio": ratio, "moe_cv": float(np.std(1 / np.array(tps["MoE"])) / np.mean(1 / np.array(tps["MoE"]))),
-                       "foreign_cpu_share": foreign_cpu_share},
-             our_value=f"{claimed_bench} at d = {cfg.bench_shape[0]}: {np.mean(ratio):.1%} of MoE's tokens/s "
-                       f"(mean of {len(ratio)} rounds)")
+ax.errorbar(cfg.seeds, within[:, 0], yerr=[within[:, 0] - within[:, 1], within[:, 2] - within[:, 0]], fmt="o",
+            color=plot.PALETTE[0], capsize=3, label="one block: mean of its rounds, t interval over them")
+if effect["ci_low"] is not None:
+    ax.axhspan(effect["ci_low"], effect["ci_high"], color=plot.PALETTE[1], alpha=0.25,
+               label="the claim's interval over the blocks")
+ax.axhline(aoe.THROUGHPUT.effects[0].null, color="k", ls="--", lw=1, label="the bar")
+ax.set(title=f"{claimed_bench} over MoE tokens/s, one block per seed", xlabel="verdict seed (block)",
+       ylabel="throughput ratio")
+ax.legend()
 plot.show_verdicts(v_tp)
+
+# %%
+pooled = t_interval(np.concatenate(round_ratios), 0.95)
+display(Markdown(
+    f"The blocks' ratios range from {min(block_ratios):.3f} to {max(block_ratios):.3f}, while one block's own interval over its {cfg.bench_repeats} rounds is "
+    f"{np.mean(within[:, 2] - within[:, 1]) / 2:.3f} wide on each side on average: the blocks differ by more than "
+    f"their rounds can tell. Pooled as one sample of {sum(map(len, round_ratios))} rounds, as the earlier decision "
+    f"did, the same timings give {pooled[0]:.3f} [{pooled[1]:.3f}, {pooled[2]:.3f}], an interval that ignores that "
+    f"spread."))
 
 # %% [markdown]
 # **What we see.**
