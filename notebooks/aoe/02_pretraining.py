@@ -256,6 +256,8 @@ plot.show_verdicts(v_deep)
 # differently by builds at different times.
 
 # %%
+from scipy import stats
+
 from icml25.core.claims import t_interval
 
 blocks, foreign_cpu_share = aoe.throughput_blocks(cfg, cfg.seeds)
@@ -283,12 +285,15 @@ plot.show_verdicts(v_tp)
 
 # %%
 pooled = t_interval(np.concatenate(round_ratios), 0.95)
+apart = stats.f_oneway(*round_ratios).pvalue if len(round_ratios) > 1 else None  # blocks against their rounds' noise
 display(Markdown(
-    f"The blocks' ratios range from {min(block_ratios):.3f} to {max(block_ratios):.3f}, while one block's own interval over its {cfg.bench_repeats} rounds is "
-    f"{np.mean(within[:, 2] - within[:, 1]) / 2:.3f} wide on each side on average: the blocks differ by more than "
-    f"their rounds can tell. Pooled as one sample of {sum(map(len, round_ratios))} rounds, as the earlier decision "
-    f"did, the same timings give {pooled[0]:.3f} [{pooled[1]:.3f}, {pooled[2]:.3f}], an interval that ignores that "
-    f"spread."))
+    f"The blocks' ratios range from {min(block_ratios):.3f} to {max(block_ratios):.3f}; one block's own interval "
+    f"over its {cfg.bench_repeats} rounds is {np.mean(within[:, 2] - within[:, 1]) / 2:.3f} wide on each side on "
+    f"average" + ("" if apart is None else
+                  f", and the blocks differ {'by more than' if apart < 0.05 else 'by no more than'} their rounds' "
+                  f"noise explains (one-way ANOVA over the rounds, p = {apart:.2g})")
+    + f". Pooled as one sample of {sum(map(len, round_ratios))} rounds, as the earlier decision did, the same "
+    f"timings give {pooled[0]:.3f} [{pooled[1]:.3f}, {pooled[2]:.3f}]."))
 
 # %% [markdown]
 # **What we see.**
