@@ -105,6 +105,26 @@ def test_fewer_than_eight_units_decide_only_with_a_calibration_power_calculation
         Effect("d", "diff", design_sd=0.3)  # no smallest effect to plan for
 
 
+def test_a_between_run_sd_widens_the_interval_and_no_units_within_a_run_narrow_it():
+    """Eight blocks of one run at 0.861 +- 0.01 clear a bar of 0.85 by their own spread, but not once a between-run
+    sd of 0.013 (identical runs' means differ that much) joins their standard error: t_7 sqrt(sd^2/8 + 0.013^2)."""
+    x = [0.848, 0.870, 0.861, 0.855, 0.866, 0.859, 0.868, 0.861]
+    alone = Claim("demo", "alone", "AoE keeps up", "97%", "c", [Effect("r", "ratio", null=0.85)],
+                  [at_least("ok", "b", 0)], ({"ratio": [0.95] * 4 + [0.96] * 4, "b": 1}, {"ratio": [0.6] * 4 + [0.61] * 4, "b": 1}))
+    assert alone.decide({"ratio": x, "b": 1})["verdict"] == REPRODUCED
+    runs = Claim("demo", "runs", "AoE keeps up", "97%", "c", [Effect("r", "ratio", null=0.85, run_sd=0.013)],
+                 [at_least("ok", "b", 0)], ({"ratio": [0.95] * 4 + [0.96] * 4, "b": 1}, {"ratio": [0.6] * 4 + [0.61] * 4, "b": 1}))
+    got = runs.decide({"ratio": x, "b": 1})
+    effect = got["effects"][0]
+    half = stats.t.ppf(0.975, 7) * math.hypot(np.std(x, ddof=1) / math.sqrt(8), 0.013)
+    assert effect["ci_low"] == pytest.approx(np.mean(x) - half) and effect["ci_high"] == pytest.approx(np.mean(x) + half)
+    assert effect["run_sd"] == 0.013 and "between-run sd of 0.013" in effect["method"]
+    assert got["verdict"] == INCONCLUSIVE and "no number of units within one run" in got["reason"]
+    assert effect["units_needed"] is None
+    with pytest.raises(ClaimError, match="run_sd"):
+        Effect("r", "ratio", null=0.85, run_sd=0.013, method="bootstrap")
+
+
 def test_an_inconclusive_record_states_its_power_line():
     """The interval straddles both 0 and the smallest effect 1 with the estimate between them: only a refutation
     can come, once the interval fits in the gap between the estimate and 1, so that gap sets the units."""

@@ -76,7 +76,7 @@ _EFFECT_SCHEMA = {
         "direction": {"enum": ["greater", "less", "equivalent"]}, "margin": {"type": "number"},
         "note": {"type": "string"}, "sd": {"type": ["number", "null"]},
         "units_needed": {"type": ["integer", "null"]}, "design_sd": {"type": "number"},
-        "planned_units": {"type": ["integer", "null"]},
+        "planned_units": {"type": ["integer", "null"]}, "run_sd": {"type": "number"},
     },
 }
 
@@ -200,6 +200,13 @@ def binomial_interval(x: np.ndarray, confidence: float) -> tuple[float, float, f
     return k / n, float(lo), float(hi)
 
 
+def run_widened_interval(x: np.ndarray, run_sd: float, confidence: float) -> tuple[float, float]:
+    """The t interval of the mean of `x` with a random run effect of sd `run_sd` added to its standard error:
+    mean +- t_{n-1, (1+confidence)/2} sqrt(var(x) / n + run_sd^2)."""
+    half = stats.t.ppf((1 + confidence) / 2, len(x) - 1) * math.hypot(np.std(x, ddof=1) / math.sqrt(len(x)), run_sd)
+    return float(np.mean(x) - half), float(np.mean(x) + half)
+
+
 INTERVALS = {"t": (t_interval, "paired t"), "bootstrap": (bootstrap_interval, "percentile bootstrap"),
              "binomial": (binomial_interval, "exact binomial (Clopper-Pearson)")}
 
@@ -260,7 +267,11 @@ class Effect:
     `min_effect`. `method`: "t" (Student t over the units), "bootstrap" (percentile, only from
     `BOOTSTRAP_MIN_UNITS` units), or "binomial" for a share of 0/1 outcomes (exact interval). `design_sd`: the
     sd of the paired values measured on calibration runs; it lets fewer than `MIN_UNITS` units decide when a power
-    calculation at `min_effect` shows that they suffice."""
+    calculation at `min_effect` shows that they suffice. `run_sd` (method "t" only): for units all measured within
+    one run (the timing blocks of one build), the sd of a run's mean between identical runs, measured on
+    calibration runs: what moves every unit of a run alike (the machine's state over minutes) is not in their
+    spread, so the interval is mean +- t_{n-1} sqrt(sd^2 / n + run_sd^2), a random run effect added to the units'
+    standard error, and no number of units within one run narrows it below the run's own spread."""
 
     name: str
     samples: str | Callable[[Mapping], Sequence[float]]
@@ -270,6 +281,7 @@ class Effect:
     method: str = "t"
     confidence: float = 0.95
     design_sd: float | None = None
+    run_sd: float | None = None
 
     def __post_init__(self):
         if self.direction not in ("greater", "less"):
@@ -282,6 +294,9 @@ class Effect:
         if self.design_sd is not None and not (self.design_sd > 0 and self.min_effect not in (None, self.null)):
             raise ClaimError(f"effect {self.name!r}: design_sd needs a positive value and a min_effect away from "
                              f"the null to plan for (got design_sd={self.design_sd}, min_effect={self.min_effect})")
+        if self.run_sd is not None and not (self.run_sd > 0 and self.method == "t"):
+            raise ClaimError(f"effect {self.name!r}: run_sd needs a positive value and method 't' (got "
+                             f"run_sd={self.run_sd}, method={self.method!r})")
 
     def _beyond(self, a: float, b: float) -> bool:
         """a is strictly on the paper's side of b."""
@@ -304,6 +319,9 @@ class Effect:
             est, lo, hi = interval(x, self.confidence)
         except ClaimError as e:
             raise ClaimError(f"claim {claim_id!r}: effect {self.name!r}: {e}") from None
+        if self.run_sd is not None and not math.isnan(lo):
+            lo, hi = run_widened_interval(x, self.run_sd, self.confidence)
+            label += f" with a between-run sd of {_fmt(self.run_sd)}"
         out = {"name": self.name, "estimate": est, "ci_low": lo, "ci_high": hi, "n": int(len(x)),
                "method": f"{label}, {self.confidence:.0%}", "direction": self.direction, "null": self.null}
         if self.min_effect is not None:
@@ -317,7 +335,8 @@ class Effect:
         sd = float(np.std(x, ddof=1)) if len(x) > 1 else math.nan
         need, on_the_bar = self._power_line(est, sd, len(x)) if verdict == INCONCLUSIVE else (None, "")
         if on_the_bar:
-            about = ("more than a hundred times the units run" if need is None else f"about {need} units")
+            about = (f"about {need} units" if need is not None else "no number of units within one run"
+                     if on_the_bar.endswith("between-run spread") else "more than a hundred times the units run")
             note += (f"; the estimate sits on {on_the_bar}: {about} would tell them apart at this spread, "
                      "so no feasible sample of this design decides it")
             need = None
@@ -325,6 +344,8 @@ class Effect:
                    units_needed=_with_floor(need, floor, self.planned_units))
         if self.design_sd is not None:
             out.update(design_sd=self.design_sd, planned_units=self.planned_units)
+        if self.run_sd is not None:
+            out.update(run_sd=self.run_sd)
         return out
 
     def _power_line(self, est: float, sd: float, n: int) -> tuple[int | None, str]:
@@ -339,7 +360,12 @@ class Effect:
         if self.method == "binomial":
             need = self._binomial_units(est, n)
             return (None, on_the_bar) if need is None else (need, "")
-        need = units_needed(sd, abs(bar - est) if short else abs(est - self.null), 1 - self.confidence)
+        gap = abs(bar - est) if short else abs(est - self.null)
+        if self.run_sd is not None:  # the run's own spread takes its share of the gap whatever the units
+            gap -= stats.norm.ppf(1 - (1 - self.confidence) / 2) * self.run_sd
+            if gap <= 0:
+                return None, on_the_bar + ", within the between-run spread"
+        need = units_needed(sd, gap, 1 - self.confidence)
         if need is None:
             return None, ""
         if need > ON_THE_BAR * n:
@@ -392,6 +418,7 @@ class Equivalence:
     margin: float
     alpha: float = 0.05
     design_sd: float | None = None
+    run_sd: float | None = None
 
     def __post_init__(self):
         if not self.margin > 0:
@@ -434,6 +461,8 @@ class Equivalence:
                "units_needed": _with_floor(units_needed(sd, room, 2 * self.alpha), floor, self.planned_units)}
         if self.design_sd is not None:
             out.update(design_sd=self.design_sd, planned_units=self.planned_units)
+        if self.run_sd is not None:
+            out.update(run_sd=self.run_sd)
         return out
 
 
