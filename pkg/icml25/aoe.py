@@ -141,6 +141,36 @@ DEEPER = Claim(
               {**_OK, "n_layers": 4, "depth_slope": [0.05, 0.03, 0.04]}),
 )
 
+#: The throughput's calibration runs (none of them a verdict): nine timings of 8 blocks of 28 rounds at the ci
+#: settings, each block's AoE-over-MoE ratio. Six ran in one process each, 8 fresh-layer blocks on seeds
+#: 1010-1057; three ran each block in a fresh process, seeds 2010-2037; over 20 minutes of one session, the first
+#: four before expert_ffn's exp_u20 commit and the rest after it. Their between-run spread sets `run_sd`.
+THROUGHPUT_CALIBRATION_RUNS = (
+    (0.8658, 0.855, 0.8707, 0.8492, 0.8199, 0.8679, 0.842, 0.8467),
+    (0.87, 0.8423, 0.8477, 0.8378, 0.8451, 0.8661, 0.8179, 0.825),
+    (0.863, 0.8432, 0.8604, 0.8536, 0.8456, 0.8481, 0.8198, 0.837),
+    (0.8586, 0.8706, 0.864, 0.8632, 0.8618, 0.8735, 0.8579, 0.8811),
+    (0.8726, 0.8407, 0.8694, 0.8744, 0.8767, 0.8689, 0.8685, 0.8621),
+    (0.8703, 0.8406, 0.8416, 0.8363, 0.8794, 0.8653, 0.8649, 0.8753),
+    (0.8778, 0.8684, 0.8787, 0.8487, 0.8869, 0.8743, 0.8696, 0.8594),
+    (0.8572, 0.8531, 0.8384, 0.8684, 0.8681, 0.8552, 0.8596, 0.866),
+    (0.8584, 0.823, 0.854, 0.8572, 0.8516, 0.8391, 0.831, 0.8253),
+)
+
+
+def between_run_sd(runs: Sequence[Sequence[float]]) -> float:
+    """The sd of an effect shared by every block of one run, from runs of B blocks each: the one-way random-effects
+    estimate (method of moments) sqrt(max(0, (MS_between - MS_within) / B)), MS_between = B var(run means),
+    MS_within the pooled variance of blocks about their run's mean."""
+    x = np.asarray(runs, dtype=float)
+    B = x.shape[1]
+    ms_between = B * x.mean(axis=1).var(ddof=1)
+    ms_within = ((x - x.mean(axis=1, keepdims=True)) ** 2).sum() / (x.shape[0] * (B - 1))
+    return float(np.sqrt(max(0.0, (ms_between - ms_within) / B)))
+
+
+THROUGHPUT_RUN_SD = round(between_run_sd(THROUGHPUT_CALIBRATION_RUNS), 4)
+
 THROUGHPUT = Claim(
     chapter="aoe", id="throughput",
     paper_statement="AoE trains at nearly the throughput of a traditional MoE",
@@ -149,8 +179,10 @@ THROUGHPUT = Claim(
               "scale's bench_shape), AoE's training tokens/s (forward + backward) over the routed MoE's is above "
               "0.85 (95% t interval over timing blocks): one block per verdict seed, each with its own layers and "
               "inputs drawn from that seed, its ratio the mean over its interleaved rounds of the paired per-round "
-              "ratios",
-    effects=[Effect("aoe_over_moe_throughput", "block_ratio", direction="greater", null=0.85)],
+              "ratios; the interval carries the between-run sd of a build's mean measured on calibration runs "
+              "(THROUGHPUT_RUN_SD), which the blocks of one build share",
+    effects=[Effect("aoe_over_moe_throughput", "block_ratio", direction="greater", null=0.85,
+                    run_sd=THROUGHPUT_RUN_SD)],
     preconditions=[at_least("timed_rounds", "rounds_per_block", 8, rule="at least 8 timed rounds in every block"),
                    at_most("quiet_machine", "moe_cv", 0.25,
                            rule="in every block the MoE's time per round varies by at most 25% (sd / mean) across "
