@@ -32,7 +32,8 @@ _executed: dict[str, Path | Exception] = {}  # task key -> the executed notebook
 # Cells whose outputs are wall-clock measurements, or computed from them: nbval runs them (they must not raise)
 # but does not compare their outputs. Each cell is found by a piece of its source, which must still be there.
 TIMED_CELLS = {
-    "aoe/02_pretraining": ["aoe.throughput(cfg, seed)"],  # tokens/s of each model and the throughput claim
+    # the timing blocks with the throughput claim, and the cell that quotes their ratios
+    "aoe/02_pretraining": ["aoe.throughput_blocks(cfg, cfg.seeds)", "pooled = t_interval("],
     # the fine-tuning data are the fastest correct programs, so what the models write, and every NET, follow timings
     "efficient_code/01_measure": ["et = {key: v[:, 0].mean()"],  # the closing summary quotes measured ETs and CVs
     "efficient_code/02_finetune": ["E.experiment(cfg)", "E.FASTER", "E.CORRELATION"],
