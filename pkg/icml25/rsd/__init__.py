@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .baselines import Samples, at_flops, best_of_n, majority_vote, sample, within_problem_auc
 from .claims import (ACCURACY_MARGIN, BEATS_PARALLEL, EFFICIENCY, GRADED, HARD_BEATS_SOFT, PRM_AUC_MIN,
-                     PRM_RANK_MIN, PRMS, RATE_MATCH, REFEREE_1800, ROUTER_DESIGN_SD, ROUTER_MIN_EFFECT,
+                     PRM_RANK_MIN, PRMS, RATE_MATCH, REFEREE_1800, REFEREE_2600, ROUTER_DESIGN_SD, ROUTER_MIN_EFFECT,
                      THRESHOLD_MATTERS)
 from .decoding import (Decoded, Meter, Step, _ntok, check_pair, cut_step, decode, decode_single, delta_for_budget,
                        floor_share, random_rule, soft_rule, threshold_rule, tie_share)

@@ -180,3 +180,32 @@ router's at the same budget by a small margin; with the oracle PRM, the same pip
 accuracy at fewer FLOPs, so efficiency_learned's refutation is this learned PRM's (it sends more steps to the target,
 the wrong ones), not the method's; and against best-of-N reranked by the answer key (pass@N, the best any reranker
 could do) RSD's edge is not decided."""
+
+REFEREE_2600 = {
+    "seeds": "2600-2607",
+    "same_verdicts": 7,
+    "verdicts": 8,
+    "threshold_minus_router_learned": (-0.038, -0.099, 0.024),
+    "threshold_minus_router_noisy": (0.167, 0.111, 0.224),
+    "router_minus_random_learned_rate": (0.075, 0.013, 0.137),
+    "hard_minus_soft_learned": (0.044, 0.006, 0.081),
+    "shuffled_prm_minus_router": (-0.101, -0.161, -0.041),
+    "random_scores_minus_router": (-0.080, -0.134, -0.026),
+    "gaussian_auc_090_minus_router": (0.0869, 0.033, 0.140),
+    "flips_02_minus_router": (0.078, 0.017, 0.138),
+    "learned_auc_on_split": (0.652, 0.821),
+    "router_auc_on_split": (0.696, 0.819),
+    "largest_rate_gap": 0.0099,
+}
+"""A second referee with no stake re-decided every rsd claim on fresh seeds 2600-2607 (n = 8, the chapter's own
+functions, outside the build) after the verdicts on 2100-2107 against the position router were recorded: 7 of 8
+verdicts came out the same (hard_beats_soft_learned reproduced there, its lower bound just above 0, inconclusive on
+the book's seeds). Recorded as measured (95% t intervals over the seeds): threshold_matters_learned's refutation
+holds against the position router, and a PRM with shuffled scores and one with random scores fail the criterion;
+threshold_matters_noisy holds for the book's noisy oracle (the exact checker with rare flips) but not for every PRM
+of that AUC (a graded score with Gaussian noise at AUC 0.90 sits on the bar; flips at 0.2, AUC about 0.80, fall
+short of it), so it
+checks the pipeline more than it shows that a real PRM's reward matters; on the greedy steps the threshold acts on
+(the calibration split), the learned PRM's step AUC ranges below the 0.8 its precondition reads on sampled
+rollouts, and the position router's is about as high. Router and RSD spent the same rate of target calls on every
+seed (largest gap `largest_rate_gap`)."""
