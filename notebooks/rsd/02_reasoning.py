@@ -323,15 +323,7 @@ for prm in rsd.PRMS:
 
 # %%
 tm = m["threshold_matters"]
-display(Markdown(
-    "| PRM | RSD − position router | RSD − length router | RSD − random | position router − random "
-    "| rate gap, router vs RSD (largest) |\n|---|---|---|---|---|---|\n" + "\n".join(
-        f"| {results[0]['prm_names'][p]} | {mean_sd([r['rsd'][p]['accuracy'] - r['router'][p]['accuracy'] for r in results])} | "
-        + (f"{mean_sd(tm[p][f'threshold_minus_length_router_{p}'])}" if p in tm else "–") + " | "
-        f"{mean_sd([r['rsd'][p]['accuracy'] - r['random'][p]['accuracy'] for r in results])} | "
-        f"{mean_sd([r['router'][p]['accuracy'] - r['random'][p]['accuracy'] for r in results])} | "
-        f"{max(abs(r['rsd'][p]['acceptance_rate'] - r['router'][p]['acceptance_rate']) for r in results):.3f} |"
-        for p in rsd.PRMS)))
+display(Markdown(rsd.router_comparison_table(results)))
 
 # %%
 for prm in rsd.GRADED:

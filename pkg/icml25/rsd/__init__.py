@@ -34,7 +34,7 @@ from .decoding import (Decoded, Meter, Step, _ntok, check_pair, cut_step, decode
 from .experiment import (calibrated_deltas, calibration_steps, claim_measurements, draft_and_target, generated_flops,
                          prm_auc, reasoning_experiment, reasoning_results, target_call_share, warm_up_seed)
 from .figures import (PRM_MARKERS, plot_acceptance, plot_accountings, plot_accuracy_vs_flops, prm_calibration_table,
-                      router_calibration_table)
+                      router_calibration_table, router_comparison_table)
 from .mixture import acceptance_sets, brute_force_best, expected_reward, mixture, sample_rsd_categorical
 from .prms import (PRM_BAD, PRM_GOOD, LearnedPRM, NoisyOraclePRM, OraclePRM, StepLabels, draft_rollouts,
                    learned_prm, own_value_head, prm_settings, prm_training_data, step_batches, step_labels, train_prm,

@@ -132,7 +132,7 @@ def reasoning_experiment(cfg, seed: int) -> dict:
 
     split = calibration_steps(draft, cfg.n_calibration, seed)
     deltas, floor, routed = calibrated_deltas(prms, split, cfg.budget)
-    routers = {"router": PositionRouter.fit(split[0], split[1], OraclePRM().score(*split)),
+    step_blind = {"router": PositionRouter.fit(split[0], split[1], OraclePRM().score(*split)),
                "length_router": LengthRouter(seed)}
     out = {"seed": seed, "prm_names": {k: p.name for k, p in prms.items()},
            "calibration": pair.pair_calibration(draft, target, problems), "delta": deltas, "floor_share": floor,
@@ -150,7 +150,7 @@ def reasoning_experiment(cfg, seed: int) -> dict:
                   for name, prm in prms.items()}
     out["random"] = {name: run(prms[name], random_rule(out["rsd"][name]["acceptance_rate"], derive_seed(seed, name)))
                      for name in PRMS}
-    for key, router in routers.items():  # the position router for every PRM, the label-free one beside the graded
+    for key, router in step_blind.items():  # the position router for every PRM, the label-free one beside the graded
         out[key] = {name: run(router, router_rule(router, problems, 1.0 - out["rsd"][name]["acceptance_rate"],
                                                   derive_seed(seed, key, name)))
                     for name in (PRMS if key == "router" else GRADED)}

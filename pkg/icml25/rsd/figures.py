@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.claims import mean_sd as mean_sd_text
+
 from .claims import PRMS
 from .scales import PRM_CALIBRATION, ROUTER_CALIBRATION, ROUTERS, config
 
@@ -129,3 +131,20 @@ def router_calibration_table() -> str:
             + "".join(row(ROUTERS[name] + (" (**declared**)" if name == "position" else ""), acc)
                       for name, acc in rec["accuracy"].items())
             + row("random acceptance", rec["random"]))
+
+
+def router_comparison_table(results: list[dict]) -> str:
+    """Per PRM, mean ± sd over the seeds of RSD's accuracy minus the position router's, the length router's (graded
+    PRMs only) and random acceptance's at RSD's rate of target calls, the position router's minus random
+    acceptance's, and the largest gap between the router's and RSD's acceptance rates."""
+    def gap(p, a, b):
+        return mean_sd_text([r[a][p]["accuracy"] - r[b][p]["accuracy"] for r in results])
+
+    head = ("| PRM | RSD − position router | RSD − length router | RSD − random | position router − random "
+            "| rate gap, router vs RSD (largest) |\n|---|---|---|---|---|---|\n")
+    return head + "\n".join(
+        f"| {results[0]['prm_names'][p]} | {gap(p, 'rsd', 'router')} | "
+        + (gap(p, "rsd", "length_router") if p in results[0]["length_router"] else "–") + " | "
+        f"{gap(p, 'rsd', 'random')} | {gap(p, 'router', 'random')} | "
+        f"{max(abs(r['rsd'][p]['acceptance_rate'] - r['router'][p]['acceptance_rate']) for r in results):.3f} |"
+        for p in PRMS)
