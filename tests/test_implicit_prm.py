@@ -251,6 +251,7 @@ def test_claim_measurements_are_paired_per_seed_differences():
     assert m["prm_minus_majority"] == pytest.approx([0.1, 0.1])
     assert m["oracle_minus_majority"] == pytest.approx([0.3, 0.3]) and m["noisy_minus_random"] == pytest.approx([0.15] * 2)
     assert m["train_step_auc"] == pytest.approx([0.76, 0.86]) and m["n1_train_step_auc"] == pytest.approx([0.75] * 2)
+    assert m["n1_minus_main_step_auc"] == pytest.approx([-0.1, -1.1])  # held out, on the same candidates
     null = ip.null_measurements(runs, 4)
     assert null["step_auc"] == [0.55, 0.55] and null.keys() == m.keys()
 
@@ -397,6 +398,29 @@ def test_the_one_response_budget_record_is_from_calibration_seeds_and_its_summar
     assert summary == {"steps": 200, "seeds": 4, "reach_bound": 3, "gate_holds": True, "lowest": 0.79,
                        "mean": pytest.approx(0.8375), "mean_se": pytest.approx(0.04)}
     assert not ip.budget_summary(rows, 0.8, 0.8)[0]["gate_holds"]
+
+
+def test_one_response_is_gated_by_the_main_prms_step_regime_not_by_its_own():
+    """The positive control is the main CE PRM's training step AUC; the one-response PRM's own is reported only."""
+    good, _ = ip.ONE_RESPONSE.examples[:2]
+    low_n1 = dict(good, n1_train_step_auc=[0.5] * 3)
+    assert ip.ONE_RESPONSE.decide(low_n1, unit_floor=False)["verdict"] == "reproduced"
+    no_control = ip.ONE_RESPONSE.decide(dict(good, train_step_auc=[0.85, 0.7, 0.7]), unit_floor=False)
+    assert no_control["verdict"] == "inconclusive" and "prm_steps_learned" in no_control["reason"]
+
+
+def test_the_main_prm_record_is_from_calibration_seeds_and_reads_the_main_prm():
+    ci = ip.config("ci")
+    assert {r["seed"] for r in ip.MAIN_PRM_CALIBRATION} == set(ci.calibration_seeds)
+    assert all(r["steps"] == ci.train_steps and r["lr"] == ci.lr for r in ip.MAIN_PRM_CALIBRATION)
+    cfg = ip.config("smoke")
+    row = ip.main_prm_learning(cfg, 0)
+    ref = ip.reference(cfg, cfg.model)
+    prm, _ = ip.main_prm(cfg, 0, ip.training_rollouts(ref, cfg, 0), ref)
+    m = ip.learning_metrics(prm, ip.training_rollouts(ref, cfg, 0))
+    assert row["prompts"] == m["step_auc_prompts"]
+    for key in ("outcome_auc", "step_auc", "step_auc_se"):
+        assert row[key] == pytest.approx(round(m[key], 3), nan_ok=True)
 
 
 def test_the_budget_probe_reads_the_one_response_prm_as_its_claim_does():

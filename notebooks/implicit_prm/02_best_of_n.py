@@ -47,12 +47,15 @@
 # a **null**: a score that knows only each step's position (the training responses' rate of right steps at that
 # position), on the same candidates, which separates right from wrong steps wherever errors come at typical places.
 # Every PRM trains a fixed budget of `train_steps` steps, the one on one response per instruction included (as the
-# paper trains for fixed epochs): the step labels decide nothing about training. The best-of-N claims need their
-# PRM to have reached a declared training regime on at least `implicit_prm.STEPS_SHARE` of the seeds: its step
-# rewards separate right from wrong steps *within* its training prompts (mean within-prompt step AUC at least
-# `implicit_prm.LEARNED_STEP_AUC`; the PRM on one response per instruction is read on the other responses to its
-# prompts whose text differs from the one it trained on, not on copies of it); the step-signal claim does not (step
-# signal from outcome labels is what it tests).
+# paper trains for fixed epochs): the step labels decide nothing about training. The best-of-N claims need the
+# main CE PRM to have reached a declared training regime on at least `implicit_prm.STEPS_SHARE` of the seeds: its
+# step rewards separate right from wrong steps *within* its training prompts (mean within-prompt step AUC at least
+# `implicit_prm.LEARNED_STEP_AUC`). For `best_of_n` that is the PRM under test; for `one_response` it is a
+# **positive control**: the same model, budget and prompts with every response learn step signal from outcome
+# labels, so the experiment could see a one-response PRM that did too. The one-response PRM's own step AUC (read on
+# the other responses to its prompts whose text differs from the one it trained on, not on copies of it) is what
+# that claim is about, so it is reported beside the verdict and gates nothing. The step-signal claim is not guarded
+# by the regime (step signal from outcome labels is what it tests).
 # Besides CE the notebook trains the other objectives of the paper (DPO, KTO, NCA), CE at three β, and CE started
 # from the draft (on the same responses, which are not its own) on `arm_seeds`. At `ci` that list is empty: a PRM from the
 # target costs about ten times a draft-based one per step on one CPU core, so the ci build trains only the two CE
@@ -91,6 +94,7 @@ model = None  # the PRMs' π_ref and π_θ's start: a zoo name, a save_pretraine
 # %%
 import numpy as np
 import pandas as pd
+from scipy import stats
 from IPython.display import Markdown, display
 
 from icml25 import implicit_prm
@@ -253,38 +257,54 @@ v_best = check(implicit_prm.BEST_OF_N, seeds=cfg.seeds, calibration_seeds=cfg.ca
 plot.show_verdicts(v_best)
 
 # %%
+gap = measured["n1_minus_main_step_auc"]
+gap_ci = stats.t.interval(0.95, len(gap) - 1, loc=np.mean(gap), scale=stats.sem(gap))
 v_one = check(implicit_prm.ONE_RESPONSE, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
-              measured={k: measured[k] for k in ("n1_minus_majority", "n1_train_outcome_auc", "n1_train_step_auc",
-                                                 "oracle_minus_majority", "noisy_minus_majority")},
+              measured={k: measured[k] for k in ("n1_minus_majority", "n1_train_outcome_auc", "train_step_auc",
+                                                 "oracle_minus_majority", "noisy_minus_majority",
+                                                 "n1_train_step_auc", "n1_minus_main_step_auc")},
               our_value=f"best-of-{cfg.claim_n}: CE on 1 response − majority {mean['n1_minus_majority']:+.3f} "
-                        f"(exact step verifier {mean['oracle_minus_majority']:+.3f})")
+                        f"(exact step verifier {mean['oracle_minus_majority']:+.3f}; its training step AUC "
+                        f"{mean['n1_train_step_auc']:.2f}, held-out step AUC {np.mean(gap):+.3f} from the main PRM's)")
 plot.show_verdicts(v_one)
 
 # %% [markdown]
-# **The one-response PRM's budget.** Its step precondition sits near its bound, so after the verdicts on seeds
-# 1900-1907 its training budget was measured against that precondition alone, on the calibration seeds only
-# (`implicit_prm.ONE_RESPONSE_BUDGET`, from `implicit_prm.one_response_learning`; no best-of-N number was read).
-# One row per number of optimizer steps: how many seeds reach the bound, the lowest and mean step AUC, and the mean
-# standard error of a seed's reading over its prompts.
+# **What changed after which verdict.** On seeds 1900-1907 `one_response` was inconclusive: its precondition then
+# asked the one-response PRM *itself* to reach the step regime, and it did on fewer seeds than asked. Its training
+# budget was then measured against that precondition alone, on the calibration seeds only (the first table below):
+# no budget brought every seed to the bound, and one seed's reading varies by as much as the budgets differ.
+# Then, still after those verdicts had been seen, the precondition was re-posed: a precondition says whether the
+# experiment could see the effect, and "the one-response PRM learned steps" is part of what the claim says. It is
+# now the main PRM's step regime, a positive control (the second table: the main PRM on the same calibration seeds,
+# with its reading's standard error over its prompts); the one-response PRM's own reading is reported below and
+# gates nothing. The budget stays the main PRM's `train_steps`, and every claim of the chapter moved to fresh
+# verdict seeds; the ledger records both moves and the labels seen before them.
 
 # %%
 budget = pd.DataFrame(implicit_prm.budget_summary(implicit_prm.ONE_RESPONSE_BUDGET, implicit_prm.LEARNED_STEP_AUC,
                                                   implicit_prm.STEPS_SHARE)).set_index("steps")
-display(budget.style.format(precision=3))
+display(budget.style.format(precision=3).set_caption("One-response PRM, calibration seeds, by training steps"))
+control = pd.DataFrame(implicit_prm.MAIN_PRM_CALIBRATION).set_index("seed")[
+    ["steps", "outcome_auc", "step_auc", "step_auc_se", "prompts"]]
+display(control.style.format(precision=3).set_caption("Main CE PRM (the positive control), calibration seeds"))
 held = budget.index[budget["gate_holds"]].tolist()
 every = budget.index[budget["reach_bound"] == budget["seeds"]].tolist()
 everywhere = f"every seed reaches the bound at {', '.join(map(str, every))} steps" if every else \
     "no budget brings every seed to the bound"
+margin = (control["step_auc"] - implicit_prm.LEARNED_STEP_AUC) / control["step_auc_se"]
 display(Markdown(
-    f"On calibration seeds {', '.join(map(str, cfg.calibration_seeds))}, the share of seeds the precondition asks "
-    f"({implicit_prm.STEPS_SHARE:.0%} at ≥ {implicit_prm.LEARNED_STEP_AUC}) holds at "
-    f"{', '.join(f'{b} steps' for b in held) or 'no budget'} of {', '.join(map(str, budget.index))}, and "
-    f"{everywhere}. "
-    f"The mean step AUC moves from {budget['mean'].min():.3f} to {budget['mean'].max():.3f} across budgets, while one "
-    f"seed's reading has a standard error of about {budget['mean_se'].mean():.3f}: the budget is not what keeps this "
-    f"precondition near its bound, so the one-response PRM trains the main PRM's `train_steps` ({cfg.train_steps})."))
+    f"On calibration seeds {', '.join(map(str, cfg.calibration_seeds))}, the one-response PRM's reading reaches "
+    f"the share the old precondition asked ({implicit_prm.STEPS_SHARE:.0%} at ≥ {implicit_prm.LEARNED_STEP_AUC}) "
+    f"at {', '.join(f'{b} steps' for b in held) or 'no budget'} of {', '.join(map(str, budget.index))}, and "
+    f"{everywhere}; its mean moves from {budget['mean'].min():.3f} to {budget['mean'].max():.3f} across budgets, "
+    f"while one seed's reading has a standard error of about {budget['mean_se'].mean():.3f}. The main PRM at "
+    f"{cfg.train_steps} steps reads {control['step_auc'].min():.3f} to {control['step_auc'].max():.3f} over "
+    f"{control['prompts'].min()} to {control['prompts'].max()} prompts (standard error "
+    f"{control['step_auc_se'].min():.3f} to {control['step_auc_se'].max():.3f}): every seed lies "
+    f"{margin.min():.1f} or more standard errors above the bound."))
 
 # %% [markdown]
+# ## Why: what did outcome training change?# %% [markdown]
 # ## Why: what did outcome training change?
 #
 # A diagnostic, not a claim. Within each problem, does the trained reward $r_\theta(\mathbf y)$ rank the
@@ -313,10 +333,14 @@ display(Markdown(
     f"{ce['train step AUC (within prompts)']:.2f} "
     f"(precondition of the best-of-N claims ≥ {implicit_prm.LEARNED_STEP_AUC}) and its held-out step AUC "
     f"{ce['held-out step AUC (within problems)']:.2f} (within problems), against {np.mean(null['step_auc']):.2f} for the step's position alone.\n"
-    f"- **One response per instruction:** with the same budget, the PRM trained on it has training-set outcome AUC "
-    f"{table.loc['ce_n1', 'train outcome AUC']:.2f} and its within-prompt training step AUC "
-    f"{table.loc['ce_n1', 'train step AUC (within prompts)']:.2f}, reaching {implicit_prm.LEARNED_STEP_AUC} on "
-    f"{sum(a >= implicit_prm.LEARNED_STEP_AUC for a in measured['n1_train_step_auc'])} of {len(runs)} seeds.\n"
+    f"- **One response per instruction** (reported, not gating): with the same budget, the PRM trained on it has "
+    f"training-set outcome AUC {table.loc['ce_n1', 'train outcome AUC']:.2f} and its within-prompt training step "
+    f"AUC {table.loc['ce_n1', 'train step AUC (within prompts)']:.2f}, reaching {implicit_prm.LEARNED_STEP_AUC} on "
+    f"{sum(a >= implicit_prm.LEARNED_STEP_AUC for a in measured['n1_train_step_auc'])} of {len(runs)} seeds (the "
+    f"main PRM, its positive control, on "
+    f"{sum(a >= implicit_prm.LEARNED_STEP_AUC for a in measured['train_step_auc'])}); on the held-out candidates its "
+    f"step AUC within problems is {np.mean(gap):+.3f} from the main PRM's (paired over seeds, 95% t interval "
+    f"[{gap_ci[0]:+.3f}, {gap_ci[1]:+.3f}]).\n"
     f"- **Room and sight** at best-of-{cfg.claim_n}: the exact step verifier beats majority voting by "
     f"{mean['oracle_minus_majority']:+.3f} and random choice by {mean['oracle_minus_random']:+.3f}; with "
     f"{cfg.verifier_noise:.0%} of its step labels flipped by {mean['noisy_minus_majority']:+.3f} and "

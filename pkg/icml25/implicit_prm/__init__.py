@@ -25,8 +25,8 @@ The package is split by idea: `reward` (token log-ratios, Eq. 1 and the Proposit
 exactly on an enumerable model), `rollouts` (problems, outcome-labelled rollouts, test candidates), `training`
 (the training loop, π_ref's log-prob cache, the zoo PRM), `evaluation` (step AUC, first-error
 localisation, best-of-N, step verifiers of known quality), `scales` (models and settings), `experiment` (the
-arms and one seed's run), `calibration` (the one-response PRM's training budget against its step precondition, on
-the calibration seeds) and `claims`.
+arms and one seed's run), `calibration` (on the calibration seeds: the one-response PRM's training budget, and the
+main PRM's step AUC, `one_response`'s positive control) and `claims`.
 """
 
 from .calibration import *  # noqa: F401,F403

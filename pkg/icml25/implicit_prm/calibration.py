@@ -1,6 +1,6 @@
-"""The one-response PRM's training budget, measured on the calibration seeds against its claim's step precondition
-alone: how its training step AUC (`evaluation.learning_metrics`, the reading `one_response`'s precondition takes)
-moves with the number of optimizer steps."""
+"""Measured on the calibration seeds only: the one-response PRM's training budget (how its training step AUC,
+`evaluation.learning_metrics`, moves with the number of optimizer steps), and the main CE PRM's training step AUC,
+`one_response`'s positive control since the verdicts on seeds 1900-1907."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .evaluation import learning_metrics
-from .training import reference, train_implicit_prm, training_rollouts
+from .training import main_prm, reference, train_implicit_prm, training_rollouts
 
 _FIELDS = ("seed", "steps", "lr", "outcome_auc", "step_auc", "step_auc_se", "prompts", "seconds")
 
@@ -42,6 +42,22 @@ ONE_RESPONSE_BUDGET = [
         (4, 450, 1e-3, 1.0, 0.802, 0.035, 71, 12.2),
         (4, 600, 1e-3, 1.0, 0.775, 0.038, 71, 19.4),
         (4, 900, 1e-3, 1.0, 0.772, 0.039, 71, 30.1),
+    )
+]
+
+
+# `main_prm_learning` at ci (the zoo PRM's settings: 300 steps, lr 1e-3, β 0.05, batch 32, 200 prompts × 4
+# responses), on calibration seeds 0-4 only, after the verdicts on 1900-1907 and before any run on the verdict
+# seeds that decide the re-posed `one_response`: the positive control's reading and its standard error over the
+# prompts with a right and a wrong step. Seconds are the PRM's training on a shared 2-core machine.
+MAIN_PRM_CALIBRATION = [
+    dict(zip(_FIELDS, row))
+    for row in (
+        (0, 300, 1e-3, 0.993, 0.866, 0.028, 104, 15.3),
+        (1, 300, 1e-3, 0.993, 0.918, 0.022, 102, 15.7),
+        (2, 300, 1e-3, 0.995, 0.853, 0.028, 110, 15.7),
+        (3, 300, 1e-3, 0.991, 0.834, 0.031, 109, 14.9),
+        (4, 300, 1e-3, 0.997, 0.846, 0.030, 112, 16.1),
     )
 ]
 
@@ -80,3 +96,17 @@ def budget_summary(rows: Sequence[dict], bound: float, share: float) -> list[dic
                     "lowest": float(auc.min()), "mean": float(auc.mean()),
                     "mean_se": float(np.mean([r["step_auc_se"] for r in at]))})
     return out
+
+
+def main_prm_learning(cfg, seed: int) -> dict:
+    """The main CE PRM of seed `seed` (every response to the training prompts, `cfg.train_steps` steps: the zoo PRM
+    when `cfg` has the zoo's settings), read as `one_response`'s positive control reads it (`learning_metrics` on
+    every response it trained on). Seconds are the PRM's training, or its load when the zoo has it."""
+    ref = reference(cfg, cfg.model)
+    data = training_rollouts(ref, cfg, seed)
+    start = time.perf_counter()
+    prm, _ = main_prm(cfg, seed, data, ref)
+    seconds = time.perf_counter() - start
+    m = learning_metrics(prm, data)
+    return dict(zip(_FIELDS, (seed, cfg.train_steps, cfg.lr, round(m["outcome_auc"], 3), round(m["step_auc"], 3),
+                              round(m["step_auc_se"], 3), m["step_auc_prompts"], round(seconds, 1))))

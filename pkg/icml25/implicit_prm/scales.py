@@ -29,7 +29,9 @@ VOTE_COEF = 0.001  # the official evaluation's scale of the log-ratios (its `coe
 # steps): no budget reached the bound on every seed, the share the precondition asks held only at 450 steps (4 of 5,
 # not at 600 or 900), and each seed's reading has a standard error over its prompts larger than the budgets' mean
 # differences. The budget is not what keeps this precondition near its bound, so it stays the main PRM's. (Seed 0
-# read 0.825 there at 300 steps, not the 0.86 above; where the difference comes from was not traced.)
+# read 0.825 there at 300 steps, not the 0.86 above; where the difference comes from was not traced.) That
+# precondition then gave way to a positive control, the main PRM's step regime (`claims`), whose reading on the
+# calibration seeds is `calibration.MAIN_PRM_CALIBRATION`; the budget did not change.
 _PRM = {
     "smoke": dict(ref_seed=0, model=BASE, beta=0.05, n_prompts=60, responses_per_prompt=2, temperature=1.0,
                   train_steps=10, batch_size=16, lr=3e-3),
@@ -38,9 +40,10 @@ _PRM = {
     "full": dict(ref_seed=0, model=FULL_BASE, beta=0.05, n_prompts=4000, responses_per_prompt=8, temperature=1.0,
                  train_steps=1000, batch_size=64, lr=1e-3),
 }
-# fresh: 100-102, 200-207, 300-307, 500-507, 1500-1507, a referee's 1700-1707 and 1800-1807 were seen in earlier
-# rounds
-VERDICT_SEEDS = list(range(1900, 1908))
+# fresh: 100-102, 200-207, 300-307, 500-507, 1500-1507, a referee's 1700-1707, 1800-1807 and 1900-1907 were seen
+# in earlier rounds (1900-1907 decided the round before `one_response`'s step precondition became the main PRM's,
+# a positive control: `claims`)
+VERDICT_SEEDS = list(range(2700, 2708))
 _ARMS = dict(objectives=["ce", "dpo", "kto", "nca"], betas=[0.02, 0.1, 0.5], arm_seeds=VERDICT_SEEDS[:1])
 # The evaluation regime (declared with the claims, from the referee's probes on seeds 0-2, the calibration seeds,
 # to which seeds 3-4 were added to choose the training budget): test problems of <= 3 operations, where the draft's
