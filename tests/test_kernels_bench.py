@@ -1,8 +1,10 @@
 """The benchmark (`icml25.ops.bench`) and the appendix's claims (`icml25.kernels`): the expert layer's FLOPs and GEMM
-shapes counted by hand, a row's ceiling arithmetic, the timing loop on a fake clock, and the sign test over rounds
-deciding exact small cases. No test here times anything: the smoke run's numbers are only checked for consistency."""
+shapes counted by hand, a row's ceiling arithmetic, the timing loop on a fake clock, the sign test over rounds
+deciding exact small cases, and faster_than_reference's interval carrying the between-build sd. No test here times
+anything: the smoke run's numbers are only checked for consistency."""
 
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import time
 
 import psutil
 import pytest
+from scipy import stats
 
 from icml25 import kernels
 from icml25.ops import bench, timing
@@ -126,8 +129,48 @@ def test_the_quartile_spread_ignores_one_preempted_round():
 def test_the_sign_test_over_twelve_rounds(at_bar, verdict):
     """Exact Clopper-Pearson: 10 of 12 rounds at the bar give a share interval above 1/2, 9 of 12 do not; 2 of 12
     give one below it. One or two slow rounds move nothing."""
-    measured = dict(kernels._OK, beats_reference=[1.0] * at_bar + [0.0] * (12 - at_bar))
+    measured = dict(kernels._OK, moe_meets_target=[1.0] * at_bar + [0.0] * (12 - at_bar))
+    assert kernels.EXPERT_FFN_BEATS_THE_LOOP.decide(measured)["verdict"] == verdict
+
+
+def test_the_between_run_sd_is_the_spread_of_build_means_beyond_what_their_rounds_explain():
+    # builds whose means agree have no build effect, however their rounds spread
+    assert kernels.between_run_sd([0.1, 0.1, 0.1], [0.2, 0.3, 0.1], 12) == 0.0
+    # means 0, 0.1, 0.2 (variance 0.01) with rounds of sd 0.1: sqrt((12 * 0.01 - 0.01) / 12)
+    assert kernels.between_run_sd([0.0, 0.1, 0.2], [0.1] * 3, 12) == pytest.approx(math.sqrt(0.11 / 12))
+    assert 0 < kernels.REFERENCE_RUN_SD == round(max(
+        kernels.between_run_sd(*zip(*runs), kernels.REFERENCE_CALIBRATION_ROUNDS)
+        for runs in kernels.REFERENCE_CALIBRATION_RUNS.values()), 4)
+
+
+def test_the_lowest_mean_case_decides_faster_than_reference():
+    rows = [{"kernel": "k", "label": "a", "v": [1.0, 4.0]}, {"kernel": "k", "label": "b", "v": [1.5, 1.5]}]
+    case, logs = kernels.lowest_mean_case(rows, "v")  # a: mean log 0.69 (geometric 2x), b: 0.41
+    assert case == "k b" and logs == pytest.approx([math.log(1.5)] * 2)
+
+
+def _builds(speedup: float, spread: float = 0.02) -> list[float]:
+    return [math.log(speedup) + spread * (-1) ** r for r in range(12)]
+
+
+@pytest.mark.parametrize("speedup, verdict", [(4.0, "reproduced"), (0.3, "refuted"), (1.1, "inconclusive"), (2.0, "inconclusive")])
+def test_faster_than_reference_on_constructed_rounds(speedup, verdict):
+    measured = dict(kernels._OK, log_x_reference=_builds(speedup))
     assert kernels.FASTER_THAN_REFERENCE.decide(measured)["verdict"] == verdict
+
+
+def test_a_build_whose_rounds_agree_near_the_bar_is_not_decided_by_them():
+    """Twelve rounds all at 1.1 x e^(1.5 s_run) with a 1% spread: every round clears the bar (a sign test would
+    reproduce), but a build effect of sd s_run would move the whole build below it, so the verdict waits; the
+    interval is never narrower than t_11 s_run, however many and however tight the rounds."""
+    s_run = kernels.REFERENCE_RUN_SD
+    logs = _builds(kernels.MARGIN * math.exp(1.5 * s_run), 0.01)
+    assert min(logs) > math.log(kernels.MARGIN)
+    got = kernels.FASTER_THAN_REFERENCE.decide(dict(kernels._OK, log_x_reference=logs))
+    assert got["verdict"] == "inconclusive"
+    (effect,) = got["effects"]
+    half = stats.t.ppf(0.975, 11) * s_run
+    assert effect["ci_high"] - effect["ci_low"] >= 2 * half
 
 
 def test_a_noisy_machine_or_too_few_rounds_decides_nothing():
@@ -169,12 +212,14 @@ def test_the_measurements_are_the_binding_cases_of_the_run(smoke_bench):
     cfg, rows, _ = smoke_bench
     m = kernels.measurements(rows, cfg.repeats)
     against_reference = [r for r in rows if r["kernel"] != "fp_quantize"]
-    assert m["beats_reference"] == min(([float(v >= kernels.MARGIN) for v in r["per_round"]]
-                                        for r in against_reference), key=sum)
+    means = {f"{r['kernel']} {r['label']}": statistics.fmean(map(math.log, r["per_round"])) for r in against_reference}
+    assert m["log_x_reference_case"] == min(means, key=means.get)
+    lowest = next(r for r in against_reference if f"{r['kernel']} {r['label']}" == m["log_x_reference_case"])
+    assert m["log_x_reference"] == pytest.approx([math.log(v) for v in lowest["per_round"]])
     assert set(m["median_x_reference"]) == {f"{r['kernel']} {r['label']}" for r in against_reference}
     moe = [r for r in rows if r["kernel"] == "expert_ffn"]
     assert m["moe_attainable_x_loop"] == [statistics.median(r["per_round_attainable"]) for r in moe]
-    for name in ("beats_reference", "unscaled_at_ceiling", "blocked_at_ceiling", "bag_forward_beats_stock",
+    for name in ("unscaled_at_ceiling", "blocked_at_ceiling", "bag_forward_beats_stock",
                  "bag_step_beats_best_stock", "moe_meets_target"):
         assert len(m[name]) == cfg.repeats and set(m[name]) <= {0.0, 1.0} and isinstance(m[f"{name}_case"], str)
 

@@ -180,7 +180,8 @@ ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8);
 # dozen-pass loop that any one-pass kernel beats by far (the table's "x ref"), is held to the copy ceiling instead;
 # and the kernels' targets (the embedding bag against stock's faster gradient layout, the expert layer against the
 # per-expert loop, restated against the GEMM ceiling). The paired units are the timing rounds: each round runs every
-# contender of a case once, so a round gives one paired value per case. Each case is tested on whether its median
+# contender of a case once, so a round gives one paired value per case. Except for the first claim (see below),
+# each case is tested on whether its median
 # over the rounds clears its bar, by a sign test (the share of rounds at or above the bar, with an exact interval,
 # must exceed one half), and a claim over several cases holds when every case's test does, which is the test of its
 # binding case (the one with the fewest rounds at its bar; it is named below). A machine too noisy to time (the copy
@@ -196,6 +197,22 @@ ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8);
 # the layer's own shapes and large square products, and its target is 1.5x the loop, or 90% of the ceiling where 1.5x
 # the loop would lie beyond that. How these claims were declared before, and why each changed, is in the chapter's
 # generated deviations section.
+#
+# **Why faster_than_reference is decided by build, not by round.** Its binding case, the embedding bag's forward and
+# backward with a sparse gradient, sits near its bar, and under the sign test its label went reproduced,
+# inconclusive, refuted over three builds of the same code: what moves that case is the build (something in the
+# process or the machine that holds for a whole run; calibration builds show its mean jumping from build to build
+# while its rounds within a build agree), which no statistic over the rounds of one build can see. So this claim takes each case's mean log speedup over its rounds and decides on the
+# case with the lowest mean, by a t interval widened by the between-build sd of a case's mean, measured on
+# calibration builds of this benchmark that are not verdicts (`kernels.REFERENCE_CALIBRATION_RUNS`; the largest
+# over the cases, `kernels.REFERENCE_RUN_SD`), as the Autonomy-of-Experts chapter does for its throughput. A case
+# whose builds scatter across the bar is then inconclusive in every build instead of flipping; the change was
+# declared, with the three labels that prompted it, before any build of this design. What is compared did not
+# change: the reference's sparse gradient (`F.embedding(sparse=True)`) is uncoalesced, one row per lookup, and the
+# compiled kernel's is coalesced (sorted, one row per touched row), so the kernel does more work for the same
+# gradient. Coalescing the reference's inside the timed step would charge it a sort that an optimiser such as SGD,
+# which adds an uncoalesced gradient into the table directly, never pays (`SparseAdam` does coalesce); deciding
+# that after a refuted verdict would be choosing the comparison by its outcome, so the case stays as it was.
 #
 # **The timed unit and the threads.** A contender whose call is shorter than `icml25.ops.bench.MIN_UNIT_SECONDS`
 # is called as many times in a row as reach it, and its round's time is the mean per call (as `timeit` does): a
@@ -247,8 +264,16 @@ def binding(name: str) -> str:
 
 
 medians = ", ".join(f"{case}: {x:.1f}x" for case, x in measured["median_x_reference"].items())
+lowest = np.exp(np.mean(measured["log_x_reference"]))
+calibrated = kernels.REFERENCE_CALIBRATION_RUNS.get(measured["log_x_reference_case"], ())  # ci's cases only
+calibrated = (f"; in the calibration builds this case's geometric mean ranged from "
+              f"{np.exp(min(m for m, _ in calibrated)):.2f}x to {np.exp(max(m for m, _ in calibrated)):.2f}x"
+              if calibrated else "")
 our_values = [
-    (kernels.FASTER_THAN_REFERENCE, f"median over rounds: {medians}; {binding('beats_reference')}"),
+    (kernels.FASTER_THAN_REFERENCE, f"median over rounds: {medians}; lowest mean log speedup: "
+                                    f"{measured['log_x_reference_case']}, {lowest:.2f}x (geometric mean over "
+                                    f"{len(measured['log_x_reference'])} rounds; between-build sd of a case's mean "
+                                    f"{kernels.REFERENCE_RUN_SD:.3f} in logs{calibrated})"),
     (kernels.NEAR_THE_COPY_CEILING, ", ".join(f"{r['label']}: {r['of_ceiling']:.0%} of {ceiling:.1f} GB/s"
                                               for r in fp_rows)
      + f"; {binding('unscaled_at_ceiling')}; {binding('blocked_at_ceiling')}"),

@@ -17,9 +17,24 @@ units are that case's outcomes. With 12 rounds, reproduced needs the binding cas
 several, a refutation is a little easier to reach by chance than a reproduction). A burst of load that slows one
 contender in one or two rounds (which flipped the earlier worst-case-per-round t interval between identical
 builds) moves no verdict.
+
+faster_than_reference is decided otherwise (issue 56), because its binding case sits near its bar and the sign test
+still flipped between identical builds (reproduced, inconclusive, refuted): what moves the case from build to build
+is the build, not its rounds, and no statistic over the rounds of one build sees it. Per case c and round r it takes
+the log speedup l_{c,r} = log(t_reference / t_compiled), and decides on the case with the lowest mean over rounds by
+a t interval that carries a random build effect measured on calibration builds (contract v2's `run_sd`):
+
+    mean_r l_{c,r} +- t_{R-1} sqrt(sd_r(l_{c,r})^2 / R + s_run^2),
+
+s_run the largest between-build sd of any case's mean (`REFERENCE_RUN_SD`), so whichever case binds its interval
+carries at least its own build-to-build spread; reproduced when the interval lies above log MARGIN, refuted when
+below, and a case whose builds scatter across the bar is inconclusive in every build instead of flipping.
 """
 
+import math
 import statistics
+
+import numpy as np
 
 from .core.claims import Claim, Effect, Precondition, at_least
 from .ops.timing import ALONE_ON_THE_MACHINE
@@ -50,6 +65,45 @@ def binding_case(rows: list[dict], key: str, bar: float) -> tuple[str, list[floa
     return case, outcomes[case]
 
 
+#: The calibration builds of faster_than_reference (none of them a verdict): `icml25.ops.bench.run` at ci, each in
+#: a process of its own with the builder's thread settings (OMP_NUM_THREADS = MKL_NUM_THREADS = 2, every core), one
+#: after another on the machine held alone, seeds 111-116; the four whose preconditions held (alone, quiet) are kept
+#: (111 and 114 failed quiet_machine). Per case, each build's (mean, sd) over its 12 rounds of the log speedup over
+#: the reference. The sparse cases move between builds from about 1x to about 2.4x their reference (one build each).
+REFERENCE_CALIBRATION_RUNS = {
+    "embedding_bag fwd, N=2^14": ((1.6434, 0.2283), (1.5765, 0.1711), (1.5634, 0.0469), (1.5292, 0.0983)),
+    "embedding_bag fwd+bwd dense, N=2^14": ((1.6249, 0.1376), (1.3779, 0.1408), (1.3598, 0.1275), (1.4648, 0.1619)),
+    "embedding_bag fwd+bwd sparse, N=2^14": ((0.8902, 0.1147), (-0.0910, 0.1985), (0.5697, 0.2984), (0.7480, 0.1672)),
+    "embedding_bag fwd, N=2^16": ((1.6068, 0.1180), (1.5053, 0.0610), (1.5184, 0.0598), (1.4948, 0.0937)),
+    "embedding_bag fwd+bwd dense, N=2^16": ((1.2202, 0.1453), (1.2303, 0.2334), (1.4852, 0.2792), (0.7878, 0.3187)),
+    "embedding_bag fwd+bwd sparse, N=2^16": ((0.7025, 0.0847), (0.7818, 0.1229), (0.0673, 0.1549), (0.7629, 0.2871)),
+    "expert_ffn d=64": ((0.7617, 0.0569), (0.7681, 0.0713), (1.2578, 0.0628), (0.8968, 0.4455)),
+    "expert_ffn d=128": ((0.4646, 0.0493), (0.4416, 0.1628), (0.8393, 0.0546), (0.4759, 0.1020)),
+}
+REFERENCE_CALIBRATION_ROUNDS = 12
+
+
+def between_run_sd(means: list[float], sds: list[float], rounds: int) -> float:
+    """The sd of an effect shared by every round of one build, from builds of `rounds` rounds each (their means and
+    sds over rounds): the one-way random-effects estimate (method of moments)
+    sqrt(max(0, (MS_between - MS_within) / rounds)), MS_between = rounds var(means), MS_within the mean of sd^2."""
+    ms_between = rounds * float(np.var(means, ddof=1))
+    ms_within = float(np.mean(np.square(sds)))
+    return math.sqrt(max(0.0, (ms_between - ms_within) / rounds))
+
+
+#: the between-build sd that faster_than_reference's interval carries: the largest over its cases
+REFERENCE_RUN_SD = round(max(between_run_sd(*zip(*runs), REFERENCE_CALIBRATION_ROUNDS) for runs in
+                             REFERENCE_CALIBRATION_RUNS.values()), 4)
+
+
+def lowest_mean_case(rows: list[dict], key: str) -> tuple[str, list[float]]:
+    """Among `rows`, the case whose per-round values `key`, as logs, have the lowest mean, and those logs."""
+    logs = {f"{r['kernel']} {r['label']}": [math.log(v) for v in r[key]] for r in rows}
+    case = min(logs, key=lambda c: statistics.fmean(logs[c]))
+    return case, logs[case]
+
+
 def moe_x_target(row: dict) -> list[float]:
     """Per round, the expert layer's speedup over the loop divided by its restated target
     min(MOE_X_LOOP, MOE_OF_CEILING * attainable), attainable being that round's GEMM ceiling over the loop: at
@@ -75,7 +129,7 @@ def measurements(rows: list[dict], repeats: int) -> dict:
     bag_steps = [r for r in rows if "per_round_best_stock" in r]
     moe = [dict(r, per_round_x_target=moe_x_target(r)) for r in rows if r["kernel"] == "expert_ffn"]
     effects = {
-        "beats_reference": binding_case(timed_against_reference, "per_round", MARGIN),
+        "log_x_reference": lowest_mean_case(timed_against_reference, "per_round"),
         "unscaled_at_ceiling": binding_case([fp["no scaling"]], "per_round_ceiling", UNSCALED_OF_CEILING),
         "blocked_at_ceiling": binding_case(blocked, "per_round_ceiling", BLOCKED_OF_CEILING),
         "bag_forward_beats_stock": binding_case(bag_forward, "per_round_stock", BAG_FORWARD_X_STOCK),
@@ -110,6 +164,11 @@ def _rounds(at_bar: int, n: int = 12) -> list[float]:
     return [1.0] * at_bar + [0.0] * (n - at_bar)
 
 
+def _logs(speedup: float, n: int = 12) -> list[float]:
+    """Example log speedups: `n` rounds scattered by 5% about `speedup`."""
+    return [math.log(speedup) + 0.05 * (-1) ** r for r in range(n)]
+
+
 #: a measurement every precondition of the claims below accepts
 _OK = {"rounds": 12, "copy_quartile_spread": 0.05, "foreign_cpu_share": 0.01, "cache_multiple": 3.0}
 
@@ -120,13 +179,13 @@ FASTER_THAN_REFERENCE = Claim(
                     f"a dozen-pass loop that any one-pass kernel beats 50-100x, so its bar is the copy ceiling: "
                     f"the next claim)",
     paper_value="the book's promise of compiled kernels for the chapters' hot spots",
-    criterion=f"Sign test per case over the interleaved rounds: every case's median speedup over its reference is "
-              f"at least {MARGIN} ({MARGIN - 1:.0%} faster), i.e. the binding case (fewest rounds at {MARGIN}x or "
-              f"more) is at {MARGIN}x in a share of rounds whose exact 95% interval lies above 1/2; refuted if it "
-              f"lies below",
-    effects=[sign_test("beats_reference")],
+    criterion=f"Per case, the mean over the interleaved rounds of the log speedup over the reference; the case with "
+              f"the lowest mean decides: its 95% t interval, widened by the largest between-build sd of any case's "
+              f"mean measured on calibration builds (REFERENCE_RUN_SD), lies above log {MARGIN} ({MARGIN - 1:.0%} "
+              f"faster) on every case; refuted if it lies below",
+    effects=[Effect("log_x_reference", "log_x_reference", null=math.log(MARGIN), run_sd=REFERENCE_RUN_SD)],
     preconditions=[ROUNDS, QUIET_MACHINE, ALONE],
-    examples=(dict(_OK, beats_reference=_rounds(11)), dict(_OK, beats_reference=_rounds(2))),
+    examples=(dict(_OK, log_x_reference=_logs(4.0)), dict(_OK, log_x_reference=_logs(0.3))),
 )
 
 NEAR_THE_COPY_CEILING = Claim(
