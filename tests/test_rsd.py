@@ -184,6 +184,47 @@ def test_best_of_n_and_majority_vote_on_an_exact_case():
     assert rsd.at_flops({"n": [1, 2], "accuracy": [0.1, 0.2], "flop_ratio": [0.2, 0.4]}, 0.5)["covers"] < 0
 
 
+def test_chain_scores_on_an_exact_case():
+    r = np.array([0.9, 0.5, 0.8])
+    assert {name: f(r) for name, f in rsd.CHAIN_SCORES.items()} == pytest.approx(
+        {"min": 0.5, "product": 0.36, "mean": 2.2 / 3, "last": 0.8})
+
+
+def test_best_of_n_reads_its_chain_score_and_reports_every_chain_scores_ranking():
+    ps = [arithmetic.Problem((3, 4), ("+",)), arithmetic.Problem((2, 5), ("*",))]  # answers 7 and 0
+    # problem 0: a wrong answer first, then the right answer through a wrong step (the checker's min is 0 for both)
+    texts = [["3+4=8;A8", ps[1].solution], ["3+4=8;A7", ps[1].solution]]
+    by_min = rsd.best_of_n(_samples(texts), ps, rsd.OraclePRM(), "min")
+    by_last = rsd.best_of_n(_samples(texts), ps, rsd.OraclePRM(), "last")
+    assert by_min["accuracy"] == [0.5, 0.5]  # the tie goes to the earliest sample, the wrong answer
+    assert by_last["accuracy"] == [0.5, 1.0] and by_last["chain"] == "last"  # the answer step's reward tells them apart
+    assert by_min["ranking_auc_by_chain"] == by_last["ranking_auc_by_chain"] == pytest.approx(
+        {"min": 0.5, "product": 0.5, "mean": 1.0, "last": 1.0})  # only problem 0 has a right and a wrong sample
+    assert by_min["ranking_auc"] == 0.5 and by_last["ranking_auc"] == 1.0
+    # half the problems have both; of the three right samples, one reaches its answer through a wrong step
+    assert rsd.right_through_wrong_steps(_samples(texts), ps) == pytest.approx(
+        {"problems_with_both": 0.5, "right_with_wrong_step": 1 / 3})
+
+
+def test_each_prms_chain_score_is_the_best_ranking_one_on_the_calibration_seeds():
+    for prm, chains in rsd.BON_CALIBRATION["outcome"].items():
+        assert set(chains) == set(rsd.CHAIN_SCORES)
+        assert rsd.BON_CHAIN[prm] == max(chains, key=lambda c: np.mean(chains[c]))
+
+
+def test_the_keeping_budget_is_the_smallest_that_keeps_the_targets_accuracy():
+    assert rsd.keeping_budget([0.2, 0.4, 0.6], [0.7, 0.84, 0.86], 0.86, 0.02) == 0.4
+    assert rsd.keeping_budget([0.2, 0.4, 0.6], [0.5, 0.6, 0.7], 0.86, 0.02) == 0.6  # none keeps it: the largest
+
+
+def test_the_budget_rule_spends_a_budget_above_a_01_prms_zeros():
+    r = np.array([0.0] * 3000 + [1.0] * 7000)
+    keep = rsd.budget_rule(r, 0.5, seed=0)(r)
+    assert not keep[r == 0].any()  # every zero goes to the target
+    assert abs((~keep).mean() - 0.5) < 0.02  # and ones at random, at the rate that spends the budget
+    assert (rsd.budget_rule(r, 0.2, seed=0)(r) == rsd.threshold_rule(0.0, 0.2 / 0.3, 0)(r)).all()
+
+
 def test_best_of_n_is_monotone_in_compute(pair, problems):
     draft, _ = pair
     bon = rsd.best_of_n(rsd.sample(draft, problems, 3, 1.0, seed=0), problems, rsd.OraclePRM())
@@ -263,11 +304,17 @@ def test_claims_read_the_experiments_measurements():
                 "length_router": {p: rsd_row | {"accuracy": 0.55} for p in rsd.GRADED},
                 "parallel": {f"best-of-N, {p}": curve for p in rsd.PRMS},
                 "soft": {"acceptance_rate": 0.5, "accuracy": 0.8},
-                "hard_at_soft_rate": {"acceptance_rate": 0.5 + seed / 10, "accuracy": 0.85}}
+                "hard_at_soft_rate": {"acceptance_rate": 0.5 + seed / 10, "accuracy": 0.85},
+                "keep": {p: {"budget": 0.5 + seed / 10} for p in rsd.GRADED},
+                "rsd_keep": {p: rsd_row | {"accuracy": 0.89, "flop_ratio": 0.8} for p in rsd.GRADED}}
     m = rsd.claim_measurements([run(0, 0.92), run(1, 0.91)])
     for prm in rsd.PRMS:
         e = m["efficiency"][prm]
-        assert e[f"accuracy_gap_{prm}"] == pytest.approx([0.02, 0.01])
+        if prm in rsd.GRADED:  # RSD at the budget that kept the target's accuracy on the calibration problems
+            assert e[f"accuracy_gap_{prm}"] == pytest.approx([-0.01, -0.01]) and e[f"flop_ratio_{prm}"] == [0.8, 0.8]
+            assert e[f"keep_budget_{prm}"] == pytest.approx([0.5, 0.6])
+        else:  # the oracle's check: RSD at the chapter's budget
+            assert e[f"accuracy_gap_{prm}"] == pytest.approx([0.02, 0.01])
         assert e["prm_auc_learned"] == [0.85, 0.85] and e["prm_auc_noisy"] == [0.9, 0.9]
         assert e["routed_noisy"] == [0.28, 0.0] and e["routed_oracle"] == [0.2, 0.2]
         assert m["beats_parallel"][prm][f"rsd_minus_bon_{prm}"] == pytest.approx([0.32, 0.31])  # N=2 reaches 0.4

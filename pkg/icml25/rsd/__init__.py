@@ -25,15 +25,18 @@ declared calibration), `claims`, `mixture` (Eqs. 1-3 on a one-step toy), `prms` 
 
 from __future__ import annotations
 
-from .baselines import Samples, at_flops, best_of_n, majority_vote, sample, within_problem_auc
+from .baselines import (CHAIN_SCORES, Samples, at_flops, best_of_n, majority_vote, right_through_wrong_steps,
+                        sample, step_rewards, within_problem_auc)
 from .claims import (ACCURACY_MARGIN, BEATS_PARALLEL, EFFICIENCY, GRADED, HARD_BEATS_SOFT, PRM_AUC_MIN,
                      PRM_RANK_MIN, PRMS, RATE_MATCH, REFEREE_1800, REFEREE_2600, ROUTER_DESIGN_SD, ROUTER_MIN_EFFECT,
                      THRESHOLD_MATTERS)
-from .decoding import (Decoded, Meter, Step, _ntok, check_pair, cut_step, decode, decode_single, delta_for_budget,
-                       floor_share, random_rule, soft_rule, threshold_rule, tie_share)
-from .experiment import (calibrated_deltas, calibration_steps, claim_measurements, draft_and_target, generated_flops,
-                         prm_auc, reasoning_experiment, reasoning_results, target_call_share, warm_up_seed)
-from .figures import (PRM_MARKERS, plot_acceptance, plot_accountings, plot_accuracy_vs_flops, prm_calibration_table,
+from .decoding import (Decoded, Meter, Step, _ntok, budget_rule, check_pair, cut_step, decode, decode_single,
+                       delta_for_budget, floor_share, keeping_budget, random_rule, soft_rule, threshold_rule, tie_share)
+from .experiment import (accuracy_keeping_budget, calibrated_deltas, calibration_problems, calibration_steps,
+                         claim_measurements, draft_and_target, generated_flops, prm_auc, reasoning_experiment,
+                         reasoning_results, target_call_share, warm_up_seed)
+from .figures import (PRM_MARKERS, bon_calibration_table, keep_budget_table, keep_calibration_table, plot_acceptance,
+                      plot_accountings, plot_accuracy_vs_flops, prm_calibration_table, ranking_table,
                       router_calibration_table, router_comparison_table)
 from .mixture import acceptance_sets, brute_force_best, expected_reward, mixture, sample_rsd_categorical
 from .prms import (PRM_BAD, PRM_GOOD, LearnedPRM, NoisyOraclePRM, OraclePRM, StepLabels, draft_rollouts,
@@ -41,6 +44,7 @@ from .prms import (PRM_BAD, PRM_GOOD, LearnedPRM, NoisyOraclePRM, OraclePRM, Ste
                    value_loss)
 from .pair import CALIBRATION, exact_match, pair_calibration
 from .routers import LengthRouter, PositionRouter, router_rule, step_positions
-from .scales import (DELIMITER, DRAFT_MODEL, FROM_DRAFT, MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE,
-                     PRM_BATCH, ROUTER_CALIBRATION, TARGET_CALL_BUDGET, TARGET_MODEL, config)
+from .scales import (BON_CALIBRATION, BON_CHAIN, DELIMITER, DRAFT_MODEL, FROM_DRAFT, KEEP_BUDGETS, KEEP_CALIBRATION,
+                     MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE, PRM_BATCH, ROUTER_CALIBRATION,
+                     TARGET_CALL_BUDGET, TARGET_MODEL, config)
 from .speculative import speculative_cost, speculative_decode

@@ -38,31 +38,59 @@ def sample(z: zoo.ZooModel, problems: Sequence[arithmetic.Problem], n: int, temp
     return Samples(texts, cost, z)
 
 
-def best_of_n(samples: Samples, problems: Sequence[arithmetic.Problem], prm) -> dict:
-    """Best-of-N reranked by `prm`: the sample whose minimum step reward is highest wins (ties: the earliest).
-    Returns accuracy and total FLOPs (sampling + PRM) for every N' = 1..N (the first N' samples), and how well the
-    chain score ranks one problem's samples (`within_problem_auc` over all N)."""
+#: the chain scores a best-of-N reranker can read off a chain's step rewards r_1..r_T, the usual ones of the PRM
+#: literature: the lowest step reward, their product, their mean and the last (the answer step's) reward
+CHAIN_SCORES = {"min": np.min, "product": np.prod, "mean": np.mean, "last": lambda r: r[-1]}
+
+
+def step_rewards(samples: Samples, problems: Sequence[arithmetic.Problem], prm) -> tuple[list[list[np.ndarray]],
+                                                                                          np.ndarray]:
+    """`prm`'s reward of every step of every sample (`[k][i]`: the steps of sample k of problem i; an empty
+    solution is one empty step) and the PRM's FLOPs for each round of samples (one pass over each whole solution
+    scores every step at its last token)."""
     tok = samples.model.tokenizer
-    scores, prm_flops = np.zeros((samples.n, len(problems))), np.zeros(samples.n)
+    rewards, prm_flops = [], np.zeros(samples.n)
     for k, sols in enumerate(samples.texts):
         rows, owner = ([], [], []), []
         for i, (p, sol) in enumerate(zip(problems, sols)):
             parts = arithmetic.split_steps(sol) or [""]
             for j, part in enumerate(parts):
                 rows[0].append(p), rows[1].append("".join(parts[:j])), rows[2].append(part), owner.append(i)
-            if prm.model is not None:  # one pass over the whole solution scores each step at its last token
+            if prm.model is not None:
                 prm_flops[k] += flops.forward_flops(prm.model.config, _ntok(tok, p.prompt + sol))
-        r = np.asarray(prm.score(*rows), dtype=float)
-        owner = np.asarray(owner)
-        scores[k] = [r[owner == i].min() for i in range(len(problems))]  # a chain's minimum step reward
+        r, owner = np.asarray(prm.score(*rows), dtype=float), np.asarray(owner)
+        rewards.append([r[owner == i] for i in range(len(problems))])
+    return rewards, prm_flops
+
+
+def best_of_n(samples: Samples, problems: Sequence[arithmetic.Problem], prm, chain: str = "min") -> dict:
+    """Best-of-N reranked by `prm`: the sample whose chain score `chain` (a key of `CHAIN_SCORES`) is highest wins
+    (ties: the earliest). Returns accuracy and total FLOPs (sampling + PRM) for every N' = 1..N (the first N'
+    samples), and how well each chain score ranks one problem's samples over all N (`within_problem_auc`:
+    `ranking_auc` for `chain`, `ranking_auc_by_chain` for every chain score)."""
+    rewards, prm_flops = step_rewards(samples, problems, prm)
+    scores = {name: np.array([[f(r) for r in row] for row in rewards]) for name, f in CHAIN_SCORES.items()}
     correct = np.array([[arithmetic.is_correct(p, sols[i]) for i, p in enumerate(problems)] for sols in samples.texts])
     acc, cost = [], []
     for m in range(1, samples.n + 1):
-        pick = scores[:m].argmax(0)
+        pick = scores[chain][:m].argmax(0)
         acc.append(float(correct[pick, np.arange(len(problems))].mean()))
         cost.append(float(sum(samples.flops[:m]) + prm_flops[:m].sum()))
-    return {"n": list(range(1, samples.n + 1)), "accuracy": acc, "flops": cost,
-            "ranking_auc": within_problem_auc(scores, correct)}
+    by_chain = {name: within_problem_auc(s, correct) for name, s in scores.items()}
+    return {"n": list(range(1, samples.n + 1)), "accuracy": acc, "flops": cost, "chain": chain,
+            "ranking_auc": by_chain[chain], "ranking_auc_by_chain": by_chain}
+
+
+def right_through_wrong_steps(samples: Samples, problems: Sequence[arithmetic.Problem]) -> dict:
+    """What limits any process reranker's ranking of one problem's samples by their final answers: the share of
+    problems with both right and wrong samples (the pairs `within_problem_auc` counts), and the share of right
+    samples (right final answer) with a step the exact checker finds wrong, which a process verifier rightly scores
+    low (answers are mod-10 digits, so a wrong chain lands on the right one about one time in ten)."""
+    correct = np.array([[arithmetic.is_correct(p, sols[i]) for i, p in enumerate(problems)] for sols in samples.texts])
+    flawed = np.array([[not all(arithmetic.step_labels(p, sols[i])) for i, p in enumerate(problems)]
+                       for sols in samples.texts])
+    return {"problems_with_both": float(np.mean(correct.any(0) & (~correct).any(0))),
+            "right_with_wrong_step": float((correct & flawed).sum() / max(1, correct.sum()))}
 
 
 def within_problem_auc(scores: np.ndarray, correct: np.ndarray) -> float:

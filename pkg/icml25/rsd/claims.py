@@ -8,7 +8,7 @@ import numpy as np
 
 from ..core.claims import Claim, Effect, at_least, at_most, share_at_least
 from . import pair
-from .scales import ROUTER_CALIBRATION, TARGET_CALL_BUDGET
+from .scales import BON_CHAIN, KEEP_BUDGETS, ROUTER_CALIBRATION, TARGET_CALL_BUDGET
 
 
 # Declared before any verdict seed ran, one claim per PRM (the exact oracle, its noisy copy, the learned PRM). Each
@@ -59,13 +59,20 @@ def _preconditions(prm: str) -> list:
     return pre
 
 
+_KEEP = ("at the budget that keeps the target's accuracy, set without the test (per seed: on the held-out "
+         "calibration problems, whose steps set δ, RSD runs end to end at the δ of each target-call budget "
+         + ", ".join(f"{b:g}" for b in KEEP_BUDGETS) + " (steps scored exactly δ go to the target at the rate that "
+         f"spends the budget); the smallest budget whose accuracy there is at least the target's there minus "
+         f"{ACCURACY_MARGIN:g} is kept, the largest when none is)")
+
+
 def _efficiency(prm: str) -> Claim:
     ok = _pair_ok()
     return Claim(
         chapter="rsd", id=f"efficiency_{prm}",
         paper_statement="RSD keeps the target model's accuracy with far fewer FLOPs than target-only decoding",
         paper_value="up to 4.4x fewer FLOPs, accuracy at or above the target's",
-        criterion=f"With the {prm} PRM {_DELTA}, per seed: total FLOPs of RSD / target-only below 1, both when "
+        criterion=f"With the {prm} PRM {_KEEP}, per seed: total FLOPs of RSD / target-only below 1, both when "
                   "every token read and written is counted (prefill included) and when only written tokens are "
                   "(95% t intervals; refuted if wholly above 0.9), and RSD's accuracy minus the target's above "
                   f"-{ACCURACY_MARGIN:g} (non-inferiority, 95% t interval; refuted if wholly below)",
@@ -89,8 +96,10 @@ def _beats_parallel(prm: str) -> Claim:
                         "reranked by the PRM)",
         paper_value="up to +3.5 average accuracy",
         criterion=f"With the {prm} PRM {_DELTA}, per seed: RSD's accuracy minus that of draft best-of-N reranked "
-                  "by the same PRM (a chain's minimum step reward) at the smallest N whose FLOPs reach RSD's is "
-                  "above 0 (95% t interval; refuted if wholly below)",
+                  f"by the same PRM (its chain score: the {BON_CHAIN[prm]} of the step rewards, the one of min, "
+                  "product, mean and last step reward that ranked one problem's samples best on calibration seeds "
+                  "0-4) at the smallest N whose FLOPs reach RSD's is above 0 (95% t interval; refuted if wholly "
+                  "below)",
         effects=[Effect("rsd_minus_best_of_n", f"rsd_minus_bon_{prm}")],
         preconditions=[*_preconditions(prm),
                        at_least("best_of_n_reaches", f"bon_covers_{prm}", 0.0,

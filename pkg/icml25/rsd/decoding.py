@@ -142,6 +142,21 @@ def tie_share(rewards: Sequence[float], delta: float, budget: float) -> float:
     return float(np.clip((budget - np.mean(r < delta)) / np.mean(r == delta), 0.0, 1.0))
 
 
+def budget_rule(rewards: Sequence[float], budget: float, seed: int) -> Callable[[np.ndarray], np.ndarray]:
+    """Eq. (2) at the δ of `budget` on the calibration `rewards` (`delta_for_budget`), with steps scored exactly δ
+    also sent to the target at the rate that spends the budget (`tie_share`), so that a PRM with few score levels
+    (a 0/1 PRM, a router) can spend a budget its lowest levels do not fill."""
+    delta = delta_for_budget(rewards, budget)
+    return threshold_rule(delta, tie_share(rewards, delta, budget), seed)
+
+
+def keeping_budget(budgets: Sequence[float], accuracy: Sequence[float], target_accuracy: float,
+                   margin: float) -> float:
+    """The smallest of `budgets` (ascending) at which RSD's `accuracy` is at least `target_accuracy` minus `margin`
+    (it keeps the target's accuracy); the largest when none is."""
+    return next((b for b, a in zip(budgets, accuracy) if a >= target_accuracy - margin), budgets[-1])
+
+
 def random_rule(p: float, seed: int) -> Callable[[np.ndarray], np.ndarray]:
     """The ablation: keep a draft step with probability p, whatever its reward."""
     rng = numpy_rng(seed, "random-acceptance")

@@ -12,14 +12,14 @@ from ..core import arithmetic, flops, generation, models, reasoners, zoo
 from ..core.generation import generate
 from ..core.seeding import derive_seed
 from . import baselines, claims, decoding, pair, prms as _prms, routers, scales, speculative
-from .baselines import at_flops, best_of_n, majority_vote, sample
-from .claims import GRADED, PRMS, RATE_MATCH
-from .decoding import (Decoded, check_pair, cut_step, decode, decode_single, delta_for_budget, floor_share,
-                       random_rule, soft_rule, threshold_rule)
+from .baselines import at_flops, best_of_n, majority_vote, right_through_wrong_steps, sample
+from .claims import ACCURACY_MARGIN, GRADED, PRMS, RATE_MATCH
+from .decoding import (Decoded, budget_rule, check_pair, cut_step, decode, decode_single, delta_for_budget,
+                       floor_share, keeping_budget, random_rule, soft_rule, threshold_rule)
 from .prms import NoisyOraclePRM, OraclePRM, draft_rollouts, learned_prm
 from .routers import LengthRouter, PositionRouter, router_rule
 from .speculative import speculative_cost
-from .scales import DELIMITER, DRAFT_MODEL, MAX_NEW_TOKENS, TARGET_MODEL
+from .scales import BON_CHAIN, DELIMITER, DRAFT_MODEL, MAX_NEW_TOKENS, TARGET_MODEL
 
 
 def generated_flops(d: Decoded, draft: PreTrainedModel, target: PreTrainedModel, prm_model=None) -> float:
@@ -56,13 +56,39 @@ def prm_auc(prms: dict, draft: zoo.ZooModel, n_problems: int, seed: int) -> dict
     return {name: float(roc_auc_score(labels, prm.score(*rows))) for name, prm in prms.items()}
 
 
+def calibration_problems(n_problems: int, seed: int) -> list[arithmetic.Problem]:
+    """The held-out calibration problems of `seed` (a stream of their own: neither training, the PRM's data nor the
+    test uses it): their steps set each PRM's δ, and RSD run on them end to end sets the efficiency claims' budget."""
+    return arithmetic.sample_problems(n_problems, seed, 1, 5, stream="rsd-delta")
+
+
+def accuracy_keeping_budget(draft: zoo.ZooModel, target: zoo.ZooModel, prm, rewards: Sequence[float],
+                            problems: Sequence[arithmetic.Problem], target_only: Decoded, budgets: Sequence[float],
+                            seed: int, patience: int | None = scales.PATIENCE) -> dict:
+    """The efficiency claims' operating point, the paper's "fewer FLOPs at the target's accuracy" set without the
+    test: RSD with `prm` run end to end on the calibration `problems` at the rule of each of `budgets` in turn
+    (`budget_rule` on the calibration split's `rewards`), beside the target alone there (`target_only`), up to the
+    first budget that keeps the target's accuracy (`keeping_budget`'s choice; all of them when none does). The
+    budgets run, RSD's accuracy and FLOPs (as ratios to the target's) at each, and the budget kept."""
+    target_accuracy = target_only.accuracy(problems)
+    out = {"budgets": [], "accuracy": [], "flop_ratio": [], "target_accuracy": target_accuracy}
+    for b in budgets:
+        d = decode(draft.model, draft.tokenizer, target.model, target.tokenizer, problems, prm,
+                   budget_rule(rewards, b, seed), patience=patience)
+        out["budgets"].append(b), out["accuracy"].append(d.accuracy(problems))
+        out["flop_ratio"].append(d.total_flops / target_only.total_flops)
+        if keeping_budget([b], out["accuracy"][-1:], target_accuracy, ACCURACY_MARGIN) == b:
+            break
+    return out | {"budget": keeping_budget(out["budgets"], out["accuracy"], target_accuracy, ACCURACY_MARGIN)}
+
+
 def calibration_steps(draft: zoo.ZooModel, n_problems: int, seed: int) -> tuple[list, list[str], list[str]]:
     """The held-out calibration split that sets δ: the draft's greedy next step after every correct prefix of
     `n_problems` problems of a stream of their own (neither training, the PRM's data nor the test uses it), as
     (problems, prefixes, steps) for a PRM to score. These are the steps RSD's threshold meets while the prefix is
     right, as it always is under the oracle."""
     rows, prefixes = [], []
-    for p in arithmetic.sample_problems(n_problems, seed, 1, 5, stream="rsd-delta"):
+    for p in calibration_problems(n_problems, seed):
         steps = p.steps()
         rows += [p] * len(steps)
         prefixes += ["".join(steps[:k]) for k in range(len(steps))]
@@ -105,9 +131,12 @@ def reasoning_experiment(cfg, seed: int) -> dict:
     RSD's acceptance rate (with every PRM: best-of-1 with the same access to the target, the control that
     separates RSD's routing from its use of the target), at each RSD's rate of target calls the position router
     fitted on the calibration split (`routers`: the baseline of `threshold_matters`) and, for the graded PRMs,
-    the label-free length router; the learned PRM's δ sweep, the soft ω(r) = r and the hard threshold at the soft
-    rule's calibrated rate; draft best-of-N reranked by each PRM, draft majority vote and target best-of-N (oracle), all
-    with FLOPs as ratios to target-only decoding in both accountings."""
+    the label-free length router; for the graded PRMs, RSD at the budget that keeps the target's accuracy on the
+    calibration problems (`accuracy_keeping_budget`, the efficiency claims'); the learned PRM's δ sweep, the soft
+    ω(r) = r and the hard threshold at the soft rule's calibrated rate; draft best-of-N reranked by each PRM's
+    declared chain score (`scales.BON_CHAIN`), draft majority vote and target best-of-N (oracle), with what limits
+    a reranker on the samples (`right_through_wrong_steps`); FLOPs as ratios to target-only decoding in both
+    accountings."""
     draft, target = draft_and_target(cfg, seed)
     problems = reasoners.test_problems(cfg.n_test, seed)
     prms = {"oracle": OraclePRM(), "noisy": NoisyOraclePRM(cfg.epsilon, seed),
@@ -154,11 +183,19 @@ def reasoning_experiment(cfg, seed: int) -> dict:
         out[key] = {name: run(router, router_rule(router, problems, 1.0 - out["rsd"][name]["acceptance_rate"],
                                                   derive_seed(seed, key, name)))
                     for name in (PRMS if key == "router" else GRADED)}
+    cal_problems = calibration_problems(cfg.n_calibration, seed)
+    target_cal = decode_single(target.model, target.tokenizer, cal_problems, role="target")
+    out["keep"], out["rsd_keep"] = {}, {}
+    for name in GRADED:
+        rewards, rule_seed = prms[name].score(*split), derive_seed(seed, "keep", name)
+        out["keep"][name] = accuracy_keeping_budget(draft, target, prms[name], rewards, cal_problems, target_cal,
+                                                    cfg.keep_budgets, rule_seed, cfg.patience)
+        out["rsd_keep"][name] = run(prms[name], budget_rule(rewards, out["keep"][name]["budget"], rule_seed))
     out["sweep"] = [{"delta": d} | run(prms["learned"], threshold_rule(d)) for d in cfg.deltas]
     out["soft"] = run(prms["learned"], soft_rule(seed))
     out["hard_at_soft_rate"] = run(prms["learned"], threshold_rule(out["delta"]["soft"]))
     drafts = sample(draft, problems, cfg.bon_n, cfg.bon_temperature, seed)
-    curves = {f"best-of-N, {name}": best_of_n(drafts, problems, prm) for name, prm in prms.items()}
+    curves = {f"best-of-N, {name}": best_of_n(drafts, problems, prm, BON_CHAIN[name]) for name, prm in prms.items()}
     curves["majority vote"] = majority_vote(drafts, problems)
     curves["target best-of-N, oracle"] = best_of_n(
         sample(target, problems, cfg.target_bon_n, cfg.bon_temperature, seed, "target-best-of-n"), problems,
@@ -166,6 +203,7 @@ def reasoning_experiment(cfg, seed: int) -> dict:
     for c in curves.values():
         c["flop_ratio"] = [f / t_flops for f in c["flops"]]
     out["parallel"] = curves
+    out["samples"] = right_through_wrong_steps(drafts, problems)
     return out
 
 
@@ -206,10 +244,14 @@ def claim_measurements(results: Sequence[dict]) -> dict[str, dict[str, dict]]:
     for prm in PRMS:
         rsd = lambda r, prm=prm: r["rsd"][prm]  # noqa: E731
         matched = [at_flops(r["parallel"][f"best-of-N, {prm}"], rsd(r)["flop_ratio"]) for r in results]
+        # the efficiency claims read RSD at the accuracy-keeping budget; the oracle's check, RSD at the chapter's
+        keep = (lambda r, prm=prm: r["rsd_keep"][prm]) if prm in GRADED else rsd  # noqa: E731
         out["efficiency"][prm] = pair | {
-            f"flop_ratio_{prm}": per_seed(lambda r: rsd(r)["flop_ratio"]),
-            f"generated_flop_ratio_{prm}": per_seed(lambda r: rsd(r)["generated_flop_ratio"]),
-            f"accuracy_gap_{prm}": per_seed(lambda r: rsd(r)["accuracy"] - r["baselines"]["target"]["accuracy"])}
+            f"flop_ratio_{prm}": per_seed(lambda r: keep(r)["flop_ratio"]),
+            f"generated_flop_ratio_{prm}": per_seed(lambda r: keep(r)["generated_flop_ratio"]),
+            f"accuracy_gap_{prm}": per_seed(lambda r: keep(r)["accuracy"] - r["baselines"]["target"]["accuracy"])}
+        if prm in GRADED:
+            out["efficiency"][prm][f"keep_budget_{prm}"] = per_seed(lambda r: r["keep"][prm]["budget"])
         out["beats_parallel"][prm] = pair | {
             f"rsd_minus_bon_{prm}": [rsd(r)["accuracy"] - m["accuracy"] for r, m in zip(results, matched)],
             f"random_minus_bon_{prm}": [r["random"][prm]["accuracy"] - m["accuracy"] for r, m in zip(results, matched)],

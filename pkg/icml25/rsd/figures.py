@@ -6,8 +6,10 @@ import numpy as np
 
 from ..core.claims import mean_sd as mean_sd_text
 
-from .claims import PRMS
-from .scales import PRM_CALIBRATION, ROUTER_CALIBRATION, ROUTERS, config
+from .claims import ACCURACY_MARGIN, GRADED, PRMS
+from .decoding import keeping_budget
+from .scales import (BON_CALIBRATION, BON_CHAIN, KEEP_CALIBRATION, PRM_CALIBRATION, ROUTER_CALIBRATION, ROUTERS,
+                     config)
 
 
 PRM_MARKERS = {"oracle": "o", "noisy": "s", "learned": "^"}
@@ -148,3 +150,59 @@ def router_comparison_table(results: list[dict]) -> str:
         f"{gap(p, 'rsd', 'random')} | {gap(p, 'router', 'random')} | "
         f"{max(abs(r['rsd'][p]['acceptance_rate'] - r['router'][p]['acceptance_rate']) for r in results):.3f} |"
         for p in PRMS)
+
+
+def bon_calibration_table() -> str:
+    """`scales.BON_CALIBRATION` as a markdown table: per PRM, the within-problem ranking AUC of each chain score
+    against the samples' final answers (mean over the calibration seeds, per seed in brackets) and against their
+    process (every step right), the declared chain score in bold."""
+    rec = BON_CALIBRATION
+    cell = lambda v: f"{np.mean(v):.3f} ({', '.join(f'{a:.3f}' for a in v)})"  # noqa: E731
+    return ("| PRM | chain score | AUC vs final answer (seeds " + ", ".join(map(str, rec["seeds"]))
+            + ") | AUC vs every step right |\n|---|---|---|---|" + "".join(
+                f"\n| {p} | " + (f"**{c}**" if c == BON_CHAIN[p] else c) + f" | {cell(rec['outcome'][p][c])} | "
+                f"{cell(rec['process'][p][c])} |" for p in PRMS for c in rec["outcome"][p]))
+
+
+def ranking_table(results: list[dict]) -> str:
+    """Per PRM, mean ± sd over the seeds of the within-problem ranking AUC of each chain score (the declared one in
+    bold) on the test's best-of-N samples."""
+    chains = list(results[0]["parallel"]["best-of-N, oracle"]["ranking_auc_by_chain"])
+
+    def cell(p, c):
+        text = mean_sd_text([r["parallel"][f"best-of-N, {p}"]["ranking_auc_by_chain"][c] for r in results])
+        return f"**{text}**" if c == BON_CHAIN[p] else text
+
+    return ("| PRM | " + " | ".join(chains) + " |\n|---|" + "---|" * len(chains) + "".join(
+        f"\n| {results[0]['prm_names'][p]} | " + " | ".join(cell(p, c) for c in chains) + " |" for p in PRMS))
+
+
+def keep_budget_table(results: list[dict]) -> str:
+    """Per graded PRM and seed: the budget that kept the target's accuracy on the calibration problems (RSD's and
+    the target's accuracy there), then RSD at it on the test: FLOPs / target-only and accuracy minus the target's."""
+    rows = []
+    for p in GRADED:
+        for r in results:
+            k, t = r["keep"][p], r["rsd_keep"][p]
+            i = k["budgets"].index(k["budget"])
+            rows.append(f"| {r['prm_names'][p]} | {r['seed']} | {k['budget']:g} | {k['accuracy'][i]:.3f} | "
+                        f"{k['target_accuracy']:.3f} | {k['flop_ratio'][i]:.2f} | {t['flop_ratio']:.2f} | "
+                        f"{t['accuracy'] - r['baselines']['target']['accuracy']:+.3f} |")
+    return ("| PRM | seed | budget kept | RSD on calibration | target on calibration | FLOPs on calibration "
+            "| FLOPs on test | accuracy − target's on test |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+
+
+def keep_calibration_table() -> str:
+    """`scales.KEEP_CALIBRATION` as a markdown table: per graded PRM and budget of the grid, RSD's accuracy minus the
+    target's on the calibration problems and its FLOPs / target-only there (mean over the calibration seeds, per
+    seed in brackets), and on how many seeds the rule keeps that budget (`experiment.keeping_budget`)."""
+    rec = KEEP_CALIBRATION
+    per_seed = lambda v: f"{np.mean(v):+.3f} ({', '.join(f'{a:+.3f}' for a in v)})"  # noqa: E731
+    rows = []
+    for p in GRADED:
+        acc, flop = np.array(rec["accuracy"][p]), np.array(rec["flop_ratio"][p])  # seeds x budgets
+        kept = [keeping_budget(rec["budgets"], a, t, ACCURACY_MARGIN) for a, t in zip(acc, rec["target_accuracy"])]
+        rows += [f"| {p} | {b:g} | {per_seed(acc[:, j] - rec['target_accuracy'])} | {np.mean(flop[:, j]):.2f} | "
+                 f"{kept.count(b)} |" for j, b in enumerate(rec["budgets"])]
+    return ("| PRM | budget | RSD − target on calibration (seeds " + ", ".join(map(str, rec["seeds"]))
+            + ") | FLOPs / target-only | seeds keeping it |\n|---|---|---|---|---|\n" + "\n".join(rows))

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core import arithmetic
 from ..core.seeding import derive_seed, numpy_rng
-from .decoding import delta_for_budget, threshold_rule, tie_share
+from .decoding import budget_rule
 from .prms import _step_index
 
 
@@ -70,9 +70,7 @@ def step_positions(problems: Sequence[arithmetic.Problem]) -> tuple[list, list[s
 
 def router_rule(router, problems: Sequence[arithmetic.Problem], share: float,
                 seed: int) -> Callable[[np.ndarray], np.ndarray]:
-    """A router's rule at a target-call `share`: its cut δ (`delta_for_budget`) and tie split (`tie_share`) are
-    set on the step positions of the batch's own problems (known from the prompts, no step read), so that it sends
-    a `share` of them to the target, the share at which RSD called the target on the same problems."""
-    scores = router.score(*step_positions(problems))
-    delta = delta_for_budget(scores, share)
-    return threshold_rule(delta, tie_share(scores, delta, share), derive_seed(seed, "router-ties"))
+    """A router's rule at a target-call `share` (`budget_rule`): its cut δ and tie split are set on the step
+    positions of the batch's own problems (known from the prompts, no step read), so that it sends a `share` of
+    them to the target, the share at which RSD called the target on the same problems."""
+    return budget_rule(router.score(*step_positions(problems)), share, derive_seed(seed, "router-ties"))

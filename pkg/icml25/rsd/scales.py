@@ -117,36 +117,164 @@ ROUTER_CALIBRATION = {
     "largest_rate_gap": 0.023,
 }
 
-# The pair's design (`pair`) and these settings were chosen on calibration seeds 0-4. Verdict seeds 2100-2107 are
-# fresh; 1700-1707 decided the round before `threshold_matters`' baseline became the length router
-# (`ROUTER_CALIBRATION`), after a referee's run on 1800-1807; 1600-1607 the round before the learned PRM's training
-# changed (`PRM_CALIBRATION`). Until seeds
+# best-of-N's chain score and the efficiency claims' budget (issue 50). After the verdicts on seeds 2100-2107 (and a
+# referee's run on 2600-2607), where beats_parallel_noisy and _learned were inconclusive on their ranking
+# precondition and both efficiency claims were decided at a budget that lost the target's accuracy, measured on
+# calibration seeds 0-4 only (the pairs and learned PRMs trained by the chapter's current recipe; the 16 draft samples
+# of each seed's 200 test problems; the calibration problems of each seed), before any verdict seed of the new
+# design ran. `BON_CALIBRATION`: the within-problem ranking AUC of each chain score (`baselines.CHAIN_SCORES`)
+# against the samples' final answers ("outcome") and against every step being right ("process"); the share of
+# problems with both right and wrong samples; the share of right samples with a wrong step; the learned PRM's step
+# AUC on the samples over all steps, among the steps at one (problem, step index), and there for a step after a
+# right prefix; best-of-16's accuracy with each chain score. `KEEP_CALIBRATION`: RSD's accuracy and FLOPs / target-only
+# on the calibration problems at each budget of `KEEP_BUDGETS` (`decoding.budget_rule`), beside the target's
+# accuracy there; `seconds` is the mean time per seed of those runs and of the same grid on the test problems (one
+# thread, a shared machine).
+BON_CALIBRATION = {
+    "seeds": [0, 1, 2, 3, 4],
+    "n": 16,
+    "outcome": {
+        "oracle": {
+            "min": [0.764, 0.753, 0.766, 0.772, 0.796],
+            "product": [0.764, 0.753, 0.766, 0.772, 0.796],
+            "mean": [0.957, 0.954, 0.965, 0.934, 0.954],
+            "last": [0.997, 0.996, 1.0, 0.997, 0.996],
+        },
+        "noisy": {
+            "min": [0.689, 0.689, 0.726, 0.707, 0.724],
+            "product": [0.689, 0.689, 0.726, 0.707, 0.724],
+            "mean": [0.916, 0.906, 0.931, 0.885, 0.923],
+            "last": [0.889, 0.901, 0.924, 0.911, 0.906],
+        },
+        "learned": {
+            "min": [0.553, 0.619, 0.607, 0.491, 0.513],
+            "product": [0.559, 0.627, 0.616, 0.515, 0.526],
+            "mean": [0.568, 0.629, 0.611, 0.519, 0.532],
+            "last": [0.512, 0.602, 0.605, 0.588, 0.531],
+        },
+    },
+    "process": {
+        "oracle": {
+            "min": [1.0, 1.0, 1.0, 1.0, 1.0],
+            "product": [1.0, 1.0, 1.0, 1.0, 1.0],
+            "mean": [1.0, 1.0, 1.0, 1.0, 1.0],
+            "last": [0.881, 0.928, 0.941, 0.934, 0.925],
+        },
+        "noisy": {
+            "min": [0.832, 0.869, 0.903, 0.87, 0.867],
+            "product": [0.832, 0.869, 0.903, 0.87, 0.867],
+            "mean": [0.955, 0.974, 0.982, 0.984, 0.974],
+            "last": [0.786, 0.843, 0.88, 0.874, 0.844],
+        },
+        "learned": {
+            "min": [0.663, 0.755, 0.654, 0.523, 0.556],
+            "product": [0.686, 0.765, 0.665, 0.548, 0.573],
+            "mean": [0.698, 0.768, 0.658, 0.55, 0.576],
+            "last": [0.513, 0.648, 0.634, 0.59, 0.571],
+        },
+    },
+    "problems_with_both": [0.9, 0.9, 0.82, 0.875, 0.815],
+    "right_with_wrong_step": [0.352, 0.363, 0.245, 0.285, 0.245],
+    "learned_step_auc": [0.833, 0.854, 0.857, 0.845, 0.855],
+    "learned_step_auc_within_position": [0.613, 0.668, 0.63, 0.551, 0.551],
+    "learned_first_error_auc_within_position": [0.714, 0.739, 0.612, 0.55, 0.562],
+    "best_of_16": {
+        "oracle": {
+            "min": [0.75, 0.675, 0.735, 0.66, 0.71],
+            "product": [0.75, 0.675, 0.735, 0.66, 0.71],
+            "mean": [0.87, 0.84, 0.925, 0.805, 0.835],
+            "last": [0.945, 0.92, 0.965, 0.93, 0.905],
+        },
+        "noisy": {
+            "min": [0.645, 0.595, 0.66, 0.61, 0.655],
+            "product": [0.645, 0.595, 0.66, 0.61, 0.655],
+            "mean": [0.865, 0.78, 0.855, 0.73, 0.8],
+            "last": [0.805, 0.72, 0.79, 0.76, 0.77],
+        },
+        "learned": {
+            "min": [0.345, 0.35, 0.44, 0.27, 0.36],
+            "product": [0.34, 0.325, 0.44, 0.29, 0.365],
+            "mean": [0.345, 0.34, 0.455, 0.3, 0.355],
+            "last": [0.335, 0.305, 0.42, 0.32, 0.38],
+        },
+    },
+}
+#: each PRM's chain score for best-of-N: the one with the highest mean within-problem AUC against the final answers
+#: on the calibration seeds (the strongest best-of-N baseline that PRM gives; the paper's own could not be checked)
+BON_CHAIN = {prm: max(chains, key=lambda c: sum(chains[c]) / len(chains[c]))
+             for prm, chains in BON_CALIBRATION["outcome"].items()}
+#: the target-call budgets among which the efficiency claims' budget is chosen per seed and PRM
+KEEP_BUDGETS = [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
+KEEP_CALIBRATION = {
+    "seeds": [0, 1, 2, 3, 4],
+    "budgets": [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+    "target_accuracy": [0.85, 0.857, 0.9, 0.917, 0.887],
+    "accuracy": {
+        "noisy": [
+            [0.653, 0.777, 0.833, 0.837, 0.84, 0.84, 0.847, 0.843],
+            [0.69, 0.833, 0.847, 0.85, 0.86, 0.86, 0.863, 0.86],
+            [0.657, 0.8, 0.843, 0.843, 0.86, 0.857, 0.88, 0.883],
+            [0.663, 0.823, 0.86, 0.877, 0.877, 0.88, 0.9, 0.897],
+            [0.703, 0.883, 0.887, 0.89, 0.89, 0.877, 0.873, 0.877],
+        ],
+        "learned": [
+            [0.533, 0.607, 0.663, 0.68, 0.73, 0.79, 0.83, 0.853],
+            [0.52, 0.58, 0.66, 0.727, 0.783, 0.817, 0.84, 0.857],
+            [0.48, 0.533, 0.607, 0.67, 0.743, 0.823, 0.877, 0.9],
+            [0.62, 0.67, 0.7, 0.743, 0.813, 0.88, 0.917, 0.917],
+            [0.58, 0.607, 0.67, 0.727, 0.773, 0.86, 0.893, 0.89],
+        ],
+    },
+    "flop_ratio": {
+        "noisy": [
+            [0.795, 0.844, 0.911, 0.997, 1.054, 1.102, 1.143, 1.171],
+            [0.763, 0.821, 0.913, 0.99, 1.049, 1.102, 1.142, 1.173],
+            [0.815, 0.856, 0.945, 1.019, 1.072, 1.112, 1.148, 1.174],
+            [0.786, 0.842, 0.916, 0.996, 1.068, 1.119, 1.15, 1.172],
+            [0.773, 0.822, 0.902, 0.987, 1.041, 1.097, 1.133, 1.164],
+        ],
+        "learned": [
+            [0.777, 0.9, 0.989, 1.047, 1.109, 1.199, 1.269, 1.338],
+            [0.705, 0.848, 0.955, 1.061, 1.135, 1.24, 1.308, 1.352],
+            [0.687, 0.832, 0.938, 1.046, 1.143, 1.215, 1.276, 1.335],
+            [0.783, 0.922, 1.016, 1.086, 1.169, 1.221, 1.274, 1.329],
+            [0.739, 0.824, 0.919, 1.036, 1.131, 1.209, 1.289, 1.336],
+        ],
+    },
+    "seconds": 17.697,
+}
+
+# The pair's design (`pair`) and these settings were chosen on calibration seeds 0-4. Verdict seeds 2800-2807 are
+# fresh; 2100-2107 decided the round before best-of-N's chain score and the efficiency claims' budget changed
+# (`BON_CALIBRATION`, `KEEP_CALIBRATION`), after which a referee ran 2600-2607; 1700-1707 decided the round before
+# `threshold_matters`' baseline became the position router (`ROUTER_CALIBRATION`), after a referee's run on
+# 1800-1807; 1600-1607 the round before the learned PRM's training changed (`PRM_CALIBRATION`). Until seeds
 # 1300-1307 every seed was tested on the same problems; now each seed draws its own. Seeds 100-102 decided the
 # earlier rounds on the shared pair, seeds 200-207 the round before the budget, the learned PRM and the pair's
 # validation schedule changed, seeds 300-307 the round before the budget's boundary case (`decoding.floor_share`);
 # 400-403, 700-707 and 2300-2307 were run by referees (all were seen).
 config = make_config({
-    "smoke": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": [2100], "calibration_seeds": [0],
+    "smoke": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": [2800], "calibration_seeds": [0],
               "n_test": 24, "n_calibration": 30, "budget": TARGET_CALL_BUDGET, "deltas": [0.5, 0.7],
               "epsilon": NOISY_EPSILON, "gamma": 4, "bon_n": 3, "target_bon_n": 1, "bon_temperature": 1.0,
               "patience": PATIENCE, "prm_preset": FROM_DRAFT, "prm_problems": 100, "prm_steps": 20, "prm_lr": 3e-3,
-              "prm_eval_problems": 30, "toy_samples": 20000, "toy_delta": 0.7},
-    "ci": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": list(range(2100, 2108)),
+              "prm_eval_problems": 30, "keep_budgets": [0.4, 0.8], "toy_samples": 20000, "toy_delta": 0.7},
+    "ci": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": list(range(2800, 2808)),
            "calibration_seeds": [0, 1, 2, 3, 4], "n_test": 200, "n_calibration": 300, "budget": TARGET_CALL_BUDGET,
            "deltas": [0.3, 0.5, 0.7, 0.9, 0.97], "epsilon": NOISY_EPSILON, "gamma": 4, "bon_n": 16,
            "target_bon_n": 2, "bon_temperature": 1.0, "patience": PATIENCE, "prm_preset": FROM_DRAFT,
-           "prm_problems": 6000, "prm_steps": 600, "prm_lr": 3e-3, "prm_eval_problems": 200, "toy_samples": 100000,
-           "toy_delta": 0.7},
+           "prm_problems": 6000, "prm_steps": 600, "prm_lr": 3e-3, "prm_eval_problems": 200,
+           "keep_budgets": KEEP_BUDGETS, "toy_samples": 100000, "toy_delta": 0.7},
     "full": {"draft_model": "Qwen/Qwen2.5-Math-1.5B-Instruct", "target_model": "Qwen/Qwen2.5-Math-7B-Instruct",
-             "seeds": list(range(2100, 2108)), "calibration_seeds": [0, 1, 2, 3, 4], "n_test": 500,
+             "seeds": list(range(2800, 2808)), "calibration_seeds": [0, 1, 2, 3, 4], "n_test": 500,
              "n_calibration": 500, "budget": TARGET_CALL_BUDGET,
              "deltas": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95], "epsilon": NOISY_EPSILON, "gamma": 4,
              "bon_n": 16, "target_bon_n": 4, "bon_temperature": 1.0, "patience": PATIENCE, "prm_preset": FROM_DRAFT,
              "prm_problems": 20000, "prm_steps": 2000, "prm_lr": 3e-3,
-             "prm_eval_problems": 500, "toy_samples": 1000000, "toy_delta": 0.7},
+             "prm_eval_problems": 500, "keep_budgets": KEEP_BUDGETS, "toy_samples": 1000000, "toy_delta": 0.7},
 },
     seeds=SEED, calibration_seeds=SEED, n_test=COUNT, n_calibration=COUNT, budget=FRACTION, deltas=FRACTION,
     epsilon=FRACTION, gamma=COUNT, bon_n=COUNT, target_bon_n=COUNT, bon_temperature=POSITIVE, patience=COUNT,
     prm_preset=one_of(FROM_DRAFT, *tinylm.PRESETS), prm_problems=COUNT, prm_steps=COUNT, prm_lr=POSITIVE,
-    prm_eval_problems=COUNT,
+    prm_eval_problems=COUNT, keep_budgets=FRACTION,
     toy_samples=COUNT, toy_delta=FRACTION)
