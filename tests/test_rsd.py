@@ -217,6 +217,17 @@ def test_the_keeping_budget_is_the_smallest_that_keeps_the_targets_accuracy():
     assert rsd.keeping_budget([0.2, 0.4, 0.6], [0.5, 0.6, 0.7], 0.86, 0.02) == 0.6  # none keeps it: the largest
 
 
+def test_the_keeping_budget_search_stops_at_the_first_budget_that_keeps_the_targets_accuracy(pair, problems):
+    draft, target = pair
+    target_only = rsd.decode_single(target.model, target.tokenizer, problems)
+    # a budget of every step sends each one to the target, which then writes its own greedy solution
+    out = rsd.accuracy_keeping_budget(draft, target, rsd.OraclePRM(), [0.0, 1.0], problems, target_only, [1.0, 0.5],
+                                      seed=0)
+    assert out["budgets"] == [1.0] and out["budget"] == 1.0
+    assert out["accuracy"] == [out["target_accuracy"]] == [target_only.accuracy(problems)]
+    assert out["flop_ratio"][0] > 1  # the draft's discarded steps are paid for
+
+
 def test_the_budget_rule_spends_a_budget_above_a_01_prms_zeros():
     r = np.array([0.0] * 3000 + [1.0] * 7000)
     keep = rsd.budget_rule(r, 0.5, seed=0)(r)
