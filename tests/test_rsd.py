@@ -215,6 +215,7 @@ def test_each_prms_chain_score_is_the_best_ranking_one_on_the_calibration_seeds(
 def test_the_keeping_budget_is_the_smallest_that_keeps_the_targets_accuracy():
     assert rsd.keeping_budget([0.2, 0.4, 0.6], [0.7, 0.84, 0.86], 0.86, 0.02) == 0.4
     assert rsd.keeping_budget([0.2, 0.4, 0.6], [0.5, 0.6, 0.7], 0.86, 0.02) == 0.6  # none keeps it: the largest
+    assert rsd.keeps(0.84, 0.86, 0.02) and not rsd.keeps(0.83, 0.86, 0.02)
 
 
 def test_the_keeping_budget_search_stops_at_the_first_budget_that_keeps_the_targets_accuracy(pair, problems):
@@ -226,6 +227,21 @@ def test_the_keeping_budget_search_stops_at_the_first_budget_that_keeps_the_targ
     assert out["budgets"] == [1.0] and out["budget"] == 1.0
     assert out["accuracy"] == [out["target_accuracy"]] == [target_only.accuracy(problems)]
     assert out["flop_ratio"][0] > 1  # the draft's discarded steps are paid for
+    # a first budget that does not keep the target's accuracy is passed over: a PRM that scores every step 1 ties
+    # every reward at δ = 1, and a budget of 0 sends none of them to the target, so RSD is the draft alone there
+    class Approves(rsd.OraclePRM):
+        def score(self, problems, prefixes, steps):
+            return np.ones(len(steps))
+
+    draft_only = rsd.decode_single(draft.model, draft.tokenizer, problems, role="draft").accuracy(problems)
+    out = rsd.accuracy_keeping_budget(draft, target, Approves(), [1.0, 1.0], problems, target_only, [0.0, 1.0],
+                                      seed=0)
+    assert out["accuracy"][0] == draft_only
+    if rsd.keeps(draft_only, out["target_accuracy"], rsd.ACCURACY_MARGIN):
+        assert out["budgets"] == [0.0] and out["budget"] == 0.0
+    else:
+        assert out["budgets"] == [0.0, 1.0] and out["budget"] == 1.0
+        assert out["accuracy"][1] == out["target_accuracy"]
 
 
 def test_the_budget_rule_spends_a_budget_above_a_01_prms_zeros():

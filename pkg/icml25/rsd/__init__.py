@@ -31,7 +31,7 @@ from .claims import (ACCURACY_MARGIN, BEATS_PARALLEL, EFFICIENCY, GRADED, HARD_B
                      PRM_RANK_MIN, PRMS, RATE_MATCH, REFEREE_1800, REFEREE_2600, ROUTER_DESIGN_SD, ROUTER_MIN_EFFECT,
                      THRESHOLD_MATTERS)
 from .decoding import (Decoded, Meter, Step, _ntok, budget_rule, check_pair, cut_step, decode, decode_single,
-                       delta_for_budget, floor_share, keeping_budget, random_rule, soft_rule, threshold_rule, tie_share)
+                       delta_for_budget, floor_share, keeping_budget, keeps, random_rule, soft_rule, threshold_rule, tie_share)
 from .experiment import (accuracy_keeping_budget, calibrated_deltas, calibration_problems, calibration_steps,
                          claim_measurements, draft_and_target, generated_flops, prm_auc, reasoning_experiment,
                          reasoning_results, target_call_share, warm_up_seed)

@@ -150,11 +150,16 @@ def budget_rule(rewards: Sequence[float], budget: float, seed: int) -> Callable[
     return threshold_rule(delta, tie_share(rewards, delta, budget), seed)
 
 
+def keeps(accuracy: float, target_accuracy: float, margin: float) -> bool:
+    """Whether RSD's `accuracy` keeps the target's: it is at least `target_accuracy` minus `margin`."""
+    return accuracy >= target_accuracy - margin
+
+
 def keeping_budget(budgets: Sequence[float], accuracy: Sequence[float], target_accuracy: float,
                    margin: float) -> float:
-    """The smallest of `budgets` (ascending) at which RSD's `accuracy` is at least `target_accuracy` minus `margin`
-    (it keeps the target's accuracy); the largest when none is."""
-    return next((b for b, a in zip(budgets, accuracy) if a >= target_accuracy - margin), budgets[-1])
+    """The smallest of `budgets` (ascending) at which RSD's `accuracy` keeps the target's (`keeps`); the largest
+    when none does."""
+    return next((b for b, a in zip(budgets, accuracy) if keeps(a, target_accuracy, margin)), budgets[-1])
 
 
 def random_rule(p: float, seed: int) -> Callable[[np.ndarray], np.ndarray]:

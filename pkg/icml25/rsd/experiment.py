@@ -15,7 +15,7 @@ from . import baselines, claims, decoding, pair, prms as _prms, routers, scales,
 from .baselines import at_flops, best_of_n, majority_vote, right_through_wrong_steps, sample
 from .claims import ACCURACY_MARGIN, GRADED, PRMS, RATE_MATCH
 from .decoding import (Decoded, budget_rule, check_pair, cut_step, decode, decode_single, delta_for_budget,
-                       floor_share, keeping_budget, random_rule, soft_rule, threshold_rule)
+                       floor_share, keeping_budget, keeps, random_rule, soft_rule, threshold_rule)
 from .prms import NoisyOraclePRM, OraclePRM, draft_rollouts, learned_prm
 from .routers import LengthRouter, PositionRouter, router_rule
 from .speculative import speculative_cost
@@ -77,7 +77,7 @@ def accuracy_keeping_budget(draft: zoo.ZooModel, target: zoo.ZooModel, prm, rewa
                    budget_rule(rewards, b, seed), patience=patience)
         out["budgets"].append(b), out["accuracy"].append(d.accuracy(problems))
         out["flop_ratio"].append(d.total_flops / target_only.total_flops)
-        if keeping_budget([b], out["accuracy"][-1:], target_accuracy, ACCURACY_MARGIN) == b:
+        if keeps(out["accuracy"][-1], target_accuracy, ACCURACY_MARGIN):
             break
     return out | {"budget": keeping_budget(out["budgets"], out["accuracy"], target_accuracy, ACCURACY_MARGIN)}
 
