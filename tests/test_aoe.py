@@ -199,9 +199,9 @@ def test_depth_slope_is_the_least_squares_slope_over_layers():
     assert aoe.depth_slope([[1.0, 0.0, 1.0, 0.0]])[0] == pytest.approx(-1.0 / 5)  # covariance -1, variance 5
 
 
-def test_between_run_sd_is_the_random_effects_component_of_runs_of_blocks():
+def test_throughput_run_sd_is_the_random_effects_component_of_runs_of_blocks():
     """Two runs of two blocks: run means 1 and 2 (MS_between = 2 * var([1, 2]) = 1), blocks 0.5 about their mean
     (MS_within = 4 * 0.25 / 2 = 0.5): sqrt((1 - 0.5) / 2) = 0.5. Runs that differ less than their blocks give 0."""
-    assert aoe.between_run_sd([[0.5, 1.5], [1.5, 2.5]]) == pytest.approx(0.5)
-    assert aoe.between_run_sd([[0.0, 2.0], [0.1, 2.1]]) == 0.0
-    assert aoe.THROUGHPUT.effects[0].run_sd == round(aoe.between_run_sd(aoe.THROUGHPUT_CALIBRATION_RUNS), 4) > 0
+    assert aoe.throughput_run_sd([[0.5, 1.5], [1.5, 2.5]]) == pytest.approx(0.5)
+    assert aoe.throughput_run_sd([[0.0, 2.0], [0.1, 2.1]]) == 0.0
+    assert aoe.THROUGHPUT.effects[0].run_sd == round(aoe.throughput_run_sd(aoe.THROUGHPUT_CALIBRATION_RUNS), 4) > 0

@@ -454,3 +454,10 @@ def test_every_verdict_is_decided_on_seeds_apart_from_calibration(slug):
 def test_a_verdict_held_back_by_the_unit_floor_asks_for_at_least_the_floor():
     got = decide(BETTER, diff=STRONG[:3], b_acc=0.9)  # a clear effect on three units: the spread alone asks for 2
     assert got["verdict"] == INCONCLUSIVE and got["units_needed"] == claims.MIN_UNITS
+
+
+def test_the_between_run_sd_is_the_spread_of_run_means_beyond_what_their_units_explain():
+    # runs whose means agree have no run effect, however their units spread
+    assert claims.between_run_sd([0.1, 0.1, 0.1], [0.2, 0.3, 0.1], 12) == 0.0
+    # means 0, 0.1, 0.2 (variance 0.01) with units of sd 0.1: sqrt((12 * 0.01 - 0.01) / 12)
+    assert claims.between_run_sd([0.0, 0.1, 0.2], [0.1] * 3, 12) == pytest.approx(math.sqrt(0.11 / 12))

@@ -258,7 +258,7 @@ plot.show_verdicts(v_deep)
 # record for this claim): the interval
 # now also carries the spread that a whole build shares, the between-run sd of a build's mean measured on the
 # calibration runs alone (`aoe.THROUGHPUT_CALIBRATION_RUNS`: nine timings of eight blocks, the random-effects
-# estimate `aoe.between_run_sd`), added to the blocks' standard error. A ratio within about two of those sds of the
+# estimate `aoe.throughput_run_sd`), added to the blocks' standard error. A ratio within about two of those sds of the
 # bar is then inconclusive whatever the number of blocks; a build whose mean lands beyond that spread still
 # decides, so the label can still move between builds, only more rarely (the spread was estimated on nine runs of
 # one session, part of them before a change to the expert kernel both layers run).

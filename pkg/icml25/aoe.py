@@ -39,7 +39,7 @@ from .ops.timing import ALONE_ON_THE_MACHINE, ForeignLoad
 from .core import moe, zoo
 from .core import train as core_train
 from .core.moe import MoEFFN, RoutedLayer, aux_loss, load_balancing_loss, top_k_softmax  # noqa: F401
-from .core.claims import Claim, Effect, at_least, at_most
+from .core.claims import Claim, Effect, at_least, at_most, between_run_sd
 from .core.config import COUNT, NONNEGATIVE, POSITIVE, SEED, Range, make_config
 from .core.seeding import numpy_rng, one_thread, seeded, torch_generator
 
@@ -158,18 +158,14 @@ THROUGHPUT_CALIBRATION_RUNS = (
 )
 
 
-def between_run_sd(runs: Sequence[Sequence[float]]) -> float:
-    """The sd of an effect shared by every block of one run, from runs of B blocks each: the one-way random-effects
-    estimate (method of moments) sqrt(max(0, (MS_between - MS_within) / B)), MS_between = B var(run means),
-    MS_within the pooled variance of blocks about their run's mean."""
+def throughput_run_sd(runs: Sequence[Sequence[float]]) -> float:
+    """The between-run sd of a build's mean block ratio, from calibration runs of equally many blocks each
+    (`core.claims.between_run_sd` over the runs' means and sds)."""
     x = np.asarray(runs, dtype=float)
-    B = x.shape[1]
-    ms_between = B * x.mean(axis=1).var(ddof=1)
-    ms_within = ((x - x.mean(axis=1, keepdims=True)) ** 2).sum() / (x.shape[0] * (B - 1))
-    return float(np.sqrt(max(0.0, (ms_between - ms_within) / B)))
+    return between_run_sd(x.mean(axis=1), x.std(axis=1, ddof=1), x.shape[1])
 
 
-THROUGHPUT_RUN_SD = round(between_run_sd(THROUGHPUT_CALIBRATION_RUNS), 4)
+THROUGHPUT_RUN_SD = round(throughput_run_sd(THROUGHPUT_CALIBRATION_RUNS), 4)
 
 THROUGHPUT = Claim(
     chapter="aoe", id="throughput",

@@ -36,7 +36,7 @@ import statistics
 
 import numpy as np
 
-from .core.claims import Claim, Effect, Precondition, at_least
+from .core.claims import Claim, Effect, Precondition, at_least, between_run_sd
 from .ops.timing import ALONE_ON_THE_MACHINE
 
 #: the declared margin: a kernel counts as faster only if it is at least this much faster than its reference
@@ -81,15 +81,6 @@ REFERENCE_CALIBRATION_RUNS = {
     "expert_ffn d=128": ((0.4646, 0.0493), (0.4416, 0.1628), (0.8393, 0.0546), (0.4759, 0.1020)),
 }
 REFERENCE_CALIBRATION_ROUNDS = 12
-
-
-def between_run_sd(means: list[float], sds: list[float], rounds: int) -> float:
-    """The sd of an effect shared by every round of one build, from builds of `rounds` rounds each (their means and
-    sds over rounds): the one-way random-effects estimate (method of moments)
-    sqrt(max(0, (MS_between - MS_within) / rounds)), MS_between = rounds var(means), MS_within the mean of sd^2."""
-    ms_between = rounds * float(np.var(means, ddof=1))
-    ms_within = float(np.mean(np.square(sds)))
-    return math.sqrt(max(0.0, (ms_between - ms_within) / rounds))
 
 
 #: the between-build sd that faster_than_reference's interval carries: the largest over its cases

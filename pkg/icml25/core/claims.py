@@ -207,6 +207,16 @@ def run_widened_interval(x: np.ndarray, run_sd: float, confidence: float) -> tup
     return float(np.mean(x) - half), float(np.mean(x) + half)
 
 
+def between_run_sd(means, sds, units: int) -> float:
+    """The sd of an effect shared by every unit of one run (a build, a process), from runs of `units` units each,
+    given each run's mean and sd (ddof 1) over its units: the one-way random-effects estimate (method of moments)
+    sqrt(max(0, (MS_between - MS_within) / units)), MS_between = units var(means), MS_within the mean of sd^2.
+    What `Effect(run_sd=...)` takes, measured on calibration runs that are not verdicts."""
+    ms_between = units * float(np.var(means, ddof=1))
+    ms_within = float(np.mean(np.square(sds)))
+    return math.sqrt(max(0.0, (ms_between - ms_within) / units))
+
+
 INTERVALS = {"t": (t_interval, "paired t"), "bootstrap": (bootstrap_interval, "percentile bootstrap"),
              "binomial": (binomial_interval, "exact binomial (Clopper-Pearson)")}
 
