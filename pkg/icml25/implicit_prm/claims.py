@@ -108,6 +108,34 @@ ONE_RESPONSE = Claim(
 CLAIMS = (STEP_SIGNAL, BEST_OF_N, ONE_RESPONSE)
 
 
+REFEREE_3700 = {
+    "seeds": "3700-3707",
+    "same_verdicts": 3,
+    "verdicts": 3,
+    "step_auc": (0.674, 0.642, 0.705),
+    "step_auc_minus_position": (0.056, 0.013, 0.098),
+    "step_auc_600_minus_300": (0.088, 0.054, 0.122),
+    "ref_step_loglik_auc": 0.98,
+    "prm_minus_majority": (-0.037, -0.067, -0.007),
+    "prm_minus_majority_600": (-0.010, -0.033, 0.013),
+    "prm_minus_majority_16": -0.209,
+    "prm_minus_random": (0.040, 0.017, 0.063),
+    "vote_minus_majority": (0.018, 0.012, 0.024),
+    "n1_minus_majority": (-0.044, -0.068, -0.020),
+    "n1_minus_random": (0.033, 0.005, 0.060),
+    "n1_gate_seeds": 5,
+    "n1_minus_main_best_of_n": (-0.007, -0.051, 0.036),
+    "n1_minus_main_step_auc": (0.001, -0.037, 0.039),
+    "control_range": (0.834, 0.933),
+}
+"""A referee with no stake re-decided the three claims on fresh seeds 3700-3707 (n = 8, the chapter's own functions
+outside the build, 95% paired t intervals) after the 2700-2707 verdicts were recorded; nothing changed after it.
+Recorded as measured: every label held. Its probes: twice the training steps (600), learning rates 5e-4 and 2e-3
+on calibration seeds, best-of-16, other selectors, and one_response under the declarations it had before (its own
+step-AUC gate; random choice as baseline). The control range spans the calibration seeds, 1900-1907, 2700-2707 and
+3700-3707."""
+
+
 STEP_AUC = "step_auc_within_problem"  # the held-out step AUC `step_signal` reads (see `evaluation.step_metrics`)
 
 
