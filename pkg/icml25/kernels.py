@@ -34,8 +34,6 @@ below, and a case whose builds scatter across the bar is inconclusive in every b
 import math
 import statistics
 
-import numpy as np
-
 from .core.claims import Claim, Effect, Precondition, at_least, between_run_sd
 from .ops.timing import ALONE_ON_THE_MACHINE
 

@@ -162,7 +162,7 @@ def reasoning_experiment(cfg, seed: int) -> dict:
     split = calibration_steps(draft, cfg.n_calibration, seed)
     deltas, floor, routed = calibrated_deltas(prms, split, cfg.budget)
     step_blind = {"router": PositionRouter.fit(split[0], split[1], OraclePRM().score(*split)),
-               "length_router": LengthRouter(seed)}
+                  "length_router": LengthRouter(seed)}
     out = {"seed": seed, "prm_names": {k: p.name for k, p in prms.items()},
            "calibration": pair.pair_calibration(draft, target, problems), "delta": deltas, "floor_share": floor,
            "calibration_routed": routed,
@@ -244,7 +244,8 @@ def claim_measurements(results: Sequence[dict]) -> dict[str, dict[str, dict]]:
     for prm in PRMS:
         rsd = lambda r, prm=prm: r["rsd"][prm]  # noqa: E731
         matched = [at_flops(r["parallel"][f"best-of-N, {prm}"], rsd(r)["flop_ratio"]) for r in results]
-        # the efficiency claims read RSD at the accuracy-keeping budget; the oracle's check, RSD at the chapter's
+        # the graded PRMs' efficiency claims read RSD at the accuracy-keeping budget; the oracle, which has no such
+        # claim, is read at the chapter's budget
         keep = (lambda r, prm=prm: r["rsd_keep"][prm]) if prm in GRADED else rsd  # noqa: E731
         out["efficiency"][prm] = pair | {
             f"flop_ratio_{prm}": per_seed(lambda r: keep(r)["flop_ratio"]),
