@@ -138,6 +138,42 @@ def test_faster_than_reference_carries_the_largest_between_build_sd_of_its_cases
     assert 0 < kernels.REFERENCE_RUN_SD == round(max(
         between_run_sd(*zip(*runs), kernels.REFERENCE_CALIBRATION_ROUNDS)
         for runs in kernels.REFERENCE_CALIBRATION_RUNS.values()), 4)
+    assert set(kernels.REFERENCE_CALIBRATION_RUNS) == set(kernels.TWO_THREAD_CALIBRATION_RUNS)
+
+
+def test_the_two_thread_calibration_gives_the_run_sd_it_was_declared_with():
+    """The history the page prints: the two-thread calibration builds gave the run_sd of 8c1aac8's declaration."""
+    assert kernels.largest_run_sd(kernels.TWO_THREAD_CALIBRATION_RUNS, kernels.TWO_THREAD_CALIBRATION_ROUNDS) == 0.4297
+
+
+def test_the_one_thread_pass_times_on_one_thread_and_restores_the_callers_count():
+    import torch
+
+    seen, before = [], torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        cases = {"a": {"compiled": lambda: seen.append(torch.get_num_threads()), "reference": lambda: None}}
+        got = bench.one_thread_x_reference(cases, repeats=3, min_unit=1e-6)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert len(got["a"]) == 3 and set(seen) == {1}
+
+
+def test_the_one_thread_pass_pairs_each_cases_reference_with_its_kernel_round_by_round(monkeypatch):
+    """Per case and round, the reference's time over the kernel's; every case's pair in one interleaved call."""
+    calls = []
+
+    def fake(fns, repeats, min_unit):
+        calls.append(list(fns))
+        times = {"a\0compiled": [1.0, 2.0], "a\0reference": [3.0, 2.0],
+                 "b\0compiled": [4.0, 1.0], "b\0reference": [2.0, 5.0]}
+        return {name: times[name] for name in fns}
+
+    monkeypatch.setattr(bench, "interleaved", fake)
+    cases = {c: {"compiled": None, "reference": None} for c in "ab"}
+    assert bench.one_thread_x_reference(cases, 2) == {"a": [3.0, 1.0], "b": [0.5, 5.0]}
+    assert calls == [["a\0compiled", "a\0reference", "b\0compiled", "b\0reference"]]
 
 
 def test_the_lowest_mean_case_decides_faster_than_reference():
@@ -146,14 +182,23 @@ def test_the_lowest_mean_case_decides_faster_than_reference():
     assert case == "k b" and logs == pytest.approx([math.log(1.5)] * 2)
 
 
-def _builds(speedup: float, spread: float = 0.02) -> list[float]:
-    return [math.log(speedup) + spread * (-1) ** r for r in range(12)]
+def _builds(speedup: float, spread: float = 0.02, n: int = 32) -> list[float]:
+    return [math.log(speedup) + spread * (-1) ** r for r in range(n)]
 
 
-@pytest.mark.parametrize("speedup, verdict", [(4.0, "reproduced"), (0.3, "refuted"), (1.1, "inconclusive"), (2.0, "inconclusive")])
+@pytest.mark.parametrize("speedup, verdict", [(4.0, "reproduced"), (0.3, "refuted"), (1.1, "inconclusive")])
 def test_faster_than_reference_on_constructed_rounds(speedup, verdict):
     measured = dict(kernels._OK, log_x_reference=_builds(speedup))
     assert kernels.FASTER_THAN_REFERENCE.decide(measured)["verdict"] == verdict
+
+
+@pytest.mark.parametrize("widths, verdict", [(0.8, "inconclusive"), (1.2, "reproduced"), (-1.2, "refuted")])
+def test_faster_than_reference_decides_on_its_build_spread(widths, verdict):
+    """32 tight rounds (1% spread) at `widths` t_31 s_run from the bar, in logs: inside the interval that carries
+    the between-build sd nothing is decided, outside it is."""
+    s_run, t = kernels.REFERENCE_RUN_SD, stats.t.ppf(0.975, 31)
+    logs = _builds(kernels.MARGIN * math.exp(widths * t * s_run), 0.01)
+    assert kernels.FASTER_THAN_REFERENCE.decide(dict(kernels._OK, log_x_reference=logs))["verdict"] == verdict
 
 
 def test_a_build_whose_rounds_agree_near_the_bar_is_not_decided_by_them():
@@ -161,7 +206,7 @@ def test_a_build_whose_rounds_agree_near_the_bar_is_not_decided_by_them():
     reproduce), but a build effect of sd s_run would move the whole build below it, so the verdict waits; the
     interval is never narrower than t_11 s_run, however many and however tight the rounds."""
     s_run = kernels.REFERENCE_RUN_SD
-    logs = _builds(kernels.MARGIN * math.exp(1.5 * s_run), 0.01)
+    logs = _builds(kernels.MARGIN * math.exp(1.5 * s_run), 0.01, 12)
     assert min(logs) > math.log(kernels.MARGIN)
     got = kernels.FASTER_THAN_REFERENCE.decide(dict(kernels._OK, log_x_reference=logs))
     assert got["verdict"] == "inconclusive"
@@ -172,7 +217,7 @@ def test_a_build_whose_rounds_agree_near_the_bar_is_not_decided_by_them():
 
 def test_a_noisy_machine_or_too_few_rounds_decides_nothing():
     good = kernels.FASTER_THAN_REFERENCE.examples[0]
-    for change in ({"copy_quartile_spread": 0.3}, {"rounds": 9}, {"foreign_cpu_share": 0.2}):
+    for change in ({"copy_quartile_spread": 0.3}, {"reference_rounds": 9}, {"foreign_cpu_share": 0.2}):
         got = kernels.FASTER_THAN_REFERENCE.decide(dict(good, **change))
         assert got["verdict"] == "inconclusive" and "precondition failed" in got["reason"]
 
@@ -209,10 +254,14 @@ def test_the_measurements_are_the_binding_cases_of_the_run(smoke_bench):
     cfg, rows, _ = smoke_bench
     m = kernels.measurements(rows, cfg.repeats)
     against_reference = [r for r in rows if r["kernel"] != "fp_quantize"]
-    means = {f"{r['kernel']} {r['label']}": statistics.fmean(map(math.log, r["per_round"])) for r in against_reference}
+    assert all(len(r["per_round_one_thread"]) == cfg.reference_repeats for r in against_reference)
+    assert not any("per_round_one_thread" in r for r in rows if r["kernel"] == "fp_quantize")
+    assert m["reference_rounds"] == cfg.reference_repeats
+    means = {f"{r['kernel']} {r['label']}": statistics.fmean(map(math.log, r["per_round_one_thread"]))
+             for r in against_reference}
     assert m["log_x_reference_case"] == min(means, key=means.get)
     lowest = next(r for r in against_reference if f"{r['kernel']} {r['label']}" == m["log_x_reference_case"])
-    assert m["log_x_reference"] == pytest.approx([math.log(v) for v in lowest["per_round"]])
+    assert m["log_x_reference"] == pytest.approx([math.log(v) for v in lowest["per_round_one_thread"]])
     assert set(m["median_x_reference"]) == {f"{r['kernel']} {r['label']}" for r in against_reference}
     moe = [r for r in rows if r["kernel"] == "expert_ffn"]
     assert m["moe_attainable_x_loop"] == [statistics.median(r["per_round_attainable"]) for r in moe]

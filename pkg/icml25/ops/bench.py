@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -27,6 +28,7 @@ import torch.nn.functional as F
 
 from .. import kernels
 from ..core.config import COUNT, POSITIVE, make_config
+from ..core.seeding import one_thread
 from .build import backend, compiled
 from .embedding_bag import embedding_bag, embedding_bag_reference
 from .expert_ffn import Experts, Routing, expert_ffn, expert_ffn_reference
@@ -39,17 +41,18 @@ DEFAULT_LLC_BYTES = 32 * 2**20
 config = make_config({
     "smoke": {"fp_cache_multiple": None, "fp_shape": (256, 256), "fp_block": 32, "bag_rows": (2**10,),
               "bag_batch": 64, "bag_k": 8, "bag_dim": 32, "moe_tokens": 128, "moe_dims": (32,), "moe_experts": 8,
-              "moe_k": 2, "gemm_squares": (128,), "repeats": 3, "min_unit": 0.002},
+              "moe_k": 2, "gemm_squares": (128,), "repeats": 3, "reference_repeats": 3, "min_unit": 0.002},
     "ci": {"fp_cache_multiple": 2, "fp_shape": None, "fp_block": 32, "bag_rows": (2**14, 2**16), "bag_batch": 512,
            "bag_k": 32, "bag_dim": 64, "moe_tokens": 1024, "moe_dims": (64, 128), "moe_experts": 8, "moe_k": 2,
-           "gemm_squares": (1024, 2048), "repeats": 12, "min_unit": 0.02},
+           "gemm_squares": (1024, 2048), "repeats": 12, "reference_repeats": 32, "min_unit": 0.02},
     "full": {"fp_cache_multiple": 8, "fp_shape": None, "fp_block": 32, "bag_rows": (2**16, 2**20),
              "bag_batch": 2048, "bag_k": 64, "bag_dim": 64, "moe_tokens": 4096, "moe_dims": (64, 256),
-             "moe_experts": 8, "moe_k": 2, "gemm_squares": (1024, 2048), "repeats": 12, "min_unit": 0.02},
+             "moe_experts": 8, "moe_k": 2, "gemm_squares": (1024, 2048), "repeats": 12, "reference_repeats": 32,
+             "min_unit": 0.02},
 },
     fp_cache_multiple=COUNT, fp_shape=COUNT, fp_block=COUNT, bag_rows=COUNT, bag_batch=COUNT, bag_k=COUNT,
     bag_dim=COUNT, moe_tokens=COUNT, moe_dims=COUNT, moe_experts=COUNT, moe_k=COUNT, gemm_squares=COUNT,
-    repeats=COUNT, min_unit=POSITIVE)
+    repeats=COUNT, reference_repeats=COUNT, min_unit=POSITIVE)
 
 
 def last_level_cache_bytes(cpu: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
@@ -202,6 +205,31 @@ class BagFloor(torch.autograd.Function):
         return grad_values, None, grad_out.new_empty(ctx.weights_shape), None
 
 
+def bag_inputs(cfg, N: int, gen) -> tuple[torch.Tensor, ...]:
+    """An embedding bag's memory of `N` rows, its lookups, their weights and an output gradient, drawn from `gen`."""
+    values = torch.randn(N, cfg.bag_dim, generator=gen, requires_grad=True)
+    indices = torch.randint(0, N, (cfg.bag_batch, cfg.bag_k), generator=gen)
+    weights = torch.rand(cfg.bag_batch, cfg.bag_k, generator=gen, requires_grad=True)
+    return values, indices, weights, torch.randn(cfg.bag_batch, cfg.bag_dim, generator=gen)
+
+
+def bag_size(N: int) -> str:
+    return f"N=2^{N.bit_length() - 1}"
+
+
+def bag_forward(fn, values, indices, weights) -> None:
+    """The bag `fn` forward alone, without autograd."""
+    with torch.no_grad():
+        fn(values, indices, weights)
+
+
+def bag_step(fn, values, indices, weights, dy, sparse: bool) -> None:
+    """The bag `fn` forward and backward with a dense or sparse gradient of `values`, the gradients set to None
+    first, as optimizer.zero_grad() does."""
+    values.grad = weights.grad = None
+    fn(values, indices, weights, sparse=sparse).backward(dy)
+
+
 def bench_embedding_bag(cfg, gen):
     """Million bag entries per second for memories of `bag_rows` rows: the forward alone, and the forward and
     backward with a dense gradient and with a sparse one (the stock path's `sparse=True`), beside `BagFloor` in the
@@ -209,29 +237,20 @@ def bench_embedding_bag(cfg, gen):
     over the faster floor's, the largest speedup over stock that any kernel called through autograd could reach."""
     rows = []
     for N in cfg.bag_rows:
-        values = torch.randn(N, cfg.bag_dim, generator=gen, requires_grad=True)
-        indices = torch.randint(0, N, (cfg.bag_batch, cfg.bag_k), generator=gen)
-        weights = torch.rand(cfg.bag_batch, cfg.bag_k, generator=gen, requires_grad=True)
-        dy = torch.randn(cfg.bag_batch, cfg.bag_dim, generator=gen)
+        values, indices, weights, dy = bag_inputs(cfg, N, gen)
         fns = {"compiled": embedding_bag, "reference": embedding_bag_reference,
                "stock": lambda v, i, w, sparse=False: F.embedding_bag(i, v, mode="sum", per_sample_weights=w,
                                                                       sparse=sparse)}
-        n = f"N=2^{N.bit_length() - 1}"
+        n = bag_size(N)
         shape = f"{n}, B={cfg.bag_batch}, K={cfg.bag_k}, D={cfg.bag_dim}"
         work = indices.numel() / 1e6
-
-        def forward(fn):
-            with torch.no_grad():
-                fn(values, indices, weights)
-
-        times = interleaved({name: (lambda fn=fn: forward(fn)) for name, fn in fns.items()}, cfg.repeats,
-                            cfg.min_unit)
+        times = interleaved({name: (lambda fn=fn: bag_forward(fn, values, indices, weights))
+                             for name, fn in fns.items()}, cfg.repeats, cfg.min_unit)
         rows.append(row("embedding_bag", f"fwd, {n}", f"fwd, {shape}", "M entries/s", work, times,
                         "F.embedding_bag"))
 
-        def step(fn, sparse):  # the gradient set to None first, as optimizer.zero_grad() does
-            values.grad = weights.grad = None
-            fn(values, indices, weights, sparse=sparse).backward(dy)
+        def step(fn, sparse):
+            bag_step(fn, values, indices, weights, dy, sparse)
 
         steps = {f"{name} {grad}": (lambda fn=fn, sparse=grad == "sparse": step(fn, sparse))
                  for name, fn in fns.items() for grad in ("dense", "sparse")}
@@ -350,6 +369,25 @@ def gemm_contenders(shapes, gen) -> tuple[dict, dict[str, float]]:
     return fns, flops
 
 
+def expert_inputs(cfg, d: int, gen) -> tuple:
+    """Tokens [T, d], a top-k routing over `moe_experts` SwiGLU experts of width d (hidden 2d), the experts'
+    weights and an output gradient, drawn from `gen`."""
+    n, k, T, h = cfg.moe_experts, cfg.moe_k, cfg.moe_tokens, 2 * d
+    x = torch.randn(T, d, generator=gen, requires_grad=True)
+    experts = Experts(*(torch.randn(n, a, b, generator=gen).div_(a**0.5).requires_grad_()
+                        for a, b in ((d, h), (d, h), (h, d))))
+    top, index = torch.randn(T, n, generator=gen).topk(k, dim=-1)
+    routing = Routing(index, top.softmax(-1).requires_grad_())
+    return x, routing, experts, torch.randn(T, d, generator=gen)
+
+
+def expert_step(fn, x, routing, experts, dy) -> None:
+    """The expert layer `fn` forward and backward, every gradient set to None first."""
+    for t in (x, routing.weight, *experts):
+        t.grad = None
+    fn(x, routing, experts).backward(dy)
+
+
 def bench_expert_ffn(cfg, gen):
     """Thousand tokens per second, forward and backward, of a top-k SwiGLU MoE (hidden width 2d), beside the GEMM
     ceiling: per round, the best FLOP rate of `torch.mm` over `gemm_shapes` (each timed as a contender in the same
@@ -360,23 +398,14 @@ def bench_expert_ffn(cfg, gen):
     n, k, T = cfg.moe_experts, cfg.moe_k, cfg.moe_tokens
     for d in cfg.moe_dims:
         h = 2 * d
-        x = torch.randn(T, d, generator=gen, requires_grad=True)
-        experts = Experts(*(torch.randn(n, a, b, generator=gen).div_(a**0.5).requires_grad_()
-                            for a, b in ((d, h), (d, h), (h, d))))
-        top, index = torch.randn(T, n, generator=gen).topk(k, dim=-1)
-        routing = Routing(index, top.softmax(-1).requires_grad_())
-        dy = torch.randn(T, d, generator=gen)
+        x, routing, experts, dy = expert_inputs(cfg, d, gen)
         flops = expert_ffn_flops(T, k, d, h, d)
         shapes = gemm_shapes(T, k, n, d, h, cfg.gemm_squares)
         gemms, gemm_flops = gemm_contenders(shapes, gen)
 
-        def step(fn):
-            for t in (x, routing.weight, *experts):
-                t.grad = None
-            fn(x, routing, experts).backward(dy)
-
         fns = {"compiled": expert_ffn, "reference": expert_ffn_reference, "stock": expert_loop}
-        times = interleaved(dict({name: (lambda fn=fn: step(fn)) for name, fn in fns.items()}, **gemms),
+        times = interleaved(dict({name: (lambda fn=fn: expert_step(fn, x, routing, experts, dy))
+                                  for name, fn in fns.items()}, **gemms),
                             cfg.repeats, cfg.min_unit)
         rates = {name: [gemm_flops[name] / t for t in times.pop(name)] for name in gemms}  # FLOP/s per round
         best_per_round = [max(r) for r in zip(*rates.values())]
@@ -399,14 +428,56 @@ def gemm_ceiling(rows: list[dict]) -> float | None:
     return max((r["gemm_ceiling_gflops"] for r in rows if "gemm_ceiling_gflops" in r), default=None)
 
 
+def reference_contenders(cfg, gen) -> dict[str, dict]:
+    """The cases of the appendix's faster_than_reference at the sizes of `cfg`, each with tensors of its own drawn
+    from `gen`: {"<kernel> <label>": {"compiled": fn, "reference": fn}}, the labels those of `run`'s rows: per
+    memory size the embedding bag's forward and its forward and backward with each gradient layout, per width the
+    expert layer's forward and backward."""
+    cases = {}
+    pair = {"compiled": embedding_bag, "reference": embedding_bag_reference}
+    for N in cfg.bag_rows:
+        bag = bag_inputs(cfg, N, gen)
+        cases[f"embedding_bag fwd, {bag_size(N)}"] = {side: partial(bag_forward, fn, *bag[:3])
+                                                      for side, fn in pair.items()}
+        for grad in ("dense", "sparse"):
+            cases[f"embedding_bag fwd+bwd {grad}, {bag_size(N)}"] = {
+                side: partial(bag_step, fn, *bag, sparse=grad == "sparse") for side, fn in pair.items()}
+    for d in cfg.moe_dims:
+        layer = expert_inputs(cfg, d, gen)
+        cases[f"expert_ffn d={d}"] = {side: partial(expert_step, fn, *layer)
+                                      for side, fn in (("compiled", expert_ffn), ("reference", expert_ffn_reference))}
+    return cases
+
+
+def one_thread_x_reference(cases: dict[str, dict], repeats: int, min_unit: float = MIN_UNIT_SECONDS
+                           ) -> dict[str, list[float]]:
+    """Per case of `reference_contenders`, the reference's time over the compiled kernel's in each of `repeats`
+    rounds, timed on one thread (the caller's thread count restored after), every case's two contenders in the
+    same interleaved rounds (each case's pair side by side), so that a change in the machine's state hits every
+    case alike."""
+    fns = {f"{case}\0{side}": fn for case, pair in cases.items() for side, fn in pair.items()}
+    with one_thread():
+        times = interleaved(fns, repeats, min_unit)
+    return {case: [r / c for r, c in zip(times[f"{case}\0reference"], times[f"{case}\0compiled"])]
+            for case in cases}
+
+
 def run(cfg, seed: int = 0) -> tuple[list[dict], float]:
     """All benchmark rows and the copy bandwidth ceiling (GB/s) at the quantiser's size; each row carries the share
-    of the machine's CPU time that other processes used during the run (`foreign_cpu_share`, `ForeignLoad`)."""
+    of the machine's CPU time that other processes used during the run (`foreign_cpu_share`, `ForeignLoad`), and
+    each row of an embedding_bag or expert_ffn case its speedups over the reference on one thread
+    (`per_round_one_thread`, `one_thread_x_reference`, after the other benchmarks and with tensors of its own)."""
     gen = torch.Generator().manual_seed(seed)
     with ForeignLoad() as load:
         fp_rows, ceiling = bench_fp_quantize(cfg, gen)
         rows = fp_rows + bench_embedding_bag(cfg, gen) + bench_expert_ffn(cfg, gen)
-    return [dict(r, foreign_cpu_share=load.share) for r in rows], ceiling
+        one = one_thread_x_reference(reference_contenders(cfg, gen), cfg.reference_repeats, cfg.min_unit)
+    out = []
+    for r in rows:
+        case = f"{r['kernel']} {r['label']}"
+        own = {"per_round_one_thread": one[case]} if case in one else {}
+        out.append(dict(r, foreign_cpu_share=load.share, **own))
+    return out, ceiling
 
 
 def table(rows: list[dict], ceiling: float) -> str:
