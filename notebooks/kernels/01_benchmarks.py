@@ -225,21 +225,21 @@ def calibration(runs: dict, rounds: int) -> str:
     """The widest case of calibration builds: its range of build means, and the between-build sd it gives."""
     case = max(runs, key=lambda c: between_run_sd(*zip(*runs[c]), rounds))
     means = [m for m, _ in runs[case]]
-    return (f"{len(runs[case])} builds of {rounds} rounds, the between-build sd of a case's mean at most "
-            f"{kernels.largest_run_sd(runs, rounds):.3f} in logs (case {case}, its build means from "
-            f"{np.exp(min(means)):.2f}x to {np.exp(max(means)):.2f}x its reference)")
+    return (f"over {len(runs[case])} calibration builds of {rounds} rounds the between-build sd of a case's mean "
+            f"was at most {kernels.largest_run_sd(runs, rounds):.3f} in logs, for {case}, whose build means went "
+            f"from {np.exp(min(means)):.2f}x to {np.exp(max(means)):.2f}x its reference")
 
 
 two = calibration(kernels.TWO_THREAD_CALIBRATION_RUNS, kernels.TWO_THREAD_CALIBRATION_ROUNDS)
 one = calibration(kernels.REFERENCE_CALIBRATION_RUNS, kernels.REFERENCE_CALIBRATION_ROUNDS)
 display(Markdown(
-    f"On the builder's two threads ({two}) an interval carrying that spread could not decide any build: it was "
+    f"On the builder's two threads, {two}; an interval carrying that spread could not decide any build: it was "
     f"inconclusive in every one. A diagnosis found episodes, lasting seconds, in which the second thread stops "
     f"helping the reference's PyTorch operations, so a case's speedup depended on where in a build such episodes "
     f"fell. The claim's cases are therefore timed in a pass of their own on one thread "
     f"(`bench.one_thread_x_reference`, after the other benchmarks and with tensors of their own), every case's "
     f"kernel and reference side by side in the same interleaved rounds, so that a change in the machine's state "
-    f"hits every case alike. On one thread: {one}. This changes what is claimed: the speed of a kernel against its "
+    f"hits every case alike. On one thread, {one}. This changes what is claimed: the speed of a kernel against its "
     f"reference per thread, each on one core, not on the whole machine. The other claims are still timed on the "
     f"builder's threads. The change was declared before any verdict build of this design (the chapter's "
     f"deviations section)."))
