@@ -448,6 +448,44 @@ def test_a_pair_model_with_a_coarse_fine_phase_stays_on_its_grid():
     assert pair.DRAFT["ci"]["fine_every"] > 1 and pair.TARGET["ci"]["fine_every"] == 1
 
 
+@pytest.mark.parametrize("fine_every,window,script,evals", [
+    # every step once within 0.1 of the mark, stops at the first validation reaching it
+    (1, 1, [0.1, 0.2, 0.36, 0.4, 0.46], [(10, 0.1), (20, 0.2), (30, 0.36), (31, 0.4), (32, 0.46)]),
+    # the target's rule: the mean of the last three must reach the mark, so one lucky 0.5 at step 21 does not stop
+    # it (mean 0.367), nor 0.44 at 22 (0.447); 0.46 at 23 does (0.467)
+    (1, 3, [0.2, 0.4, 0.5, 0.44, 0.46], [(10, 0.2), (20, 0.4), (21, 0.5), (22, 0.44), (23, 0.46)]),
+    # the draft's: on the grid of 10 near the mark too; a dip below the margin changes nothing, 0.45 itself stops
+    (10, 1, [0.1, 0.44, 0.3, 0.45], [(10, 0.1), (20, 0.44), (30, 0.3), (40, 0.45)]),
+    # the cap binds: the mark is never reached, so training runs its 60 steps and the last validation is at 60
+    (10, 1, [0.1, 0.2, 0.3, 0.4, 0.3, 0.44], [(10, 0.1), (20, 0.2), (30, 0.3), (40, 0.4), (50, 0.3), (60, 0.44)]),
+])
+def test_the_pair_stop_rule_on_scripted_validations(monkeypatch, fine_every, window, script, evals):
+    """The stop rule exactly, on scripted validation scores (mark 0.45, validation every 10 steps, `fine_every` once
+    the last is within 0.1 of the mark, a cap of 60 steps): where it validates, where the mean of the last `window`
+    validations first reaches the mark, and that the cap ends training when it never does."""
+    from icml25.core.config import make_config
+    from icml25.rsd import pair
+
+    scores = iter(script)
+    monkeypatch.setattr(pair, "exact_match", lambda model, tokenizer, problems: next(scores))
+    presets = {s: dict(pair.DRAFT["smoke"], steps=60, stop_at=0.45, eval_every=10, fine_margin=0.1,
+                       fine_every=fine_every, window=window) for s in ("smoke", "ci", "full")}
+    _, _, info = pair._build(make_config(presets)("smoke"), 0)
+    assert info["evals"] == evals and info["stopped_at"] == evals[-1][0] and len(info["losses"]) == evals[-1][0]
+
+
+def test_the_pair_calibration_records_the_rules_ci_trains():
+    """`PAIR_CALIBRATION` holds exactly one row per model with the `ci` scale's cap, lr and stop rule, on the same
+    calibration seeds (declared in the config), and each of its runs stops before the cap."""
+    from icml25.rsd import figures, pair
+
+    kept = [r for r in pair.PAIR_CALIBRATION if figures._pair_kept(r)]
+    assert sorted(r["model"] for r in kept) == ["draft", "target"]
+    assert set(kept[0]["runs"]) == set(kept[1]["runs"]) <= set(rsd.config("ci").calibration_seeds)
+    assert all(stop < r["steps"] for r in kept for stop, *_ in r["runs"].values())
+    assert rsd.pair_calibration_table().count("(ci)**") == 2
+
+
 def test_reasoning_results_are_cached_for_the_zoo_pair_and_computed_for_other_checkpoints(tmp_path, monkeypatch):
     from icml25.rsd import experiment
 

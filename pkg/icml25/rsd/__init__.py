@@ -35,14 +35,14 @@ from .decoding import (Decoded, Meter, Step, _ntok, budget_rule, check_pair, cut
 from .experiment import (accuracy_keeping_budget, calibrated_deltas, calibration_problems, calibration_steps,
                          claim_measurements, draft_and_target, generated_flops, prm_auc, reasoning_experiment,
                          reasoning_results, target_call_share, warm_up_seed)
-from .figures import (PRM_MARKERS, bon_calibration_table, keep_budget_table, keep_calibration_table, plot_acceptance,
-                      plot_accountings, plot_accuracy_vs_flops, prm_calibration_table, ranking_table,
-                      router_calibration_table, router_comparison_table)
+from .figures import (PRM_MARKERS, bon_calibration_table, keep_budget_table, keep_calibration_table, pair_calibration_table,
+                      pair_runs_table, plot_acceptance, plot_accountings, plot_accuracy_vs_flops, prm_calibration_table,
+                      ranking_table, router_calibration_table, router_comparison_table)
 from .mixture import acceptance_sets, brute_force_best, expected_reward, mixture, sample_rsd_categorical
 from .prms import (PRM_BAD, PRM_GOOD, LearnedPRM, NoisyOraclePRM, OraclePRM, StepLabels, draft_rollouts,
                    learned_prm, own_value_head, prm_settings, prm_training_data, step_batches, step_labels, train_prm,
                    value_loss)
-from .pair import CALIBRATION, exact_match, pair_calibration
+from .pair import CALIBRATION, DRAFT_ACCURACY, PAIR_CALIBRATION, TARGET_ACCURACY, exact_match, pair_calibration
 from .routers import LengthRouter, PositionRouter, router_rule, step_positions
 from .scales import (BON_CALIBRATION, BON_CHAIN, DELIMITER, DRAFT_MODEL, FROM_DRAFT, KEEP_BUDGETS, KEEP_CALIBRATION,
                      MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE, PRM_BATCH, ROUTER_CALIBRATION,

@@ -8,6 +8,7 @@ from ..core.claims import mean_sd as mean_sd_text
 
 from .claims import ACCURACY_MARGIN, GRADED, PRMS
 from .decoding import keeping_budget
+from .pair import DRAFT, DRAFT_ACCURACY, PAIR_CALIBRATION, TARGET, TARGET_ACCURACY
 from .scales import (BON_CALIBRATION, BON_CHAIN, KEEP_CALIBRATION, PRM_CALIBRATION, ROUTER_CALIBRATION, ROUTERS,
                      config)
 
@@ -102,6 +103,47 @@ def plot_acceptance(results: list[dict], cfg):
            ylabel="accepted draft steps / all draft steps", ylim=(0, 1.05))
     ax.legend(fontsize=8)
     return fig
+
+
+def _pair_rule(row: dict) -> str:
+    return (("exact match" if row["window"] == 1 else f"mean of the last {row['window']} validations")
+            + f" ≥ {row['stop_at']:g} on {row['n_validation']} problems")
+
+
+def _pair_kept(row: dict) -> bool:
+    ci = (DRAFT if row["model"] == "draft" else TARGET)["ci"]
+    return all(row[k] == ci[k] for k in ("steps", "lr", "stop_at", "window", "n_validation"))
+
+
+def pair_calibration_table() -> str:
+    """`pair.PAIR_CALIBRATION` as a markdown table: for each model, cap, lr and stop rule tried, the seeds on which
+    it reached its mark before the cap, the seeds whose greedy test accuracy lands in the model's band, the lowest
+    and highest landing, and the mean training seconds to the stop; the rules the `ci` scale trains in bold."""
+    bands = {"draft": DRAFT_ACCURACY, "target": TARGET_ACCURACY}
+    head = ("| model | cap | lr | stop rule | reached the mark | in the band | test accuracy (lowest, highest) "
+            "| seconds (mean) |\n|---|---|---|---|---|---|---|---|")
+    out = []
+    for r in PAIR_CALIBRATION:
+        (lo, hi), runs = bands[r["model"]], r["runs"].values()
+        acc = [a for _, _, a, _ in runs]
+        rule = f"**{_pair_rule(r)} (ci)**" if _pair_kept(r) else _pair_rule(r) + (" (before)" if r["before"] else "")
+        out.append(f"\n| {r['model']} | {r['steps']} | {r['lr']:g} | {rule} | "
+                   f"{sum(stop < r['steps'] for stop, _, _, _ in runs)} of {len(acc)} | "
+                   f"{sum(lo <= a <= hi for a in acc)} of {len(acc)} | {min(acc):.3f}, {max(acc):.3f} | "
+                   f"{np.mean([s for _, _, _, s in runs]):.0f} |")
+    return head + "".join(out)
+
+
+def pair_runs_table() -> str:
+    """The runs of the rules the `ci` scale trains (`pair.PAIR_CALIBRATION`), per calibration seed: where each model
+    stopped, its last validation's exact match there, its greedy test accuracy and its training seconds."""
+    kept = {r["model"]: r["runs"] for r in PAIR_CALIBRATION if _pair_kept(r)}
+    seeds = sorted(kept["draft"])
+    return ("| seed | draft: stopped at | exact match | test accuracy | seconds | target: stopped at | exact match "
+            "| test accuracy | seconds |\n|---|---|---|---|---|---|---|---|---|" + "".join(
+                f"\n| {s} | " + " | ".join(f"{stop} | {em:.3f} | {acc:.3f} | {sec:.0f}"
+                                          for stop, em, acc, sec in (kept["draft"][s], kept["target"][s])) + " |"
+                for s in seeds))
 
 
 def prm_calibration_table() -> str:
