@@ -276,7 +276,9 @@ def test_the_bench_json_has_the_gemm_ceiling_and_the_restated_target(smoke_bench
     assert bench.main("smoke", as_json_output=True) == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"ceiling_gbs", "gemm_ceiling_gflops", "foreign_cpu_share", "gemm_rates",
-                        "expert_ffn_targets", "rows"}
+                        "expert_ffn_targets", "one_thread_x_reference", "rows"}
+    assert out["one_thread_x_reference"] == {f"{r['kernel']} {r['label']}": statistics.median(r["per_round_one_thread"])
+                                             for r in rows if r["kernel"] != "fp_quantize"}
     assert 0 <= out["foreign_cpu_share"] <= 1
     moe = [r for r in rows if r["kernel"] == "expert_ffn"]
     assert out["gemm_ceiling_gflops"] == max(r["gemm_ceiling_gflops"] for r in moe)

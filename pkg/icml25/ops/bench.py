@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import time
 from functools import partial
 from pathlib import Path
@@ -508,12 +509,20 @@ def table(rows: list[dict], ceiling: float) -> str:
                          f"allocated, nothing computed) {r['floor_ms']:.3f} ms: no kernel called this way can beat "
                          f"stock by more than {r['floor_x_best_stock']:.2f}x (best layouts, best rounds)"
                          + (phases_text(r) if "kernel_x_best_stock" in r else ""))
+    lines.append("on one thread (the appendix's faster_than_reference pass), each kernel against its reference, "
+                 "median over the rounds: " + ", ".join(f"{c} {x:.2f}x" for c, x in one_thread_medians(rows).items()))
     lines.append(f"other processes took {rows[0]['foreign_cpu_share']:.1%} of the machine's CPU time during the run")
     lines.append("of ceil: the compiled kernel's fraction of the copy (fp_quantize) or GEMM (expert_ffn) ceiling; "
                  "attain: the ceiling over stock, the largest speedup over stock any kernel doing this work could "
                  f"reach; {torch.get_num_threads()} threads; kernels: {backend()}; minimum of "
                  f"{len(rows[0]['per_round'])} interleaved rounds")
     return "\n".join(lines)
+
+
+def one_thread_medians(rows: list[dict]) -> dict[str, float]:
+    """Per case of the one-thread pass, the median over its rounds of the kernel's speedup over its reference."""
+    return {f"{r['kernel']} {r['label']}": statistics.median(r["per_round_one_thread"])
+            for r in rows if "per_round_one_thread" in r}
 
 
 def phases_text(r: dict) -> str:
@@ -552,15 +561,16 @@ JSON_KEYS = ("kernel", "case", "unit", "compiled", "reference", "stock", "x_refe
 
 def as_json(rows: list[dict], ceiling: float) -> str:
     """The run as one JSON object: {"ceiling_gbs": ..., "gemm_ceiling_gflops": ..., "foreign_cpu_share": ...,
-    "gemm_rates": ..., "expert_ffn_targets": [...], "rows": [{kernel, case, unit, compiled, reference, stock,
-    x_reference, x_stock, of_ceiling, attainable_x_stock}, ...]}: the copy ceiling, the fastest of the expert rows'
-    GEMM ceilings (`gemm_ceiling`), the share of the machine's CPU time other processes took during the run, every
-    GEMM shape's best rate per width, the expert layer's restated targets (`expert_targets`), and each row with its
-    ceiling's fraction and attainable speedup (null where a row has no ceiling)."""
+    "gemm_rates": ..., "expert_ffn_targets": [...], "one_thread_x_reference": {...}, "rows": [{kernel, case, unit,
+    compiled, reference, stock, x_reference, x_stock, of_ceiling, attainable_x_stock}, ...]}: the copy ceiling, the
+    fastest of the expert rows' GEMM ceilings (`gemm_ceiling`), the share of the machine's CPU time other processes
+    took during the run, every GEMM shape's best rate per width, the expert layer's restated targets
+    (`expert_targets`), each case's median speedup over its reference on one thread (`one_thread_medians`), and each
+    row with its ceiling's fraction and attainable speedup (null where a row has no ceiling)."""
     return json.dumps({"ceiling_gbs": ceiling, "gemm_ceiling_gflops": gemm_ceiling(rows),
                        "foreign_cpu_share": rows[0]["foreign_cpu_share"],
                        "gemm_rates": {r["label"]: r["gemm_rates"] for r in rows if "gemm_rates" in r},
-                       "expert_ffn_targets": expert_targets(rows),
+                       "expert_ffn_targets": expert_targets(rows), "one_thread_x_reference": one_thread_medians(rows),
                        "rows": [{k: r[k] for k in JSON_KEYS} for r in rows]})
 
 
