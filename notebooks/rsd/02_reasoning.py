@@ -274,6 +274,14 @@ for s in cfg.seeds:
               f"(written only {x['generated_flop_ratio']:.2f}x) accepted={x['acceptance_rate']:.2f}")
 
 # %%
+cal = [r["calibration"] for r in results]
+display(Markdown(f"**The pair on the verdict seeds** ({cfg.seeds[0]}-{cfg.seeds[-1]}): " + "; ".join(
+    f"the {name} is right on " + ", ".join(f"{c[f'{name}_accuracy']:.3f}" for c in cal)
+    + f" of the test mix, inside its band ({lo:.0%}-{hi:.0%}) on {sum(c[f'{name}_in_band'] for c in cal):.0f} of "
+    f"{len(cal)} seeds" for name, (lo, hi) in (("draft", rsd.DRAFT_ACCURACY), ("target", rsd.TARGET_ACCURACY)))
+    + "."))
+
+# %%
 auc = [r["prm_auc"]["learned"] for r in results]
 display(Markdown(
     f"**The learned PRM on the verdict seeds.** Step ROC AUC on held-out draft rollouts "
