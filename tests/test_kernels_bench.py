@@ -1,7 +1,8 @@
 """The benchmark (`icml25.ops.bench`) and the appendix's claims (`icml25.kernels`): the expert layer's FLOPs and GEMM
 shapes counted by hand, a row's ceiling arithmetic, the timing loop on a fake clock, the sign test over rounds
-deciding exact small cases, and faster_than_reference's interval carrying the between-build sd. No test here times
-anything: the smoke run's numbers are only checked for consistency."""
+deciding exact small cases, and faster_than_reference's intersection-union test, every case's interval carrying
+that case's own between-build sd. No test here times anything: the smoke run's numbers are only checked for
+consistency."""
 
 import json
 import math
@@ -134,11 +135,38 @@ def test_the_sign_test_over_twelve_rounds(at_bar, verdict):
     assert kernels.EXPERT_FFN_BEATS_THE_LOOP.decide(measured)["verdict"] == verdict
 
 
-def test_faster_than_reference_carries_the_largest_between_build_sd_of_its_cases():
-    assert 0 < kernels.REFERENCE_RUN_SD == round(max(
-        between_run_sd(*zip(*runs), kernels.REFERENCE_CALIBRATION_ROUNDS)
-        for runs in kernels.REFERENCE_CALIBRATION_RUNS.values()), 4)
-    assert set(kernels.REFERENCE_CALIBRATION_RUNS) == set(kernels.TWO_THREAD_CALIBRATION_RUNS)
+def test_each_case_carries_its_own_between_build_sd_from_the_fresh_calibration():
+    """s_c per case from the calibration builds of seeds 131-138, by `between_run_sd`; every case of the claim is
+    a case of the earlier calibrations (the same pass, the same cases), and each effect carries its case's s_c."""
+    for case, builds in kernels.CASE_CALIBRATION_RUNS.items():
+        assert kernels.CASE_RUN_SD[case] == round(between_run_sd(*zip(*builds), kernels.CASE_CALIBRATION_ROUNDS), 4)
+        assert len(builds) == kernels.CASE_CALIBRATION_KEPT
+    assert set(kernels.CASE_CALIBRATION_RUNS) == set(kernels.REFERENCE_CALIBRATION_RUNS) == set(
+        kernels.TWO_THREAD_CALIBRATION_RUNS)
+    assert not set(kernels.CASE_CALIBRATION_SEEDS) & set(range(111, 129))  # never used by an earlier calibration
+    assert set(kernels.CASE_CALIBRATION_DROPPED) < set(kernels.CASE_CALIBRATION_SEEDS)
+    assert kernels.CASE_CALIBRATION_KEPT == len(kernels.CASE_CALIBRATION_SEEDS) - len(kernels.CASE_CALIBRATION_DROPPED)
+    effects = kernels.FASTER_THAN_REFERENCE.effects
+    assert [e.name for e in effects] == list(kernels.REFERENCE_CASES)
+    assert all(e.run_sd == (kernels.CASE_RUN_SD[e.name] or None) and e.null == math.log(kernels.MARGIN)
+               and e.samples == kernels.case_key(e.name) for e in effects)
+
+
+def test_the_between_build_sd_of_two_constructed_builds_is_the_one_way_estimate_by_hand():
+    """Two builds of 32 rounds with means 0.5 and 0.7 and sds 0.1 and 0.2: MS_between = 32 var(means) = 32 x 0.02,
+    MS_within = (0.01 + 0.04) / 2, so s_c = sqrt((0.64 - 0.025) / 32)."""
+    got = kernels.case_run_sd({"c": ((0.5, 0.1), (0.7, 0.2))}, 32)
+    assert got == {"c": round(math.sqrt((0.64 - 0.025) / 32), 4)} == {"c": 0.1386}
+    assert kernels.case_run_sd({"c": ((0.5, 0.3), (0.51, 0.3))}, 32) == {"c": 0.0}  # within-build noise explains it
+
+
+def test_the_first_one_thread_calibration_gives_the_run_sd_6daf9c7_was_declared_with():
+    """The history the page prints: the largest between-build sd of the first one-thread calibration (0.2196,
+    lent to every case by 6daf9c7's design), and the three inconclusive verdict builds of that design."""
+    assert kernels.REFERENCE_RUN_SD == kernels.largest_run_sd(kernels.REFERENCE_CALIBRATION_RUNS,
+                                                              kernels.REFERENCE_CALIBRATION_ROUNDS) == 0.2196
+    bar = math.log(kernels.MARGIN)
+    assert all(lo < bar < hi for _, _, lo, hi in kernels.LARGEST_SD_VERDICT_BUILDS)
 
 
 def test_the_two_thread_calibration_gives_the_run_sd_it_was_declared_with():
@@ -176,47 +204,107 @@ def test_the_one_thread_pass_pairs_each_cases_reference_with_its_kernel_round_by
     assert calls == [["a\0compiled", "a\0reference", "b\0compiled", "b\0reference"]]
 
 
-def test_the_lowest_mean_case_decides_faster_than_reference():
-    rows = [{"kernel": "k", "label": "a", "v": [1.0, 4.0]}, {"kernel": "k", "label": "b", "v": [1.5, 1.5]}]
-    case, logs = kernels.lowest_mean_case(rows, "v")  # a: mean log 0.69 (geometric 2x), b: 0.41
-    assert case == "k b" and logs == pytest.approx([math.log(1.5)] * 2)
-
-
 def _builds(speedup: float, spread: float = 0.02, n: int = 32) -> list[float]:
     return [math.log(speedup) + spread * (-1) ** r for r in range(n)]
 
 
+def _all_cases(speedup: float = 4.0, spread: float = 0.02, **other: list[float]) -> dict:
+    """Measurements meeting every precondition with every case's 32 rounds at `speedup`, except the cases named
+    in `other` (by case), which get those logs."""
+    return dict(kernels._OK, **{kernels.case_key(c): other.get(c, _builds(speedup, spread))
+                                for c in kernels.REFERENCE_CASES})
+
+
+def _at(case: str, widths: float, spread: float = 0.01) -> list[float]:
+    """32 rounds of `case` with their mean `widths` half-widths of its own interval above the bar (below, when
+    negative): the half-width t_31 sqrt(sd^2 / 32 + s_c^2), sd that of the constructed rounds."""
+    sd = statistics.stdev(_builds(1.0, spread))
+    half = stats.t.ppf(0.975, 31) * math.hypot(sd / math.sqrt(32), kernels.CASE_RUN_SD[case])
+    return _builds(kernels.MARGIN * math.exp(widths * half), spread)
+
+
+def _decide(measured: dict) -> dict:
+    got = kernels.FASTER_THAN_REFERENCE.decide(measured)
+    return dict(got, deciding=kernels.deciding_case(got))
+
+
 @pytest.mark.parametrize("speedup, verdict", [(4.0, "reproduced"), (0.3, "refuted"), (1.1, "inconclusive")])
 def test_faster_than_reference_on_constructed_rounds(speedup, verdict):
-    measured = dict(kernels._OK, log_x_reference=_builds(speedup))
-    assert kernels.FASTER_THAN_REFERENCE.decide(measured)["verdict"] == verdict
+    assert kernels.FASTER_THAN_REFERENCE.decide(_all_cases(speedup))["verdict"] == verdict
 
 
-@pytest.mark.parametrize("widths, verdict", [(0.8, "inconclusive"), (1.2, "reproduced"), (-1.2, "refuted")])
-def test_faster_than_reference_decides_on_its_build_spread(widths, verdict):
-    """32 tight rounds (1% spread) at `widths` t_31 s_run from the bar, in logs: inside the interval that carries
-    the between-build sd nothing is decided, outside it is."""
-    s_run, t = kernels.REFERENCE_RUN_SD, stats.t.ppf(0.975, 31)
-    logs = _builds(kernels.MARGIN * math.exp(widths * t * s_run), 0.01)
-    assert kernels.FASTER_THAN_REFERENCE.decide(dict(kernels._OK, log_x_reference=logs))["verdict"] == verdict
+def test_every_case_is_decided_by_its_own_interval():
+    """The case with the largest s_c far above the bar (3 of its half-widths) and the case with the smallest just
+    above it (1.2 of its own, well inside the largest s_c's half-width): reproduced, an intersection-union test
+    that lends no case another's spread; each interval is mean +- t_31 sqrt(sd^2 / 32 + s_c^2) by hand, and the
+    deciding case is the one with the lowest lower bound, the near one."""
+    wide = max(kernels.REFERENCE_CASES, key=kernels.CASE_RUN_SD.get)
+    narrow = min(kernels.REFERENCE_CASES, key=kernels.CASE_RUN_SD.get)
+    assert kernels.CASE_RUN_SD[wide] > 3 * kernels.CASE_RUN_SD[narrow]
+    near = _at(narrow, 1.2)
+    assert statistics.fmean(near) - math.log(kernels.MARGIN) < stats.t.ppf(0.975, 31) * kernels.CASE_RUN_SD[wide]
+    got = _decide(_all_cases(**{wide: _at(wide, 3.0), narrow: near}))
+    assert got["verdict"] == "reproduced" and all(e["verdict"] == "reproduced" for e in got["effects"])
+    assert got["deciding"]["name"] == narrow
+    by_name = {e["name"]: e for e in got["effects"]}
+    for case, logs in ((wide, _at(wide, 3.0)), (narrow, near)):
+        half = stats.t.ppf(0.975, 31) * math.hypot(statistics.stdev(logs) / math.sqrt(32), kernels.CASE_RUN_SD[case])
+        assert by_name[case]["ci_low"] == pytest.approx(statistics.fmean(logs) - half)
+        assert by_name[case]["ci_high"] == pytest.approx(statistics.fmean(logs) + half)
+        assert by_name[case].get("run_sd", 0.0) == kernels.CASE_RUN_SD[case]  # none where s_c is 0: a plain t
 
 
-def test_a_build_whose_rounds_agree_near_the_bar_is_not_decided_by_them():
-    """Twelve rounds all at 1.1 x e^(1.5 s_run) with a 1% spread: every round clears the bar (a sign test would
-    reproduce), but a build effect of sd s_run would move the whole build below it, so the verdict waits; the
-    interval is never narrower than t_11 s_run, however many and however tight the rounds."""
-    s_run = kernels.REFERENCE_RUN_SD
-    logs = _builds(kernels.MARGIN * math.exp(1.5 * s_run), 0.01, 12)
+def test_one_case_wholly_below_its_bar_refutes_the_claim():
+    """Every other case far above; one case's own interval wholly below the bar (1.2 half-widths under it):
+    refuted, and that case decides."""
+    case = kernels.REFERENCE_CASES[2]
+    got = _decide(_all_cases(**{case: _at(case, -1.2)}))
+    assert got["verdict"] == "refuted" and got["deciding"]["name"] == case
+    assert got["deciding"]["ci_high"] < math.log(kernels.MARGIN)
+    assert [e["name"] for e in got["effects"] if e["verdict"] != "reproduced"] == [case]
+
+
+def test_one_case_straddling_its_bar_leaves_the_claim_undecided():
+    """One case's interval straddles the bar (its mean 0.5 half-widths above it), every other far above:
+    inconclusive, and that case decides; above 1 half-width it would be reproduced."""
+    case = kernels.REFERENCE_CASES[-1]
+    got = _decide(_all_cases(**{case: _at(case, 0.5)}))
+    assert got["verdict"] == "inconclusive" and got["deciding"]["name"] == case
+    assert got["deciding"]["ci_low"] < math.log(kernels.MARGIN) < got["deciding"]["ci_high"]
+    assert _decide(_all_cases(**{case: _at(case, 1.1)}))["verdict"] == "reproduced"
+
+
+def test_no_number_of_tight_rounds_narrows_a_case_below_its_own_build_spread():
+    """32 rounds of one case all at 1.1 x e^(1.5 s_c) with a 1% spread: every round clears the bar, but a build
+    effect of sd s_c could move the whole build below it, so the verdict waits; the interval is never narrower
+    than t_31 s_c."""
+    case = max(kernels.REFERENCE_CASES, key=kernels.CASE_RUN_SD.get)
+    s_c = kernels.CASE_RUN_SD[case]
+    logs = _builds(kernels.MARGIN * math.exp(1.5 * s_c), 0.01)
     assert min(logs) > math.log(kernels.MARGIN)
-    got = kernels.FASTER_THAN_REFERENCE.decide(dict(kernels._OK, log_x_reference=logs))
-    assert got["verdict"] == "inconclusive"
-    (effect,) = got["effects"]
-    half = stats.t.ppf(0.975, 11) * s_run
-    assert effect["ci_high"] - effect["ci_low"] >= 2 * half
+    got = _decide(_all_cases(**{case: logs}))
+    assert got["verdict"] == "inconclusive" and got["deciding"]["name"] == case
+    assert got["deciding"]["ci_high"] - got["deciding"]["ci_low"] >= 2 * stats.t.ppf(0.975, 31) * s_c
+
+
+def test_the_claims_cases_are_cis_and_no_other_scale_is_decided():
+    """The claim's cases are those of ci's one-thread pass; at another scale the cases are other workloads with no
+    calibration, so every case gets no rounds (even a label that coincides with ci's) and nothing is decided."""
+    import torch
+
+    cases = bench.reference_contenders(bench.config("ci"), torch.Generator().manual_seed(0))
+    assert set(cases) == set(kernels.REFERENCE_CASES)
+    rows = [{"kernel": c.split(" ", 1)[0], "label": c.split(" ", 1)[1], "v": [2.0, 4.0]} for c in cases]
+    logs = kernels.case_logs(rows, "v", "ci")
+    assert logs == {kernels.case_key(c): pytest.approx([math.log(2.0), math.log(4.0)]) for c in cases}
+    assert kernels.case_logs(rows, "v", "full") == {kernels.case_key(c): [] for c in cases}
+    got = _decide(dict(kernels._OK, **kernels.case_logs(rows, "v", "full")))
+    assert got["verdict"] == "inconclusive" and got["deciding"]["ci_low"] is None or math.isnan(
+        got["deciding"]["ci_low"])
 
 
 def test_a_noisy_machine_or_too_few_rounds_decides_nothing():
-    good = kernels.FASTER_THAN_REFERENCE.examples[0]
+    good = _all_cases()
     for change in ({"copy_quartile_spread": 0.3}, {"reference_rounds": 9}, {"foreign_cpu_share": 0.2}):
         got = kernels.FASTER_THAN_REFERENCE.decide(dict(good, **change))
         assert got["verdict"] == "inconclusive" and "precondition failed" in got["reason"]
@@ -252,16 +340,14 @@ def smoke_bench():
 
 def test_the_measurements_are_the_binding_cases_of_the_run(smoke_bench):
     cfg, rows, _ = smoke_bench
-    m = kernels.measurements(rows, cfg.repeats)
+    m = kernels.measurements(rows, cfg.repeats, "smoke")
     against_reference = [r for r in rows if r["kernel"] != "fp_quantize"]
     assert all(len(r["per_round_one_thread"]) == cfg.reference_repeats for r in against_reference)
     assert not any("per_round_one_thread" in r for r in rows if r["kernel"] == "fp_quantize")
     assert m["reference_rounds"] == cfg.reference_repeats
-    means = {f"{r['kernel']} {r['label']}": statistics.fmean(map(math.log, r["per_round_one_thread"]))
-             for r in against_reference}
-    assert m["log_x_reference_case"] == min(means, key=means.get)
-    lowest = next(r for r in against_reference if f"{r['kernel']} {r['label']}" == m["log_x_reference_case"])
-    assert m["log_x_reference"] == pytest.approx([math.log(v) for v in lowest["per_round_one_thread"]])
+    smoke_cases = {f"{r['kernel']} {r['label']}" for r in against_reference}
+    assert m["uncalibrated_cases"] == sorted(smoke_cases)  # smoke's cases are not ci's: none decides
+    assert all(m[kernels.case_key(c)] == [] for c in kernels.REFERENCE_CASES)
     assert set(m["median_x_reference"]) == {f"{r['kernel']} {r['label']}" for r in against_reference}
     moe = [r for r in rows if r["kernel"] == "expert_ffn"]
     assert m["moe_attainable_x_loop"] == [statistics.median(r["per_round_attainable"]) for r in moe]
