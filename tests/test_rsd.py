@@ -115,6 +115,20 @@ def test_accepted_set_shrinks_as_threshold_grows():
     assert accepted[0].all() and not accepted[-1].any()
 
 
+def test_noisy_oracle_is_charged_as_a_prm_of_its_cost_model(pair, problems):
+    """Charging the noisy oracle at the draft's size changes its cost, not its rewards: the same completions and
+    target calls as the free one, the draft's and target's FLOPs unchanged, and the PRM's FLOPs, positive, added
+    to the total."""
+    draft, target = pair
+    free, charged = (rsd.decode(draft.model, draft.tokenizer, target.model, target.tokenizer, problems,
+                                rsd.NoisyOraclePRM(0.1, 0, cost_model=m), rsd.threshold_rule(0.5))
+                     for m in (None, draft.model))
+    assert free.completions == charged.completions and free.target_calls == charged.target_calls
+    assert free.flops["prm"] == 0 and charged.flops["prm"] > 0
+    assert charged.flops["draft"] == free.flops["draft"] and charged.flops["target"] == free.flops["target"]
+    assert charged.total_flops == free.total_flops + charged.flops["prm"]
+
+
 def test_learned_prm_costs_flops(pair, problems):
     draft, target = pair
     prm = rsd.learned_prm(rsd.config("smoke"), 0)

@@ -14,7 +14,8 @@ threshold set S_δ = {r ≥ δ}: that is the paper's optimality argument for (2)
 Compute is counted in FLOPs with :mod:`icml25.core.flops`, as if every model kept a KV cache of the text it has
 read (prefix caching): a model pays for each token the first time it reads it (prompt, steps written by the other
 model) and for each token it writes; a discarded draft step is paid for and rolled back. The exact oracle PRM is a
-program and costs nothing; a learned PRM is a model and its tokens are counted.
+program and costs nothing; the noisy oracle stands in for a PRM and is charged as one of the draft's size; a
+learned PRM is a model and its tokens are counted.
 
 The package, one idea per module: `scales` (settings per scale), `pair` (the chapter's draft/target pair and its
 declared calibration), `claims`, `mixture` (Eqs. 1-3 on a one-step toy), `prms` (oracle, noisy and learned PRMs),

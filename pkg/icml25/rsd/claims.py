@@ -66,13 +66,18 @@ _KEEP = ("at the budget that keeps the target's accuracy, set without the test (
          f"{ACCURACY_MARGIN:g} is kept, the largest when none is)")
 
 
+#: how a PRM's FLOPs are charged, where the criterion must say it: the noisy oracle stands in for a PRM
+_CHARGED = {"noisy": " (a stand-in for a PRM of that quality, charged the FLOPs of a PRM of the draft's size, as "
+                     "the learned PRM is)"}
+
+
 def _efficiency(prm: str) -> Claim:
     ok = _pair_ok()
     return Claim(
         chapter="rsd", id=f"efficiency_{prm}",
         paper_statement="RSD keeps the target model's accuracy with far fewer FLOPs than target-only decoding",
         paper_value="up to 4.4x fewer FLOPs, accuracy at or above the target's",
-        criterion=f"With the {prm} PRM {_KEEP}, per seed: total FLOPs of RSD / target-only below 1, both when "
+        criterion=f"With the {prm} PRM{_CHARGED.get(prm, '')} {_KEEP}, per seed: total FLOPs of RSD / target-only below 1, both when "
                   "every token read and written is counted (prefill included) and when only written tokens are "
                   "(95% t intervals; refuted if wholly above 0.9), and RSD's accuracy minus the target's above "
                   f"-{ACCURACY_MARGIN:g} (non-inferiority, 95% t interval; refuted if wholly below)",
@@ -95,8 +100,8 @@ def _beats_parallel(prm: str) -> Claim:
         paper_statement="At comparable compute, RSD is more accurate than parallel decoding (draft best-of-N "
                         "reranked by the PRM)",
         paper_value="up to +3.5 average accuracy",
-        criterion=f"With the {prm} PRM {_DELTA}, per seed: RSD's accuracy minus that of draft best-of-N reranked "
-                  f"by the same PRM (its chain score: the {BON_CHAIN[prm]} of the step rewards, the one of min, "
+        criterion=f"With the {prm} PRM{_CHARGED.get(prm, '')} {_DELTA}, per seed: RSD's accuracy minus that of "
+                  f"draft best-of-N reranked by the same PRM (its chain score: the {BON_CHAIN[prm]} of the step rewards, the one of min, "
                   "product, mean and last step reward that ranked one problem's samples best on calibration seeds "
                   "0-4) at the smallest N whose FLOPs reach RSD's is above 0 (95% t interval; refuted if wholly "
                   "below)",

@@ -139,7 +139,7 @@ def reasoning_experiment(cfg, seed: int) -> dict:
     accountings."""
     draft, target = draft_and_target(cfg, seed)
     problems = reasoners.test_problems(cfg.n_test, seed)
-    prms = {"oracle": OraclePRM(), "noisy": NoisyOraclePRM(cfg.epsilon, seed),
+    prms = {"oracle": OraclePRM(), "noisy": NoisyOraclePRM(cfg.epsilon, seed, cost_model=draft.model),
             "learned": learned_prm(cfg, seed, draft)}
     base = {"draft": decode_single(draft.model, draft.tokenizer, problems, role="draft"),
             "target": decode_single(target.model, target.tokenizer, problems, role="target")}

@@ -38,12 +38,15 @@ class OraclePRM:
 
 class NoisyOraclePRM(OraclePRM):
     """The oracle with each verdict flipped with probability ε. The flip is a fixed function of (seed, problem,
-    prefix, step), so the same step always gets the same reward, whichever δ is being run. Costs no FLOPs."""
+    prefix, step), so the same step always gets the same reward, whichever δ is being run. It stands in for a PRM
+    of that quality, so it is charged the FLOPs of `cost_model` reading what a PRM reads (the chapter passes the
+    draft, the learned PRM's size); with `cost_model=None` it costs nothing, as a program."""
 
-    def __init__(self, epsilon: float, seed: int):
+    def __init__(self, epsilon: float, seed: int, cost_model=None):
         if not 0 <= epsilon <= 1:
             raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
         self.epsilon, self.seed, self.name = epsilon, seed, f"noisy oracle (ε={epsilon:g})"
+        self.model = cost_model
 
     def score(self, problems, prefixes, steps):
         exact = super().score(problems, prefixes, steps)

@@ -245,8 +245,9 @@ KEEP_CALIBRATION = {
 }
 
 # The pair's design (`pair`) and these settings were chosen on calibration seeds 0-4, the pair's stop rules also on
-# calibration seeds 10-19 (`pair.PAIR_CALIBRATION`). Verdict seeds 3900-3907 are fresh; 2800-2807 decided the round
-# before the pair's stop rules changed (every claim inconclusive on the draft's band); 2100-2107 the round before
+# calibration seeds 10-19 (`pair.PAIR_CALIBRATION`). Verdict seeds 5900-5907 are fresh; 3900-3907 decided the
+# round before the noisy oracle was charged as a draft-sized PRM, after which a referee ran 4900-4907; 2800-2807 the
+# round before the pair's stop rules changed (every claim inconclusive on the draft's band); 2100-2107 the round before
 # best-of-N's chain score and the efficiency claims' budget changed (`BON_CALIBRATION`, `KEEP_CALIBRATION`), after
 # which a referee ran 2600-2607; 1700-1707 decided the round before `threshold_matters`' baseline became the position
 # router (`ROUTER_CALIBRATION`), after a referee's run on 1800-1807; 1600-1607 the round before the learned PRM's
@@ -256,19 +257,19 @@ KEEP_CALIBRATION = {
 # boundary case (`decoding.floor_share`); 400-403, 700-707 and 2300-2307 were run by referees (all were seen).
 _CALIBRATION_SEEDS = [0, 1, 2, 3, 4, *range(10, 20)]
 config = make_config({
-    "smoke": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": [3900], "calibration_seeds": [0],
+    "smoke": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": [5900], "calibration_seeds": [0],
               "n_test": 24, "n_calibration": 30, "budget": TARGET_CALL_BUDGET, "deltas": [0.5, 0.7],
               "epsilon": NOISY_EPSILON, "gamma": 4, "bon_n": 3, "target_bon_n": 1, "bon_temperature": 1.0,
               "patience": PATIENCE, "prm_preset": FROM_DRAFT, "prm_problems": 100, "prm_steps": 20, "prm_lr": 3e-3,
               "prm_eval_problems": 30, "keep_budgets": [0.4, 0.8], "toy_samples": 20000, "toy_delta": 0.7},
-    "ci": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": list(range(3900, 3908)),
+    "ci": {"draft_model": DRAFT_MODEL, "target_model": TARGET_MODEL, "seeds": list(range(5900, 5908)),
            "calibration_seeds": _CALIBRATION_SEEDS, "n_test": 200, "n_calibration": 300, "budget": TARGET_CALL_BUDGET,
            "deltas": [0.3, 0.5, 0.7, 0.9, 0.97], "epsilon": NOISY_EPSILON, "gamma": 4, "bon_n": 16,
            "target_bon_n": 2, "bon_temperature": 1.0, "patience": PATIENCE, "prm_preset": FROM_DRAFT,
            "prm_problems": 6000, "prm_steps": 600, "prm_lr": 3e-3, "prm_eval_problems": 200,
            "keep_budgets": KEEP_BUDGETS, "toy_samples": 100000, "toy_delta": 0.7},
     "full": {"draft_model": "Qwen/Qwen2.5-Math-1.5B-Instruct", "target_model": "Qwen/Qwen2.5-Math-7B-Instruct",
-             "seeds": list(range(3900, 3908)), "calibration_seeds": _CALIBRATION_SEEDS, "n_test": 500,
+             "seeds": list(range(5900, 5908)), "calibration_seeds": _CALIBRATION_SEEDS, "n_test": 500,
              "n_calibration": 500, "budget": TARGET_CALL_BUDGET,
              "deltas": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95], "epsilon": NOISY_EPSILON, "gamma": 4,
              "bon_n": 16, "target_bon_n": 4, "bon_temperature": 1.0, "patience": PATIENCE, "prm_preset": FROM_DRAFT,
