@@ -51,7 +51,6 @@ from IPython.display import Markdown, display
 
 from icml25 import kernels, ops
 from icml25.core import check, plot
-from icml25.core.claims import between_run_sd
 from icml25.ops import bench, timing
 
 plot.use_style()
@@ -226,17 +225,18 @@ ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8);
 # %%
 def calibration(runs: dict, rounds: int) -> str:
     """The widest case of calibration builds: its range of build means, and the between-build sd it gives."""
-    case = max(runs, key=lambda c: between_run_sd(*zip(*runs[c]), rounds))
+    sd = kernels.case_run_sd(runs, rounds)
+    case = max(sd, key=sd.get)
     means = [m for m, _ in runs[case]]
     return (f"over {len(runs[case])} calibration builds of {rounds} rounds the between-build sd of a case's mean "
-            f"was at most {kernels.largest_run_sd(runs, rounds):.3f} in logs, for {case}, whose build means went "
+            f"was at most {sd[case]:.3f} in logs, for {case}, whose build means went "
             f"from {np.exp(min(means)):.2f}x to {np.exp(max(means)):.2f}x its reference")
 
 
 two = calibration(kernels.TWO_THREAD_CALIBRATION_RUNS, kernels.TWO_THREAD_CALIBRATION_ROUNDS)
 one = calibration(kernels.REFERENCE_CALIBRATION_RUNS, kernels.REFERENCE_CALIBRATION_ROUNDS)
 lent = [case for case, *_ in kernels.LARGEST_SD_VERDICT_BUILDS]
-binding_own = between_run_sd(*zip(*kernels.REFERENCE_CALIBRATION_RUNS[lent[0]]), kernels.REFERENCE_CALIBRATION_ROUNDS)
+binding_own = kernels.case_run_sd(kernels.REFERENCE_CALIBRATION_RUNS, kernels.REFERENCE_CALIBRATION_ROUNDS)[lent[0]]
 dropped = "; ".join(f"seed {seed}, {why}" for seed, why in kernels.CASE_CALIBRATION_DROPPED.items()) or "none"
 seen = "; ".join(f"{np.exp(est):.2f}x, log {est:.3f} [{lo:.3f}, {hi:.3f}]"
                  for _, est, lo, hi in kernels.LARGEST_SD_VERDICT_BUILDS)

@@ -505,30 +505,30 @@ display(Markdown("| claim | verdict |\n|---|---|\n" + "\n".join(
 
 # %%
 r4 = rsd.REFEREE_4900
-iv = lambda t: f"{t[0]:+.3f} [{t[1]:+.3f}, {t[2]:+.3f}]"  # noqa: E731
+interval = lambda t: f"{t[0]:+.3f} [{t[1]:+.3f}, {t[2]:+.3f}]"  # noqa: E731
 ratio = lambda t: f"{t[0]:.3f} [{t[1]:.3f}, {t[2]:.3f}]"  # noqa: E731
 display(Markdown(
     f"On seeds {r4['seeds']} {r4['same_verdicts']} of {r4['verdicts']} labels came out the same (the draft in its "
     f"band on {r4['draft_in_band']} of 8 seeds, the target on {r4['target_in_band']}; the learned PRM's quality "
     f"precondition on {r4['prm_quality_seeds']} of 8, the 75% bar itself). Best-of-N at equal FLOPs: oracle "
-    f"{iv(r4['beats_parallel_oracle'])}, noisy {iv(r4['beats_parallel_noisy'])}, learned "
-    f"{iv(r4['beats_parallel_learned'])} (its ranking precondition on {r4['prm_ranks_seeds']} of 8 seeds). "
-    f"`threshold_matters`: noisy {iv(r4['threshold_matters_noisy'])}, learned "
-    f"{iv(r4['threshold_matters_learned'])}, refuted against the declared smallest effect, not against 0: within one "
+    f"{interval(r4['beats_parallel_oracle'])}, noisy {interval(r4['beats_parallel_noisy'])}, learned "
+    f"{interval(r4['beats_parallel_learned'])} (its ranking precondition on {r4['prm_ranks_seeds']} of 8 seeds). "
+    f"`threshold_matters`: noisy {interval(r4['threshold_matters_noisy'])}, learned "
+    f"{interval(r4['threshold_matters_learned'])}, refuted against the declared smallest effect, not against 0: within one "
     f"step position the learned score still ranks the steps (AUC {ratio(r4['learned_auc_within_position'][0])} and "
     f"{ratio(r4['learned_auc_within_position'][1])}), and a little of it added to the position router's prior beats "
-    f"the router by {iv(r4['position_plus_learned_minus_router'][0])} and "
-    f"{iv(r4['position_plus_learned_minus_router'][1])}, less than that effect. On the greedy steps the threshold "
+    f"the router by {interval(r4['position_plus_learned_minus_router'][0])} and "
+    f"{interval(r4['position_plus_learned_minus_router'][1])}, less than that effect. On the greedy steps the threshold "
     f"acts on, the learned PRM reaches the 0.8 its quality precondition reads on sampled rollouts on only "
     f"{r4['prm_greedy_quality_seeds'][0]} and {r4['prm_greedy_quality_seeds'][1]} of 8 seeds. "
-    f"`hard_beats_soft_learned` {iv(r4['hard_beats_soft_learned'])} is not automatic: with the position router's "
-    f"scores in place of the PRM's, hard minus soft is {iv(r4['router_scores_hard_minus_soft'])}. "
+    f"`hard_beats_soft_learned` {interval(r4['hard_beats_soft_learned'])} is not automatic: with the position router's "
+    f"scores in place of the PRM's, hard minus soft is {interval(r4['router_scores_hard_minus_soft'])}. "
     f"`efficiency_learned`: FLOP ratio {ratio(r4['efficiency_learned_flops'])}, written tokens only "
     f"{ratio(r4['efficiency_learned_written'])}; without the PRM's FLOPs {ratio(r4['efficiency_learned_flops_without_prm'][0])} "
     f"and {ratio(r4['efficiency_learned_flops_without_prm'][1])}: the refutation rests on the target's prefill of "
     f"the draft's text, at the budgets of 0.5 or more this PRM needs to keep the target's accuracy. "
     f"`efficiency_noisy`: FLOP ratio {ratio(r4['efficiency_noisy_flops'])}, accuracy gap "
-    f"{iv(r4['efficiency_noisy_gap'])}; its verifier is a program and costs nothing, and charged like a draft-sized "
+    f"{interval(r4['efficiency_noisy_gap'])}; its verifier is a program and costs nothing, and charged like a draft-sized "
     f"PRM the ratio is {ratio(r4['efficiency_noisy_flops_prm_charged'][0])} and "
     f"{ratio(r4['efficiency_noisy_flops_prm_charged'][1])}. No code bug touching a verdict was found."))
 
@@ -541,7 +541,6 @@ display(Markdown(
 
 # %%
 r = rsd.REFEREE_1800
-interval = lambda t: f"{t[0]:+.3f} [{t[1]:+.3f}, {t[2]:+.3f}]"  # noqa: E731
 display(Markdown(
     f"On seeds {r['seeds']} every verdict came out {'the same' if r['same_verdicts'] else 'differently'}. "
     f"`threshold_matters_learned`: a length router that never reads a step passes the criterion "

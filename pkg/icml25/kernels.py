@@ -133,10 +133,15 @@ REFERENCE_CALIBRATION_RUNS = {
 REFERENCE_CALIBRATION_ROUNDS = 32
 
 
+def case_run_sd(runs: dict[str, tuple], rounds: int) -> dict[str, float]:
+    """Per case of `runs` ({case: ((mean, sd) per build)}) the between-build sd of its mean
+    (`icml25.core.claims.between_run_sd`), rounded to 4 places."""
+    return {case: round(between_run_sd(*zip(*builds), rounds), 4) for case, builds in runs.items()}
+
+
 def largest_run_sd(runs: dict[str, tuple], rounds: int) -> float:
-    """The largest over the cases of `runs` ({case: ((mean, sd) per build)}) of the between-build sd of a case's
-    mean (`icml25.core.claims.between_run_sd`), rounded to 4 places."""
-    return round(max(between_run_sd(*zip(*case), rounds) for case in runs.values()), 4)
+    """The largest over the cases of `runs` of the between-build sd of a case's mean (`case_run_sd`)."""
+    return max(case_run_sd(runs, rounds).values())
 
 
 #: the between-build sd that 6daf9c7's design lent the case with the lowest mean: the largest over the cases of the
@@ -197,12 +202,6 @@ CASE_CALIBRATION_RUNS = {
         (0.3412, 0.0805), (0.3146, 0.0700), (0.2767, 0.0699), (0.2878, 0.0786)),
 }
 CASE_CALIBRATION_KEPT = len(CASE_CALIBRATION_SEEDS) - len(CASE_CALIBRATION_DROPPED)
-
-
-def case_run_sd(runs: dict[str, tuple], rounds: int) -> dict[str, float]:
-    """Per case of `runs` ({case: ((mean, sd) per build)}) the between-build sd of its mean
-    (`icml25.core.claims.between_run_sd`), rounded to 4 places."""
-    return {case: round(between_run_sd(*zip(*builds), rounds), 4) for case, builds in runs.items()}
 
 
 #: faster_than_reference's cases (ci's) and the between-build sd each one's interval carries: its own
@@ -302,9 +301,9 @@ def measurements(rows: list[dict], repeats: int, scale: str) -> dict:
     for name, (case, outcomes) in effects.items():
         out[name], out[f"{name}_case"] = outcomes, case
     out.update(case_logs(timed_against_reference, "per_round_one_thread", scale))
-    out["uncalibrated_cases"] = sorted({f"{r['kernel']} {r['label']}" for r in timed_against_reference}
-                                       - set(REFERENCE_CASES) if scale == CASE_CALIBRATION_SCALE else
-                                       {f"{r['kernel']} {r['label']}" for r in timed_against_reference})
+    measured = {f"{r['kernel']} {r['label']}" for r in timed_against_reference}
+    out["uncalibrated_cases"] = sorted(measured - set(REFERENCE_CASES) if scale == CASE_CALIBRATION_SCALE
+                                       else measured)
     out["median_x_reference"] = {f"{r['kernel']} {r['label']}": statistics.median(r["per_round_one_thread"])
                                  for r in timed_against_reference}
     out["moe_attainable_x_loop"] = [statistics.median(r["per_round_attainable"]) for r in moe]

@@ -250,15 +250,12 @@ def bench_embedding_bag(cfg, gen):
         rows.append(row("embedding_bag", f"fwd, {n}", f"fwd, {shape}", "M entries/s", work, times,
                         "F.embedding_bag"))
 
-        def step(fn, sparse):
-            bag_step(fn, values, indices, weights, dy, sparse)
-
-        steps = {f"{name} {grad}": (lambda fn=fn, sparse=grad == "sparse": step(fn, sparse))
+        steps = {f"{name} {grad}": partial(bag_step, fn, values, indices, weights, dy, sparse=grad == "sparse")
                  for name, fn in fns.items() for grad in ("dense", "sparse")}
         touched = indices.unique()
         for grad, rows_of in (("dense", None), ("sparse", touched)):
-            steps[f"floor {grad}"] = lambda rows_of=rows_of: step(
-                lambda v, i, w, sparse: BagFloor.apply(v, i, w, rows_of), False)
+            floor = lambda v, i, w, sparse, rows_of=rows_of: BagFloor.apply(v, i, w, rows_of)  # noqa: E731
+            steps[f"floor {grad}"] = partial(bag_step, floor, values, indices, weights, dy, sparse=False)
         steps |= kernel_phases(values.detach(), indices, weights.detach(), dy)
         times = interleaved(steps, cfg.repeats, cfg.min_unit)
         for grad in ("dense", "sparse"):
