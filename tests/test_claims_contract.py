@@ -461,3 +461,35 @@ def test_the_between_run_sd_is_the_spread_of_run_means_beyond_what_their_units_e
     assert claims.between_run_sd([0.1, 0.1, 0.1], [0.2, 0.3, 0.1], 12) == 0.0
     # means 0, 0.1, 0.2 (variance 0.01) with units of sd 0.1: sqrt((12 * 0.01 - 0.01) / 12)
     assert claims.between_run_sd([0.0, 0.1, 0.2], [0.1] * 3, 12) == pytest.approx(math.sqrt(0.11 / 12))
+
+
+TWO_CASES = Claim(chapter="demo", id="two_cases", paper_statement="A beats B on every case", paper_value="+3",
+                  criterion="every case's A - B > 0 (paired t, 95%); refuted when any lies below +1",
+                  effects=[Effect("wide_margin", "first", min_effect=1.0),
+                           Effect("narrow_margin", "second", min_effect=1.0)],
+                  preconditions=[at_least("b_learns", "b_acc", 0.8)],
+                  examples=({"first": STRONG, "second": STRONG, "b_acc": 0.9},
+                            {"first": STRONG, "second": NONE, "b_acc": 0.9}))
+claims.REGISTRY.pop(("demo", "two_cases"))  # a test claim, not one the book checks
+
+
+def test_the_record_shows_the_effect_that_decides_not_the_first():
+    """Reproduced: the case that clears its bar by the least; refuted: the case that refutes; undecided: the case
+    left open; a failed precondition keeps the weakest case (the scorecard shows `record["effect"]`)."""
+    weaker = [x - 1.5 for x in STRONG]  # above 0 but close: its lower end sits nearest the bar
+    shown = lambda **m: check(TWO_CASES, dict(m), seeds=range(8), scale="ci").record  # noqa: E731
+    r = shown(first=STRONG, second=weaker, b_acc=0.9)
+    assert r["verdict"] == REPRODUCED and r["effect"]["name"] == "narrow_margin"
+    r = shown(first=weaker, second=STRONG, b_acc=0.9)
+    assert r["verdict"] == REPRODUCED and r["effect"]["name"] == "wide_margin"
+    r = shown(first=STRONG, second=NONE, b_acc=0.9)
+    assert r["verdict"] == REFUTED and r["effect"]["name"] == "narrow_margin"
+    undecided = [3.0, -2.0, 4.0, -1.0, 5.0, 0.0, 2.0, -3.0]
+    r = shown(first=undecided, second=STRONG, b_acc=0.9)
+    assert r["verdict"] == INCONCLUSIVE and r["effect"]["name"] == "wide_margin"
+    r = shown(first=STRONG, second=weaker, b_acc=0.5)
+    assert r["verdict"] == INCONCLUSIVE and r["effect"]["name"] == "narrow_margin"
+    # an equivalence's slack is the share of its margin left unused
+    inside = {"ci_low": -0.1, "ci_high": 0.4, "direction": "equivalent", "margin": 0.5, "verdict": REPRODUCED}
+    roomy = dict(inside, ci_low=-0.1, ci_high=0.1)
+    assert claims.deciding_effect([roomy, inside], REPRODUCED) is inside

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 from .. import catalog
-from ..core.claims import INCONCLUSIVE, REFUTED, REPRODUCED, VERDICTS
+from ..core.claims import INCONCLUSIVE, REFUTED, REPRODUCED, VERDICTS, standardised
 from . import build, ledger
 
 VERDICT_TEXT = {REPRODUCED: "**reproduced**", REFUTED: "refuted", INCONCLUSIVE: "*inconclusive*"}
@@ -60,7 +60,7 @@ def rows(out: build.Output | None = None, manifest: dict | None = None) -> list[
             base["runtime"] += " (failed: " + ", ".join(f.split("/")[1] for f in failed) + ")"
         if not records:
             table.append(dict(base, claim="", paper="", ours="", verdict="failed" if failed else "not yet checked",
-                            reason="", effect="", effects=[], seeds=""))
+                            reason="", effect="", effects=[], deciding=None, seeds=""))
         linked = (out.book / ch.slug / ledger.PAGE).exists()
         for r in records:
             table.append(dict(base, claim=f"`{r['claim_id']}`: {r['paper_statement']}", claim_id=r["claim_id"],
@@ -68,6 +68,7 @@ def rows(out: build.Output | None = None, manifest: dict | None = None) -> list[
                             paper=r["paper_value"], ours=r["our_value"], verdict=r["verdict"],
                             reason=r["reason"] if r["verdict"] != REPRODUCED else "",
                             effect=_effect_text(r.get("effect")), effects=r.get("effects", []),
+                            deciding=r.get("effect"),
                             seeds=", ".join(map(str, r["seeds"])) + f" ({r['scale']})"))
     return table
 
@@ -95,32 +96,18 @@ def _warmup(manifest: dict) -> list[str]:
             "runtime above.", ""]
 
 
-def standardised(e: dict) -> tuple[float, float, float]:
-    """An effect's estimate and interval on one axis for every claim: 0 is no effect and 1 the paper's smallest
-    effect (or, for an equivalence, the margin; or, where the smallest effect is the null itself or none is declared,
-    the interval's half-width), signed so that the paper's direction is positive."""
-    if e.get("direction") == "equivalent":
-        scale, centre, sign = e["margin"], 0.0, 1.0
-    else:
-        centre, sign = e.get("null", 0.0), (1.0 if e.get("direction", "greater") == "greater" else -1.0)
-        scale = abs(e.get("min_effect", centre) - centre)
-        if scale == 0:  # no smallest effect beyond the null: the interval's half-width is the unit
-            scale = max(abs(e["ci_high"] - e["ci_low"]) / 2, 1e-12)
-    pts = sorted(sign * (v - centre) / scale for v in (e["ci_low"], e["ci_high"]))
-    return sign * (e["estimate"] - centre) / scale, pts[0], pts[1]
-
-
 def figure(table: list[dict]):
-    """Every claim's first effect, standardised (see `standardised`), with its interval, coloured by verdict."""
+    """Every claim's deciding effect (`core.claims.deciding_effect`: the one that refutes it, is left undecided,
+    or clears its bar by the least), standardised (see `standardised`), with its interval, coloured by verdict."""
     import matplotlib.pyplot as plt
 
     from ..core.plot import VERDICT_COLOURS, use_seaborn_style
 
     use_seaborn_style()
-    shown = [r for r in table if r["effects"] and r["effects"][0]["ci_low"] is not None]
+    shown = [r for r in table if r["deciding"] and r["deciding"]["ci_low"] is not None]
     fig, ax = plt.subplots(figsize=(8.0, 1.2 + 0.24 * max(len(shown), 1)), constrained_layout=True)
     for i, r in enumerate(shown):
-        est, lo, hi = standardised(r["effects"][0])
+        est, lo, hi = standardised(r["deciding"])
         clip = lambda v: max(-5.0, min(5.0, v))  # noqa: E731  (very wide intervals are cut at the frame)
         ax.plot([clip(lo), clip(hi)], [i, i], color=VERDICT_COLOURS[r["verdict"]], lw=2.5)
         ax.plot(clip(est), i, "o", color=VERDICT_COLOURS[r["verdict"]], ms=5)
@@ -164,7 +151,7 @@ def render(out: build.Output | None = None, with_figure: bool = True) -> str:
     if with_figure and any(r["effects"] for r in table):
         lines += ["## Every effect at a glance", "", f"![Every claim's effect and interval]({FIGURE})", ""]
     lines += ["## Every claim", "",
-              "| Paper | Verdict | Claim | Paper's value | Effect [95% interval] | Why (if not reproduced) | "
+              "| Paper | Verdict | Claim | Paper's value | Deciding effect [95% interval] | Why (if not reproduced) | "
               "Our value | Seeds (scale) |", "|---|---|---|---|---|---|---|---|"]
     previous = None
     for r in table:

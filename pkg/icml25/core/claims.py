@@ -667,6 +667,43 @@ def _power_need(effects: Sequence[dict]) -> int | None:
     return max(needs) if needs else None
 
 
+def standardised(e: Mapping[str, Any]) -> tuple[float, float, float]:
+    """An effect's estimate and interval on one axis for every claim: 0 is no effect and 1 the paper's smallest
+    effect (or, for an equivalence, the margin; or, where the smallest effect is the null itself or none is declared,
+    the interval's half-width), signed so that the paper's direction is positive."""
+    if e.get("direction") == "equivalent":
+        scale, centre, sign = e["margin"], 0.0, 1.0
+    else:
+        centre, sign = e.get("null", 0.0), (1.0 if e.get("direction", "greater") == "greater" else -1.0)
+        scale = abs(e.get("min_effect", centre) - centre)
+        if scale == 0:  # no smallest effect beyond the null: the interval's half-width is the unit
+            scale = max(abs(e["ci_high"] - e["ci_low"]) / 2, 1e-12)
+    pts = sorted(sign * (v - centre) / scale for v in (e["ci_low"], e["ci_high"]))
+    return sign * (e["estimate"] - centre) / scale, pts[0], pts[1]
+
+
+def _slack(e: Mapping[str, Any]) -> float:
+    """How far an effect's interval clears its bar, in units of the bar (see `standardised`): the lower end on the
+    paper's side for an effect, the unused share of the margin for an equivalence; -inf without an interval."""
+    if e["ci_low"] is None:
+        return -math.inf
+    if e.get("direction") == "equivalent":
+        return 1.0 - max(abs(e["ci_low"]), abs(e["ci_high"])) / e["margin"]
+    return standardised(e)[1]
+
+
+def deciding_effect(effects: Sequence[Mapping[str, Any]], verdict: str) -> Mapping[str, Any] | None:
+    """The effect that decides a claim's `verdict`: the first that refutes it; else the first left undecided; else
+    (every effect decided, the verdict reproduced or held back by a precondition or a null) the one whose interval
+    clears its bar by the least, which for a claim of the form "every case clears the bar" is its weakest case."""
+    if not effects:
+        return None
+    if verdict == REFUTED:
+        return next(e for e in effects if e["verdict"] == REFUTED)
+    undecided = [e for e in effects if e["verdict"] == INCONCLUSIVE]
+    return undecided[0] if undecided else min(effects, key=_slack)
+
+
 def _interval(e: Mapping[str, Any]) -> str:
     return f"{_fmt(e['estimate'])} [{_fmt(e['ci_low'])}, {_fmt(e['ci_high'])}] ({e['method']}, n={e['n']})"
 
@@ -781,7 +818,7 @@ def check(claim: Claim, measured: Mapping[str, Any], seeds: Sequence[int], scale
         "our_value": our_value if our_value is not None else ", ".join(
             f"{k}={_fmt(v)}" for k, v in measured.items()),
         **decision,
-        "effect": decision["effects"][0],
+        "effect": deciding_effect(decision["effects"], decision["verdict"]),
         "seeds": seeds,
         "calibration_seeds": calibration_seeds,
         "contract": 2,
