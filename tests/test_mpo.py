@@ -270,3 +270,83 @@ def test_common_noise_couples_the_samples_of_nearby_policies():
     independent = mpo.sample_mixture([near], [1.0], z.tokenizer, prompts, torch_generator(1, "crn"))
     same = lambda xs: np.mean([x == y for x, y in zip(a, xs)])  # noqa: E731
     assert same(coupled) > same(independent) + 0.2
+
+
+def test_smallest_effect_is_twice_the_papers_smallest_margin_of_minimum_win_rates():
+    """The margin rule (the smallest margin over the β of MPO over the best other method), and the conversion of a
+    win rate to a raw-reward gain checked by enumerating two independent 0/1 rewards: W = P(win) + P(tie)/2 =
+    (1 + p − q)/2."""
+    rates = {0.5: {"MPO": 60.0, "A": 52.0, "B": 55.0}, 0.1: {"MPO": 40.0, "A": 38.0, "B": 30.0}}
+    assert mpo.smallest_paper_margin(rates) == pytest.approx(0.02)
+    for p, q in ((0.7, 0.4), (0.2, 0.5), (0.5, 0.5)):
+        win = p * (1 - q) + 0.5 * (p * q + (1 - p) * (1 - q))
+        assert mpo.gain_from_win_rate(win - 0.5) == pytest.approx(p - q)
+    assert mpo.MIN_EFFECT == pytest.approx(2 * 0.015)  # 46.3 vs 44.8 at β = 0.1 is the smaller margin
+    assert all(e.min_effect == mpo.MIN_EFFECT for e in mpo.BALANCED_LM.effects)
+
+
+def test_simplex_grid():
+    grid = mpo.simplex_grid(3, 3)
+    assert grid.shape == (10, 3) and np.allclose(grid.sum(1), 1) and (grid >= 0).all()
+    for lam in [*np.eye(3), np.full(3, 1 / 3)]:  # the single policies and the uniform mix are on the grid
+        assert np.isclose(grid, lam).all(1).sum() == 1
+    assert len(mpo.simplex_grid(2, 4)) == 5 and len(mpo.simplex_grid(4, 2)) == 10
+
+
+def test_max_min_mix_finds_the_known_balance_of_two_objectives():
+    """Two objectives whose gains are linear in the weight: g_1 = 0.09 λ_1 − 0.01, g_2 = 0.045 λ_2; the worst one
+    is largest where they cross, λ_1 = 0.055/0.135 ≈ 0.41, so the grid of thirds picks (1/3, 2/3), whose worst gain
+    (0.02) beats the uniform mix's (0.0125 at λ = ½, off this grid) and every vertex's (≤ 0)."""
+    lams = mpo.simplex_grid(2, 3)
+    gains = np.stack([0.09 * lams[:, 0] - 0.01, 0.045 * lams[:, 1]], 1)
+    best = mpo.max_min_mix(lams, gains)
+    np.testing.assert_allclose(best, [1 / 3, 2 / 3])
+    assert gains.min(1).max() == pytest.approx(0.02)
+    ties = np.zeros((3, 2))
+    np.testing.assert_array_equal(mpo.max_min_mix(lams[:3], ties), lams[0])  # the first of ties
+
+
+def _run(raw: dict) -> "mpo.LMRun":
+    names = ["π_ref", *(f"π_{o}" for o in mpo.LM_OBJECTIVES), "uniform per-token mix", "MPO", mpo.GRID_MIX]
+    raw = {n: np.asarray(raw[n], dtype=float) for n in names}
+    return mpo.LMRun(np.full(3, 1 / 3), {n: np.zeros(3) for n in names}, raw, np.zeros(3),
+                     {n: np.full(3, 0.01) for n in names}, np.array([0.5, 0.5, 0.0]))
+
+
+def test_headroom_is_the_grid_mix_over_the_better_comparator():
+    """Worst-objective gains: singles −0.05, −0.1, −0.1; uniform +0.01; grid mix +0.04: headroom 0.03 over the
+    uniform mix; with a single policy at +0.02 it is 0.02 over that single. The precondition reads their mean."""
+    raw = {"π_ref": [0.5, 0.5, 0.5], "π_correct": [0.6, 0.45, 0.5], "π_large answer": [0.4, 0.7, 0.5],
+           "π_even answer": [0.5, 0.4, 0.6], "uniform per-token mix": [0.52, 0.53, 0.51], "MPO": [0.53, 0.53, 0.53],
+           mpo.GRID_MIX: [0.56, 0.55, 0.54]}
+    a = _run(raw)
+    assert a.headroom == pytest.approx(0.03) and a.best_single_min_gain == pytest.approx(-0.05)
+    b = _run(raw | {"π_correct": [0.6, 0.52, 0.53]})
+    assert b.headroom == pytest.approx(0.02)
+    m = mpo.lm_measurements([a, b])
+    assert m["headroom"] == pytest.approx([0.03, 0.02])
+    assert m["grid_minus_uniform"] == pytest.approx([0.03, 0.03])
+    assert m["mpo_minus_uniform"] == pytest.approx([0.02, 0.02])
+    assert mpo.LMRun.from_json(a.as_json()).as_json() == a.as_json()
+
+
+def test_no_headroom_makes_balanced_lm_inconclusive_not_refuted():
+    """The second example refutes mpo_minus_uniform when there is headroom; the same effects with a grid mix no
+    better than the comparators (headroom below the smallest effect) give an inconclusive verdict that names it."""
+    ok, bad = mpo.BALANCED_LM.examples[:2]
+    assert mpo.BALANCED_LM.decide(ok, unit_floor=False)["verdict"] == "reproduced"
+    assert mpo.BALANCED_LM.decide(bad, unit_floor=False)["verdict"] == "refuted"
+    flat = mpo.BALANCED_LM.decide(bad | {"headroom": [0.0, 0.01, -0.005]}, unit_floor=False)
+    assert flat["verdict"] == "inconclusive" and "headroom" in flat["reason"]
+
+
+def test_a_zero_weight_leaves_the_mix_unchanged():
+    """A model of weight 0 is not run, and the samples are those of the mix without it."""
+    from icml25.core import arithmetic, models
+    from icml25.core.seeding import torch_generator
+
+    z = models.get("arith-draft", "smoke", 0, alphabet=arithmetic.ALPHABET)
+    a, b = mpo.reference_policy(z.model, 1.5), mpo.reference_policy(z.model, 2.0)
+    prompts = [p.prompt for p in arithmetic.sample_problems(16, 0, max_ops=3)]
+    with_zero = mpo.sample_mixture([a, b, z.model], [0.4, 0.6, 0.0], z.tokenizer, prompts, torch_generator(0, "z"))
+    assert with_zero == mpo.sample_mixture([a, b], [0.4, 0.6], z.tokenizer, prompts, torch_generator(0, "z"))

@@ -40,6 +40,7 @@ lm_beta = None  # β of the single-objective policies and of the max-min objecti
 lm_temperature = None  # π_ref = the model at this sampling temperature
 lm_max_ops = None  # problems of 1 to lm_max_ops operations (training and test)
 lm_eval_prompts = None  # held-out prompts, one sample each per method
+lm_calib_prompts = None  # calibration prompts on which the headroom control chooses its grid mix
 model = None  # π_ref: a zoo name, a save_pretrained folder or a Hub id; None: the scale's value
 lm_bsmd_steps = None
 lm_bsmd_m = None  # reference samples per prompt in BSMD's pool
@@ -55,7 +56,8 @@ from icml25.core import check, plot
 plot.use_style()
 cfg = mpo.config(scale, lm_seeds=seeds, lm_prompts=lm_prompts, lm_samples=lm_samples,
                  lm_finetune_steps=lm_finetune_steps, lm_batch_size=lm_batch_size, lm_lr=lm_lr, lm_beta=lm_beta,
-                 lm_temperature=lm_temperature, lm_max_ops=lm_max_ops, lm_eval_prompts=lm_eval_prompts, lm_bsmd_steps=lm_bsmd_steps, lm_bsmd_m=lm_bsmd_m,
+                 lm_temperature=lm_temperature, lm_max_ops=lm_max_ops, lm_eval_prompts=lm_eval_prompts,
+                 lm_calib_prompts=lm_calib_prompts, lm_bsmd_steps=lm_bsmd_steps, lm_bsmd_m=lm_bsmd_m,
                  step_scale=step_scale, model=model)
 cfg
 
@@ -86,8 +88,9 @@ print(f"{len(runs)} seeds of Setting B, "
       f"{'computed now' if computed_now else 'loaded from the cache (computed in the warm-up)'}")
 names = list(runs[0].raw_rewards)
 for s, r in zip(cfg.lm_seeds, runs):
-    print(f"seed {s}: MPO λ̄ = {np.round(r.lam, 3)} over {mpo.LM_OBJECTIVES}; within-prompt sd of each reward "
-          f"among π_ref's samples {np.round(r.reference_spread, 2)}")
+    print(f"seed {s}: MPO λ̄ = {np.round(r.lam, 3)} over {mpo.LM_OBJECTIVES}; the headroom control's grid mix "
+          f"λ = {np.round(r.grid_lam, 2)}; within-prompt sd of each reward among π_ref's samples "
+          f"{np.round(r.reference_spread, 2)}")
 
 # %% [markdown]
 # ## Per-objective results
@@ -118,14 +121,68 @@ ax.set(title="Worst objective's raw-reward gain over π_ref",
        ylabel=f"min_k (E_π[r_k] − E_ref[r_k]) (points; mean ± sd, {len(runs)} seeds)");
 
 # %% [markdown]
+# ## The smallest effect, and a control that the balance can be seen here
+#
+# An earlier version of `balanced_lm` asked only that MPO's advantage be above zero. Its verdict on lm_seeds
+# 500-507 was inconclusive with both differences near zero, and a re-run on 600-607 came out refuted: with a true
+# difference of about zero and no smallest effect, the label was decided by chance. Both were seen before this
+# version was declared, which is decided on fresh seeds.
+#
+# **The smallest effect** comes from the paper: the margin by which MPO's minimum win rate beats the best compared
+# method's, the smaller of its two β (`mpo.PAPER_MIN_WIN_RATES`, `mpo.smallest_paper_margin`). The figures are the
+# chapter's research note's; we could read the paper's abstract but not its tables, and there is no official code,
+# so they are **not verified**. The rule — the smaller reported margin — does not depend on our data. A win rate
+# against $\pi_{\text{ref}}$ with ties counted half is $W = (1 + \mathbb{E}_\pi[r] - \mathbb{E}_{\pi_{\text{ref}}}[r])/2$ for a
+# 0/1 reward and independent draws, so a margin $\Delta W$ of minimum win rates is $2\Delta W$ of worst-objective
+# gains (`mpo.gain_from_win_rate`). That assumes the paper's win rates are against the reference policy and count
+# ties half; the paper's are judged by reward models on free text, ours by 0/1 rewards, so the conversion carries
+# the size of the margin over, not its meaning. A difference is reproduced when its interval lies above 0 and its
+# estimate reaches the smallest effect, refuted when the interval lies wholly below it.
+#
+# **The headroom control** asks whether a balance worth that margin exists in this world at all. On held-out
+# calibration prompts of each seed (neither training nor test prompts) every per-token mix of a grid over the
+# simplex, weights in multiples of 1/`mpo.HEADROOM_GRID` (the single policies and the uniform mix among them), is
+# sampled with common noise, and the one with the best worst-objective gain is then scored on the test prompts with
+# the other methods. The precondition `headroom`: on average over the seeds it beats the better of the uniform mix
+# and the best single policy by at least the smallest effect. If not, no mix MPO could find would show the paper's
+# margin here and the verdict is inconclusive, not refuted. It reuses the single policies (no training).
+
+# %%
+margins = {b: r["MPO"] - max(v for n, v in r.items() if n != "MPO") for b, r in mpo.PAPER_MIN_WIN_RATES.items()}
+hc = mpo.HEADROOM_CALIBRATION
+
+
+def points(xs):
+    return ", ".join(f"{100 * x:+.1f}" for x in xs)
+
+
+display(Markdown(
+    "The paper's minimum win rates (research note, unverified): "
+    + "; ".join(f"β = {b}: MPO {r['MPO']} vs " + ", ".join(f"{n} {v}" for n, v in r.items() if n != "MPO")
+                + f" (margin over the best other {margins[b]:.1f} points)" for b, r in mpo.PAPER_MIN_WIN_RATES.items())
+    + f". The smaller margin, {100 * mpo.smallest_paper_margin():.1f} points of win rate, is a smallest effect of "
+    f"{mpo.MIN_EFFECT:g} in worst-objective gain. "
+    f"On the calibration seeds {hc['seeds']}, before any verdict under this design, the control measured a headroom "
+    f"of {points(hc['headroom'])} points per seed (the grid mix over the uniform mix alone: "
+    f"{points(hc['grid_minus_uniform'])}); even choosing the grid's mix on the test prompts themselves, an "
+    f"optimistic bound, gives {points(hc['test_oracle_headroom'])}, because the best worst-objective gain of any "
+    f"grid mix is only {points(hc['test_max_min_gain'])} points: the single policies gain a few points on their own "
+    f"objective and lose on the others, so the uniform mix is already about as balanced as a mix gets. A hotter "
+    f"π_ref (T = {hc['hot_temperature']}, seeds {hc['hot_seeds']}), whose singles learn more, was no better "
+    f"(headroom {points(hc['hot_headroom'])}, optimistic bound {points(hc['hot_test_oracle_headroom'])}). No regime "
+    "with conflicting objectives that a tiny draft can learn was found within the chapter's budget, so the regime "
+    "is unchanged and the control is kept: it says on the verdict seeds whether this world can show the margin."))
+
+# %% [markdown]
 # ## Claim check
 #
 # `mpo.balanced_lm`, one paired unit per seed: MPO's worst-objective gain exceeds the best single-objective
-# policy's and the uniform per-token mix's (95% t intervals above 0). Its preconditions: each single-objective
-# policy raises its own raw reward over $\pi_{\text{ref}}$ by at least `mpo.SINGLE_GAIN` on average over the seeds
-# (the fine-tuning regime learns every objective), and the evaluation resolves that bar (the standard error of each
-# mean gain is at most half of it). One seed's gain is measured too noisily for a per-seed bar: an earlier version
-# asked for the bar on three quarters of the seeds, and that count was mostly evaluation noise.
+# policy's and the uniform per-token mix's, by the smallest effect above (95% t intervals). Its preconditions: each
+# single-objective policy raises its own raw reward over $\pi_{\text{ref}}$ by at least `mpo.SINGLE_GAIN` on
+# average over the seeds (the fine-tuning regime learns every objective), the evaluation resolves that bar (the
+# standard error of each mean gain is at most half of it), and the headroom control. One seed's gain is measured
+# too noisily for a per-seed bar: an earlier version asked for the bar on three quarters of the seeds, and that
+# count was mostly evaluation noise.
 
 # %%
 meas = mpo.lm_measurements(runs)
@@ -149,7 +206,10 @@ display(Markdown(
     + f"; one seed's gain has a standard error of about {100 * np.mean([meas[k + '_se'] for k in mpo.OWN_GAIN_KEYS]):.1f} points. "
     f"MPO's worst-objective gain minus the best single "
     f"policy's is {100 * np.mean(meas['mpo_minus_best_single']):.1f} points and minus the uniform mix's "
-    f"{100 * np.mean(meas['mpo_minus_uniform']):.1f} points (means over seeds). Two approximations stand between "
+    f"{100 * np.mean(meas['mpo_minus_uniform']):.1f} points (means over seeds). The headroom control's grid mix "
+    f"beat the better comparator by {points(meas['headroom'])} points per seed (mean "
+    f"{100 * np.mean(meas['headroom']):+.1f}; the bar is {100 * mpo.MIN_EFFECT:.1f}), and the uniform mix alone by "
+    f"{points(meas['grid_minus_uniform'])}. Two approximations stand between "
     "this experiment and the theory: the per-token mix is not the sequence-level π_λ that BSMD optimises, and the "
     "fine-tuned policies are only rough versions of π_ref exp(r_k/β)/Z, so their implied rewards r̃_k are not the "
     "raw rewards the claim scores."))
