@@ -493,3 +493,30 @@ def test_the_record_shows_the_effect_that_decides_not_the_first():
     inside = {"ci_low": -0.1, "ci_high": 0.4, "direction": "equivalent", "margin": 0.5, "verdict": REPRODUCED}
     roomy = dict(inside, ci_low=-0.1, ci_high=0.1)
     assert claims.deciding_effect([roomy, inside], REPRODUCED) is inside
+
+
+def test_a_null_not_beaten_gets_the_power_line_of_the_null_comparison():
+    """Shares (units of 0 and 1): the fewest units at which Fisher's exact test, the permutation test of a
+    difference in means on such units, would beat the null at the observed shares; continuous units: the two-sample
+    normal formula with the pooled spread; none when the real mean is not beyond the null's."""
+    one_of_eight, zeros = np.r_[1.0, np.zeros(7)], np.zeros(8)
+    m = claims.null_units_needed(one_of_eight, zeros, "greater")
+
+    def fisher(units: int) -> float:
+        k = round(units / 8)
+        return stats.fisher_exact([[k, units - k], [0, units]], alternative="greater").pvalue
+
+    assert fisher(m) < claims.NULL_ALPHA <= max(fisher(u) for u in range(9, m))
+    assert claims.null_units_needed(zeros, one_of_eight, "less") == m  # the same test seen from the other side
+    assert claims.null_units_needed(zeros, one_of_eight, "greater") is None
+    x, y = np.array([1.0, 2.0, 3.0, 2.0]), np.array([1.5, 1.0, 2.0, 1.5])  # shift 0.5, pooled sd sqrt(5/12)
+    z = stats.norm.ppf(0.95) + stats.norm.ppf(claims.POWER)
+    assert claims.null_units_needed(x, y, "greater") == 2 * math.ceil((z * math.sqrt(5 / 12) / 0.5) ** 2)
+    near = [0.6, 0.68, 0.64, 0.61, 0.66, 0.64, 0.62, 0.68]  # below the real units, not far enough at n = 8
+    r = check(NULLED, {"rate": REAL, "runs": 100}, seeds=range(8), scale="ci", null={"rate": near, "runs": 100}).record
+    need = r["null"]["comparisons"][0]["units_needed"]
+    assert r["verdict"] == INCONCLUSIVE and need > 8 and r["units_needed"] == need
+    assert f"about {need} units" in r["reason"]
+    same = [0.61, 0.69, 0.66, 0.63, 0.67, 0.65, 0.64, 0.7]  # the null's mean is above the real one's
+    r = check(NULLED, {"rate": REAL, "runs": 100}, seeds=range(8), scale="ci", null={"rate": same, "runs": 100}).record
+    assert r["units_needed"] is None and "No feasible number of units beats the null" in r["reason"]

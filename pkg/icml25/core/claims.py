@@ -578,7 +578,7 @@ class Claim:
         if null is not None:
             out["null"] = self._against_null(measured, null, unit_floor)
             beaten = all(c["beats_null"] for c in out["null"]["comparisons"])
-        verdicts = [e["verdict"] for e in effects]
+        verdicts, null_need = [e["verdict"] for e in effects], None
         if failed:
             verdict = INCONCLUSIVE
             reason = "precondition failed: " + "; ".join(f"{p['id']} ({p['detail']})" for p in failed)
@@ -588,9 +588,15 @@ class Claim:
                                if e["verdict"] == REFUTED)
         elif all(v == REPRODUCED for v in verdicts) and not beaten:
             verdict = INCONCLUSIVE
+            unbeaten = [c for c in out["null"]["comparisons"] if not c["beats_null"]]
             reason = "the real statistic does not beat its null control's (" + "; ".join(
-                f"{c['name']}: permutation p = {_fmt(c['p_value'])}" for c in out["null"]["comparisons"]
-                if not c["beats_null"]) + f"; null: {self.null_description})"
+                f"{c['name']}: permutation p = {_fmt(c['p_value'])}" for c in unbeaten) + (
+                f"; null: {self.null_description})")
+            needs = [c["units_needed"] for c in unbeaten]
+            null_need = max(needs) if all(needs) else None
+            reason += (f". Power line: about {null_need} units, and as many null units, would beat the null at the "
+                       f"observed means" if null_need else ". No feasible number of units beats the null at the "
+                       "observed means")
         elif all(v == REPRODUCED for v in verdicts):
             verdict = REPRODUCED
             reason = "every effect reaches the paper's side" + (", beyond its null control" if null else "")
@@ -599,7 +605,7 @@ class Claim:
             reason = "; ".join(f"{e['name']}: {_interval(e)}: {e['note']}" for e in effects
                                if e["verdict"] == INCONCLUSIVE)
         if verdict == INCONCLUSIVE and not failed:
-            out["units_needed"] = _power_need(effects)
+            out["units_needed"] = _power_need(effects) or null_need
             if out["units_needed"]:
                 exact = all(e["method"].startswith(INTERVALS["binomial"][1]) for e in effects
                             if e.get("units_needed") == out["units_needed"])
@@ -624,6 +630,8 @@ class Claim:
             p = _permutation_p(x, y, e.direction)
             comparisons.append({"name": e.name, "real_mean": float(np.mean(x)), "null_mean": float(np.mean(y)),
                                 "n": int(len(x)), "p_value": p, "beats_null": bool(p < NULL_ALPHA)})
+            if p >= NULL_ALPHA:
+                comparisons[-1]["units_needed"] = null_units_needed(x, y, e.direction)
         null_effects = [e.decide(self.id, null, unit_floor) for e in self.effects]
         null_verdict = REPRODUCED if all(e["verdict"] == REPRODUCED for e in null_effects) else (
             REFUTED if any(e["verdict"] == REFUTED for e in null_effects) else INCONCLUSIVE)
@@ -648,6 +656,31 @@ class Claim:
                 k = round(e.null * 12)
                 good[e.samples] = [1.0] * k + [0.0] * (12 - k)
         return good
+
+
+def null_units_needed(x: np.ndarray, y: np.ndarray, direction: str) -> int | None:
+    """The fewest units (real and null alike) at which the one-sided test against the null control would pass at
+    the observed means, or None when the real mean is not beyond the null's or past `ON_THE_BAR` times len(x).
+    Units of 0 and 1 (shares): exact, the permutation test of a difference in means being Fisher's exact test there,
+    with round(share·m) ones of m on each side. Otherwise the normal approximation of a two-sample test with the
+    pooled spread: m = 2 ((z_{1-α} + z_power) s / Δ)^2."""
+    x, y, n = np.asarray(x, float), np.asarray(y, float), len(x)
+    shift = (np.mean(x) - np.mean(y)) * (1 if direction == "greater" else -1)
+    if not shift > 0:
+        return None
+    if np.isin(np.concatenate([x, y]), (0.0, 1.0)).all():
+        for m in range(n + 1, ON_THE_BAR * n + 1):
+            ones = [round(np.mean(x) * m), round(np.mean(y) * m)]
+            table = [[ones[0], m - ones[0]], [ones[1], m - ones[1]]]
+            alternative = "greater" if direction == "greater" else "less"
+            if stats.fisher_exact(table, alternative=alternative).pvalue < NULL_ALPHA:
+                return m
+        return None
+    sd = math.sqrt((np.var(x, ddof=1) + np.var(y, ddof=1)) / 2)
+    need = units_needed(sd, shift, 2 * NULL_ALPHA)  # a one-sample n; two independent samples need twice as many
+    if need is None or 2 * need > ON_THE_BAR * n:
+        return None
+    return max(2 * need, n + 1)
 
 
 def _permutation_p(x: np.ndarray, y: np.ndarray, direction: str) -> float:
