@@ -520,3 +520,26 @@ def test_a_null_not_beaten_gets_the_power_line_of_the_null_comparison():
     same = [0.61, 0.69, 0.66, 0.63, 0.67, 0.65, 0.64, 0.7]  # the null's mean is above the real one's
     r = check(NULLED, {"rate": REAL, "runs": 100}, seeds=range(8), scale="ci", null={"rate": same, "runs": 100}).record
     assert r["units_needed"] is None and "No feasible number of units beats the null" in r["reason"]
+
+
+def test_sign_flip_interval_is_the_set_of_shifts_the_exact_test_accepts():
+    """Against a plain enumeration of all 2^8 sign patterns on a grid of shifts: the interval is exactly the
+    accepted set; with 5 units no pattern can reject at 5%, so there is no interval; an effect can use it."""
+    x = np.array([0.41, 0.9, 0.1, 0.55, 0.3, 0.72, -0.1, 0.6])
+    est, lo, hi = claims.sign_flip_interval(x, 0.95)
+    signs = np.array(np.meshgrid(*[[-1.0, 1.0]] * 8)).reshape(8, -1).T
+
+    def p(mu):
+        d = x - mu
+        return np.mean(np.abs(signs @ d) >= abs(d.sum()) - 1e-12)
+
+    grid = np.linspace(-0.5, 1.5, 2001)
+    accepted = grid[[p(mu) > 0.05 for mu in grid]]
+    assert est == pytest.approx(x.mean())
+    assert lo == pytest.approx(accepted.min(), abs=1e-3) and hi == pytest.approx(accepted.max(), abs=1e-3)
+    assert all(p(mu) > 0.05 for mu in np.linspace(lo + 1e-6, hi - 1e-6, 50))  # no hole inside
+    assert np.isnan(claims.sign_flip_interval(x[:5], 0.95)[1])
+    e = Effect("rho", "rho", method="sign_flip").decide("demo", {"rho": x[:5]}, unit_floor=False)
+    assert e["verdict"] == INCONCLUSIVE and "sign-flip" in e["note"]
+    e = Effect("rho", "rho", method="sign_flip").decide("demo", {"rho": x}, unit_floor=False)
+    assert e["verdict"] == REPRODUCED and e["ci_low"] == pytest.approx(lo)

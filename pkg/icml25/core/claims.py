@@ -200,6 +200,40 @@ def binomial_interval(x: np.ndarray, confidence: float) -> tuple[float, float, f
     return k / n, float(lo), float(hi)
 
 
+#: up to this many units a sign-flip interval enumerates every sign pattern (65,536 at 16)
+SIGN_FLIP_EXACT_UNITS = 16
+
+
+def sign_flip_interval(x: np.ndarray, confidence: float) -> tuple[float, float, float]:
+    """Mean of the paired values `x` and its permutation interval: the shifts μ that the two-sided sign-flip test of
+    x - μ (scipy.stats.permutation_test: every one of the 2^n sign patterns up to `SIGN_FLIP_EXACT_UNITS` units,
+    99,999 drawn with a fixed generator beyond) does not reject at 1 - `confidence`, found by bisection from the mean
+    outwards. Assumes the units are symmetric about their centre, not
+    normal. NaN bounds when even the most extreme of 2^n patterns could not reject (n < 6 at 95%) or with no spread."""
+    mean = float(np.mean(x)) if len(x) else math.nan
+    alpha = 1 - confidence
+    if len(x) < 2 or np.ptp(x) == 0 or 2.0 ** (1 - len(x)) > alpha:
+        return mean, math.nan, math.nan
+
+    exact = len(x) <= SIGN_FLIP_EXACT_UNITS
+
+    def accepted(mu: float) -> bool:
+        res = stats.permutation_test((x - mu,), np.mean, permutation_type="samples", alternative="two-sided",
+                                     n_resamples=math.inf if exact else 99_999, vectorized=True,
+                                     rng=np.random.default_rng(0))
+        return bool(res.pvalue > alpha)
+
+    def edge(outside: float) -> float:
+        inside = mean
+        for _ in range(40):  # 2^-40 of the range: far below any reported digit
+            mid = (inside + outside) / 2
+            inside, outside = (mid, outside) if accepted(mid) else (inside, mid)
+        return inside
+
+    reach = float(np.ptp(x))
+    return mean, edge(float(np.min(x)) - reach), edge(float(np.max(x)) + reach)
+
+
 def run_widened_interval(x: np.ndarray, run_sd: float, confidence: float) -> tuple[float, float]:
     """The t interval of the mean of `x` with a random run effect of sd `run_sd` added to its standard error:
     mean +- t_{n-1, (1+confidence)/2} sqrt(var(x) / n + run_sd^2)."""
@@ -218,13 +252,17 @@ def between_run_sd(means, sds, units: int) -> float:
 
 
 INTERVALS = {"t": (t_interval, "paired t"), "bootstrap": (bootstrap_interval, "percentile bootstrap"),
-             "binomial": (binomial_interval, "exact binomial (Clopper-Pearson)")}
+             "binomial": (binomial_interval, "exact binomial (Clopper-Pearson)"),
+             "sign_flip": (sign_flip_interval, "sign-flip permutation")}
 
 
 def _no_interval_note(x: np.ndarray, method: str) -> str:
     """Why `x` has no interval under `method`."""
     if len(x) < 2:
         return f"only {len(x)} paired unit{'s' * (len(x) != 1)}"
+    if method == "sign_flip" and np.ptp(x) > 0:
+        return (f"no sign-flip test of {len(x)} units can reject at this level (the most extreme of the 2^{len(x)} "
+                "sign patterns is too likely): use more units or a t interval")
     if method == "bootstrap" and len(x) < BOOTSTRAP_MIN_UNITS:
         return (f"a percentile bootstrap of {len(x)} units under-covers (it needs at least {BOOTSTRAP_MIN_UNITS}); "
                 "use a t or an exact interval")
