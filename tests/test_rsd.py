@@ -232,6 +232,39 @@ def test_the_keeping_budget_is_the_smallest_that_keeps_the_targets_accuracy():
     assert rsd.keeps(0.84, 0.86, 0.02) and not rsd.keeps(0.83, 0.86, 0.02)
 
 
+def test_keep_spread_reads_the_ratio_at_the_kept_budget_and_what_resampling_the_problems_moves():
+    budgets = [0.2, 0.5]
+    # every calibration problem agrees and every test problem costs alike: nothing moves under resampling
+    out = rsd.keep_spread([1, 1, 1, 1], [[1, 1, 1, 1], [1, 1, 1, 1]], [2.0, 2.0, 2.0], [[1.0, 1.0, 1.0],
+                                                                                        [3.0, 3.0, 3.0]], budgets)
+    assert out["budget"] == 0.2 and out["ratios"] == pytest.approx([0.5, 1.5])
+    assert out["test_sd"] == 0 and out["calibration_sd"] == 0 and out["same_budget"] == 1
+    # budget 0.2 loses one problem of four (0.75 < 1 - margin), so 0.5 is kept; a resample that misses that problem
+    # keeps 0.2 instead, with probability (3/4)^4, and reads the ratio there
+    out = rsd.keep_spread([1, 1, 1, 1], [[1, 1, 1, 0], [1, 1, 1, 1]], [1.0, 1.0], [[0.5, 0.5], [2.0, 2.0]], budgets,
+                          n_resamples=4000)
+    assert out["budget"] == 0.5 and out["test_sd"] == 0
+    assert out["same_budget"] == pytest.approx(1 - 0.75 ** 4, abs=0.03)
+    p = 0.75 ** 4
+    assert out["calibration_sd"] == pytest.approx(1.5 * np.sqrt(p * (1 - p)), abs=0.03)
+    # test problems that cost differently spread the ratio over resamples of the test
+    assert rsd.keep_spread([1, 1], [[1, 1]], [1.0, 1.0], [[0.5, 1.5]], [0.3])["test_sd"] > 0
+
+
+def test_spread_components_split_the_variance_over_seeds_where_the_budget_lands_and_about_it():
+    seeds = [{"budget": 0.2, "ratios": [0.8, 1.2], "test_sd": 0.01, "calibration_sd": 0.1},
+             {"budget": 0.5, "ratios": [0.9, 1.3], "test_sd": 0.03, "calibration_sd": 0.2}]
+    c = rsd.spread_components(seeds, [0.2, 0.5])
+    assert c["total"] == pytest.approx(np.var([0.8, 1.3], ddof=1))  # each seed's ratio at its own budget
+    assert c["landing"] == pytest.approx(np.var([0.85, 1.25], ddof=1))  # the mean curve at each kept budget
+    assert c["at_budget"] == pytest.approx(np.var([-0.05, 0.05], ddof=1))
+    assert c["test_problems"] == pytest.approx((0.01 ** 2 + 0.03 ** 2) / 2)
+    assert c["calibration_problems"] == pytest.approx((0.1 ** 2 + 0.2 ** 2) / 2)
+    assert c["pairs"] == pytest.approx(c["total"] - c["test_problems"] - c["calibration_problems"])
+    noisy = [s | {"calibration_sd": 1.0} for s in seeds]
+    assert rsd.spread_components(noisy, [0.2, 0.5])["pairs"] == 0  # never below 0
+
+
 def test_the_keeping_budget_search_stops_at_the_first_budget_that_keeps_the_targets_accuracy(pair, problems):
     draft, target = pair
     target_only = rsd.decode_single(target.model, target.tokenizer, problems)

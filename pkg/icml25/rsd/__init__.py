@@ -28,17 +28,18 @@ from __future__ import annotations
 
 from .baselines import (CHAIN_SCORES, Samples, at_flops, best_of_n, majority_vote, right_through_wrong_steps,
                         sample, step_rewards, within_problem_auc)
-from .claims import (ACCURACY_MARGIN, BEATS_PARALLEL, EFFICIENCY, GRADED, HARD_BEATS_SOFT, PRM_AUC_MIN,
-                     PRM_RANK_MIN, PRMS, RATE_MATCH, REFEREE_1800, REFEREE_2600, REFEREE_4900, ROUTER_DESIGN_SD,
-                     ROUTER_MIN_EFFECT, THRESHOLD_MATTERS)
+from .claims import (ACCURACY_MARGIN, BEATS_PARALLEL, EFFICIENCY, EFFICIENCY_DESIGN_SD, GRADED, HARD_BEATS_SOFT,
+                     PRM_AUC_MIN, PRM_RANK_MIN, PRMS, RATE_MATCH, REFEREE_1800, REFEREE_2600, REFEREE_4900,
+                     ROUTER_DESIGN_SD, ROUTER_MIN_EFFECT, THRESHOLD_MATTERS)
 from .decoding import (Decoded, Meter, Step, _ntok, budget_rule, check_pair, cut_step, decode, decode_single,
                        delta_for_budget, floor_share, keeping_budget, keeps, random_rule, soft_rule, threshold_rule, tie_share)
 from .experiment import (accuracy_keeping_budget, calibrated_deltas, calibration_problems, calibration_steps,
-                         claim_measurements, draft_and_target, generated_flops, prm_auc, reasoning_experiment,
-                         reasoning_results, target_call_share, warm_up_seed)
-from .figures import (PRM_MARKERS, bon_calibration_table, keep_budget_table, keep_calibration_table, pair_calibration_table,
-                      pair_runs_table, plot_acceptance, plot_accountings, plot_accuracy_vs_flops, prm_calibration_table,
-                      ranking_table, router_calibration_table, router_comparison_table)
+                         claim_measurements, draft_and_target, generated_flops, keep_spread, prm_auc,
+                         reasoning_experiment, reasoning_results, spread_components, target_call_share, warm_up_seed)
+from .figures import (PRM_MARKERS, bon_calibration_table, keep_budget_table, keep_calibration_table, keep_spread_table,
+                      pair_calibration_table, pair_runs_table, plot_acceptance, plot_accountings,
+                      plot_accuracy_vs_flops, prm_calibration_table, ranking_table, router_calibration_table,
+                      router_comparison_table)
 from .mixture import acceptance_sets, brute_force_best, expected_reward, mixture, sample_rsd_categorical
 from .prms import (PRM_BAD, PRM_GOOD, LearnedPRM, NoisyOraclePRM, OraclePRM, StepLabels, draft_rollouts,
                    learned_prm, own_value_head, prm_settings, prm_training_data, step_batches, step_labels, train_prm,
@@ -46,6 +47,6 @@ from .prms import (PRM_BAD, PRM_GOOD, LearnedPRM, NoisyOraclePRM, OraclePRM, Ste
 from .pair import CALIBRATION, DRAFT_ACCURACY, PAIR_CALIBRATION, TARGET_ACCURACY, exact_match, pair_calibration
 from .routers import LengthRouter, PositionRouter, router_rule, step_positions
 from .scales import (BON_CALIBRATION, BON_CHAIN, DELIMITER, DRAFT_MODEL, FROM_DRAFT, KEEP_BUDGETS, KEEP_CALIBRATION,
-                     MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE, PRM_BATCH, ROUTER_CALIBRATION,
+                     KEEP_SPREAD, MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE, PRM_BATCH, ROUTER_CALIBRATION,
                      TARGET_CALL_BUDGET, TARGET_MODEL, config)
 from .speculative import speculative_cost, speculative_decode

@@ -10,7 +10,7 @@ from transformers import PreTrainedModel
 
 from ..core import arithmetic, flops, generation, models, reasoners, zoo
 from ..core.generation import generate
-from ..core.seeding import derive_seed
+from ..core.seeding import derive_seed, numpy_rng
 from . import baselines, claims, decoding, pair, prms as _prms, routers, scales, speculative
 from .baselines import at_flops, best_of_n, majority_vote, right_through_wrong_steps, sample
 from .claims import ACCURACY_MARGIN, GRADED, PRMS, RATE_MATCH
@@ -80,6 +80,48 @@ def accuracy_keeping_budget(draft: zoo.ZooModel, target: zoo.ZooModel, prm, rewa
         if keeps(out["accuracy"][-1], target_accuracy, ACCURACY_MARGIN):
             break
     return out | {"budget": keeping_budget(out["budgets"], out["accuracy"], target_accuracy, ACCURACY_MARGIN)}
+
+
+def keep_spread(cal_target: Sequence[int], cal_rsd: Sequence[Sequence[int]], test_target_flops: Sequence[float],
+                test_rsd_flops: Sequence[Sequence[float]], budgets: Sequence[float], n_resamples: int = 2000,
+                seed: int = 0) -> dict:
+    """One seed's efficiency measurement, and how much of it the problems drawn decide. From RSD run at every
+    budget of `budgets` (ascending): `cal_target` (problems) and `cal_rsd` (budgets x problems) say which calibration
+    problems the target and RSD got right, `test_target_flops` and `test_rsd_flops` the FLOPs of each test problem.
+    The budget kept (`keeping_budget`), the test's FLOP ratio to target-only at every budget (`ratios`), and two
+    sds of the ratio at the kept budget: over resamples of the test problems (`test_sd`), and over resamples of the
+    calibration problems, each read on the whole test at the budget it keeps (`calibration_sd`), with the share of
+    those resamples that keep the seed's own budget (`same_budget`)."""
+    cal_target, cal_rsd = np.asarray(cal_target, float), np.asarray(cal_rsd, float)
+    t_flops, r_flops = np.asarray(test_target_flops, float), np.asarray(test_rsd_flops, float)
+    ratios = r_flops.sum(1) / t_flops.sum()
+    kept = lambda rows: budgets.index(keeping_budget(  # noqa: E731
+        list(budgets), cal_rsd[:, rows].mean(1), cal_target[rows].mean(), ACCURACY_MARGIN))
+    k = kept(slice(None))
+    rng = numpy_rng(seed, "keep-spread")
+    n_cal, n_test = len(cal_target), len(t_flops)
+    test = [r_flops[k, i].sum() / t_flops[i].sum() for i in rng.integers(0, n_test, (n_resamples, n_test))]
+    landed = np.array([kept(i) for i in rng.integers(0, n_cal, (n_resamples, n_cal))])
+    return {"budget": budgets[k], "ratios": ratios.tolist(), "test_sd": float(np.std(test, ddof=1)),
+            "calibration_sd": float(np.std(ratios[landed], ddof=1)), "same_budget": float(np.mean(landed == k))}
+
+
+def spread_components(seeds: Sequence[dict], budgets: Sequence[float]) -> dict[str, float]:
+    """The variance over `seeds` (each a :func:`keep_spread`) of the FLOP ratio at the kept budget, and its parts:
+    `landing`, the variance of the seeds' mean ratio curve read at each seed's kept budget (where the budget lands);
+    `at_budget`, the variance of each seed's ratio about that curve (its cost at the budget it kept); and, within
+    seeds, `test_problems` and `calibration_problems`, the mean squared `test_sd` and `calibration_sd` (what drawing
+    other problems for the same pair moves). `pairs` is the total less those two (at least 0): the spread between
+    pairs that no number of problems removes."""
+    ratios = np.array([s["ratios"] for s in seeds])
+    k = [list(budgets).index(s["budget"]) for s in seeds]
+    y = ratios[np.arange(len(seeds)), k]
+    curve = ratios.mean(0)[k]
+    out = {"total": float(np.var(y, ddof=1)), "landing": float(np.var(curve, ddof=1)),
+           "at_budget": float(np.var(y - curve, ddof=1)),
+           "test_problems": float(np.mean([s["test_sd"] ** 2 for s in seeds])),
+           "calibration_problems": float(np.mean([s["calibration_sd"] ** 2 for s in seeds]))}
+    return out | {"pairs": max(0.0, out["total"] - out["test_problems"] - out["calibration_problems"])}
 
 
 def calibration_steps(draft: zoo.ZooModel, n_problems: int, seed: int) -> tuple[list, list[str], list[str]]:

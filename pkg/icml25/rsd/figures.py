@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.claims import mean_sd as mean_sd_text
+from ..core.claims import mean_sd as mean_sd_text, units_needed
 
-from .claims import ACCURACY_MARGIN, GRADED, PRMS
+from .claims import ACCURACY_MARGIN, EFFICIENCY, GRADED, PRMS
 from .decoding import keeping_budget
+from .experiment import spread_components
 from .pair import DRAFT, DRAFT_ACCURACY, PAIR_CALIBRATION, TARGET, TARGET_ACCURACY
-from .scales import (BON_CALIBRATION, BON_CHAIN, KEEP_CALIBRATION, PRM_CALIBRATION, ROUTER_CALIBRATION, ROUTERS,
-                     config)
+from .scales import (BON_CALIBRATION, BON_CHAIN, KEEP_CALIBRATION, KEEP_SPREAD, PRM_CALIBRATION, ROUTER_CALIBRATION,
+                     ROUTERS, config)
 
 
 PRM_MARKERS = {"oracle": "o", "noisy": "s", "learned": "^"}
@@ -248,3 +249,31 @@ def keep_calibration_table() -> str:
                  f"{kept.count(b)} |" for j, b in enumerate(rec["budgets"])]
     return ("| PRM | budget | RSD − target on calibration (seeds " + ", ".join(map(str, rec["seeds"]))
             + ") | FLOPs / target-only | seeds keeping it |\n|---|---|---|---|---|\n" + "\n".join(rows))
+
+
+def keep_spread_table() -> str:
+    """`scales.KEEP_SPREAD` as a markdown table: per seed set and pooled, efficiency_noisy's FLOP ratio at the kept
+    budget (mean ± sd over the seeds), the budgets kept, the parts of its variance over seeds
+    (`experiment.spread_components`, as shares of the total), and the seeds a paired t test needs (80% power) to
+    tell a ratio 0.1 from the claim's bar at that spread, without the calibration problems' part, and at the
+    pairs' part alone ("–" where no spread is left: a set whose calibration part exceeds its total)."""
+    flop = EFFICIENCY["noisy"].effects[0]
+    gap, budgets = abs(flop.min_effect - flop.null), KEEP_SPREAD["budgets"]
+    sets = dict(KEEP_SPREAD["sets"])
+    sets[f"all {sum(map(len, sets.values()))}"] = {s: v for runs in KEEP_SPREAD["sets"].values()
+                                                   for s, v in runs.items()}
+    rows = []
+    for name, runs in sets.items():
+        seeds = list(runs.values())
+        c = spread_components(seeds, budgets)
+        kept = [s["budget"] for s in seeds]
+        rows.append(f"| {name} | {mean_sd_text([s['ratios'][budgets.index(b)] for s, b in zip(seeds, kept)])} | "
+                    + ", ".join(f"{b:g} ×{kept.count(b)}" for b in budgets if b in kept) + " | "
+                    + " | ".join(f"{c[k] / c['total']:.0%}" for k in ("landing", "at_budget", "test_problems",
+                                                                       "calibration_problems", "pairs"))
+                    + " | " + " | ".join(str(units_needed(max(v, 0.0) ** 0.5, gap) or "–") for v in (
+                        c["total"], c["total"] - c["calibration_problems"], c["pairs"])) + " |")
+    return ("| seeds | FLOP ratio at the kept budget | budgets kept | where the budget lands | a seed's cost at its "
+            "budget | test problems | calibration problems | between pairs | seeds needed | without the calibration "
+            "problems' part | the pairs' part alone |\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+            + "\n".join(rows))
