@@ -1,6 +1,8 @@
 """expert_ffn: the grouped compiled kernel equals the naive per-expert loop (outputs and every gradient, 1e-5 in
 float32) for a SwiGLU MoE and for AoE's per-expert gate input, and passes gradcheck in float64; a second derivative
-is refused by name. Its benchmark and claim are tested in test_kernels_bench.py."""
+is refused by name. The benchmark's two other loops (the Mixtral-style loop of expert_ffn_beats_the_loop and the
+sorted loop of faster_than_reference) compute the same function. Its benchmark and claim are tested in
+test_kernels_bench.py."""
 
 import pytest
 import torch
@@ -8,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from icml25.ops import backend
-from icml25.ops.bench import expert_loop
+from icml25.ops.bench import expert_loop, expert_sorted_loop
 from icml25.ops.expert_ffn import Experts, Routing, expert_ffn, expert_ffn_reference
 
 
@@ -80,6 +82,29 @@ def test_the_stock_per_expert_loop_of_the_benchmark_equals_the_reference_with_gr
         for expected, actual in zip(outputs_and_grads(expert_ffn_reference, x, routing, experts, gate, dy),
                                     outputs_and_grads(expert_loop, x, routing, experts, gate, dy)):
             torch.testing.assert_close(actual, expected)
+
+
+@pytest.mark.parametrize("n, k, d_low", [(4, 2, None), (6, 1, None), (3, 3, None), (4, 2, 3), (5, 3, 2)])
+def test_the_sorted_loop_of_faster_than_reference_equals_the_naive_reference_with_gradients(n, k, d_low):
+    """`bench.expert_sorted_loop` (one argsort, one gather, one in-place index_add_) is the naive loop's function:
+    float64 outputs and every gradient agree to rounding, for a SwiGLU MoE and AoE's gate input, k from 1 to n."""
+    x, routing, experts, gate = moe_inputs(11, 4, 5, n, k, seed=n + k, d_low=d_low, dtype=torch.float64)
+    dy = torch.randn(11, 4, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    for expected, actual in zip(outputs_and_grads(expert_ffn_reference, x, routing, experts, gate, dy),
+                                outputs_and_grads(expert_sorted_loop, x, routing, experts, gate, dy)):
+        torch.testing.assert_close(actual, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_the_sorted_loop_skips_an_idle_expert_and_adds_duplicates():
+    """Every token to expert 0 twice with weight 1/2 (experts 1 and 2 idle): the output is expert 0's, exactly as
+    the naive loop gives it, and the idle experts get zero gradients."""
+    x, _, experts, _ = moe_inputs(6, 4, 3, 3, 2, seed=1, dtype=torch.float64)
+    index, weight = torch.tensor([[0, 0]] * 6), torch.full((6, 2), 0.5, dtype=torch.float64)
+    y = expert_sorted_loop(x, Routing(index, weight), experts)
+    y.sum().backward()
+    expected = expert_ffn_reference(x, Routing(index[:, :1], torch.ones(6, 1, dtype=torch.float64)), experts)
+    torch.testing.assert_close(y, expected, rtol=1e-15, atol=1e-15)
+    assert not experts.up.grad[1:].any() and experts.up.grad[0].any()
 
 
 def test_bad_shapes_are_named():
