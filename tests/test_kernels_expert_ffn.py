@@ -1,8 +1,8 @@
 """expert_ffn: the grouped compiled kernel equals the naive per-expert loop (outputs and every gradient, 1e-5 in
 float32) for a SwiGLU MoE and for AoE's per-expert gate input, and passes gradcheck in float64; a second derivative
 is refused by name. The benchmark's two other loops (the Mixtral-style loop of expert_ffn_beats_the_loop and the
-sorted loop of faster_than_reference) compute the same function. Its benchmark and claim are tested in
-test_kernels_bench.py."""
+sorted loop planned as faster_than_reference's expert reference) compute the same function. Its benchmark and claim
+are tested in test_kernels_bench.py."""
 
 import pytest
 import torch
@@ -85,7 +85,7 @@ def test_the_stock_per_expert_loop_of_the_benchmark_equals_the_reference_with_gr
 
 
 @pytest.mark.parametrize("n, k, d_low", [(4, 2, None), (6, 1, None), (3, 3, None), (4, 2, 3), (5, 3, 2)])
-def test_the_sorted_loop_of_faster_than_reference_equals_the_naive_reference_with_gradients(n, k, d_low):
+def test_the_sorted_loop_equals_the_naive_reference_with_gradients(n, k, d_low):
     """`bench.expert_sorted_loop` (one argsort, one gather, one in-place index_add_) is the naive loop's function:
     float64 outputs and every gradient agree to rounding, for a SwiGLU MoE and AoE's gate input, k from 1 to n."""
     x, routing, experts, gate = moe_inputs(11, 4, 5, n, k, seed=n + k, d_low=d_low, dtype=torch.float64)
