@@ -252,6 +252,28 @@ def test_plateau_gain_and_first_plateau_on_a_small_record():
     assert ml.largest_later_gain(by_seed, 400) == pytest.approx(0.01) and ml.largest_later_gain(by_seed, 800) is None
 
 
+def _dense_record(curves, seconds=1.0):
+    return [{"arch": "dense", "d_model": 8, "n_facts": 64, "batch_size": 256, "lr": 1e-2, "seed": seed,
+             "steps": steps, "recall": recall, "seconds": seconds * steps} for seed, curve in curves
+            for steps, recall in curve.items()]
+
+
+def test_both_capacity_preconditions_and_a_curve_still_rising_below_half():
+    slow_start = ml.recall_curves(_dense_record([(0, {100: 0.05, 200: 0.06, 400: 0.1, 800: 0.3})]))[8, 64, 1e-2]
+    assert [b for b in (200, 400, 800) if ml.passes_both(slow_start, b)] == [200, 400]  # gains 0.01, 0.04, 0.2
+    assert ml.rising_below_half(slow_start)  # the gains grow and recall 0.3 is at most half
+    bends = ml.recall_curves(_dense_record([(0, {100: 0.1, 200: 0.3, 400: 0.4, 800: 0.42})]))[8, 64, 1e-2]
+    assert ml.passes_both(bends, 800) and not ml.rising_below_half(bends)
+    learned = ml.recall_curves(_dense_record([(0, {100: 0.1, 200: 0.6, 400: 0.98, 800: 1.0})]))[8, 64, 1e-2]
+    assert not ml.passes_both(learned, 800) and not ml.rising_below_half(learned)  # no headroom left
+
+
+def test_seconds_per_step_is_the_settings_mean():
+    record = _dense_record([(0, {100: 0.1, 200: 0.2})], seconds=0.02)
+    record.append({**record[0], "arch": "memory", "seconds": 100.0})  # another architecture is not counted
+    assert ml.seconds_per_step(record, 8, 64, 1e-2) == pytest.approx(0.02)
+
+
 def test_seconds_at_budget_scales_the_fact_runs_only():
     runs = [{"task": "facts (64)", "seconds": 10.0}, {"task": "facts (64)", "seconds": 4.0},
             {"task": "control: modular arithmetic", "seconds": 3.0}]

@@ -241,17 +241,19 @@ display(Markdown(
 # %%
 curves = ml.recall_curves(ml.BUDGET_CALIBRATION)
 budgets = sorted({r["steps"] for r in ml.BUDGET_CALIBRATION if r["batch_size"] == 256})
-lines = ["| d | facts | lr | seed | " + " | ".join(f"{b} steps" for b in budgets) + " |",
-         "|---|---|---|---|" + "---|" * len(budgets)]
+lines = ["| d | facts | lr | seed | " + " | ".join(f"{b} steps" for b in budgets) + " | ms per step |",
+         "|---|---|---|---|" + "---|" * (len(budgets) + 1)]
 for (d, n, lr), by_seed in curves.items():
     for s_, c in sorted(by_seed.items()):
         lines.append(f"| {d} | {n} | {lr:g} | {s_} | " + " | ".join(f"{c[b]:.3f}" if b in c else "" for b in budgets)
-                     + " |")
+                     + " | |")
     gains = [ml.plateau_gain(by_seed, b) for b in budgets]
-    lines.append("| | | | gain from half | " + " | ".join("" if g is None else f"{g:+.3f}" for g in gains) + " |")
+    lines.append("| | | | gain from half | " + " | ".join("" if g is None else f"{g:+.3f}" for g in gains)
+                 + f" | {1e3 * ml.seconds_per_step(ml.BUDGET_CALIBRATION, d, n, lr):.0f} |")
 batch = [r for r in ml.BUDGET_CALIBRATION if r["steps"] == 100]
 display(Markdown("Dense recall against the training budget (calibration seeds; mean gain from half the steps, "
-                 f"`dense_at_plateau` allows at most {ml.PLATEAU_GAIN}):\n\n" + "\n".join(lines)
+                 f"`dense_at_plateau` allows at most {ml.PLATEAU_GAIN}; training seconds per step, mean over the "
+                 "setting's runs):\n\n" + "\n".join(lines)
                  + f"\n\nBigger batches at equal steps ({batch[0]['steps']} steps, d = {batch[0]['d_model']}, "
                  f"{batch[0]['n_facts']} facts, seed {batch[0]['seed']}):\n\n"
                  "| model | batch | recall | seconds |\n|---|---|---|---|\n"
@@ -299,6 +301,54 @@ if (cfg.n_facts, cfg.d_model, cfg.steps) == (ci.n_facts, ci.d_model, ci.steps):
              "runs and its "
              f"learning-rate search would take about {then:.0f} s of training at this page's step cost, against "
              f"{now:.0f} s now (the fact-world runs scaled by the steps, the control runs unchanged).")
+display(Markdown(text))
+
+# %% [markdown]
+# **Does any setting tried pass both capacity preconditions?** Generated from `ml.BUDGET_CALIBRATION`: where
+# `dense_at_plateau` and `dense_has_headroom` hold together, whether they still do at the setting's longest budget,
+# and which settings are still below half the facts there (the only ones a longer budget could still bring to a
+# plateau with headroom), with what the next doubling would cost.
+
+# %%
+def setting(key):
+    d, n, lr = key
+    return f"d = {d}, {n} facts, rate {lr:g}"
+
+
+def longest(by_seed):
+    return max(s for c in by_seed.values() for s in c)
+
+
+def next_probe_s(key, by_seed):
+    """Training seconds per seed of the dense model at the next doubling of the setting's longest budget and at
+    half of it (the two runs `dense_at_plateau` compares), at the calibration's step cost."""
+    return 1.5 * 2 * longest(by_seed) * ml.seconds_per_step(ml.BUDGET_CALIBRATION, *key)
+
+
+both = {k: [b for b in budgets if ml.passes_both(c, b)] for k, c in curves.items()}
+at_a_budget = [f"{setting(k)} at {', '.join(map(str, bs))} steps" for k, bs in both.items() if bs]
+at_the_end = [setting(k) for k, c in curves.items() if longest(c) in both[k]]
+rising = {k: c for k, c in curves.items() if ml.rising_below_half(c)}
+text = ("Both hold at a single budget for " + ("; ".join(at_a_budget) if at_a_budget else "no setting")
+        + (", but in each of these the gain from half the steps rises above "
+           f"{ml.PLATEAU_GAIN} at a longer budget tried, so they caught a slow start" if at_a_budget and not at_the_end
+           else "") + ". At its longest budget tried, "
+        + (f"both hold for {'; '.join(at_the_end)}." if at_the_end else "no setting passes both."))
+if rising:
+    cheapest = min(rising, key=lambda k: next_probe_s(k, rising[k]))
+    cost = next_probe_s(cheapest, rising[cheapest])
+    text += (" Still below half the facts at their longest budget, with a gain from half the steps that has grown "
+             "with every doubling: " + "; ".join(f"{setting(k)} (recall {recall_at(c, longest(c))} at {longest(c)} "
+                                                 f"steps, gain {ml.plateau_gain(c, longest(c)):+.3f})"
+                                                 for k, c in rising.items())
+             + ". None has begun to bend toward a plateau, so the calibration suggests no budget or width at which "
+             "the capacity claims could be decided. The cheapest next probe, "
+             f"{setting(cheapest)} at {2 * longest(rising[cheapest])} steps (and half of it), would cost about "
+             f"{cost:.0f} s of dense training per seed at the calibration's step cost, {cost * len(cfg.seeds):.0f} s "
+             f"on {len(cfg.seeds)} verdict seeds for the dense model alone, and would show only whether the gain "
+             "starts to fall.")
+else:
+    text += " No setting is still below half the facts at its longest budget with a growing gain."
 display(Markdown(text))
 
 # %% [markdown]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .claims import PLATEAU_GAIN
+from .claims import HEADROOM_BAR, PLATEAU_GAIN
 
 _FIELDS = ("arch", "d_model", "n_facts", "batch_size", "lr", "seed", "steps", "recall", "seconds")
 
@@ -114,3 +114,29 @@ def seconds_at_budget(runs: Sequence[dict], steps: int, new_steps: int) -> float
     by per-operation overhead, so their time grows in proportion to the steps."""
     scale = new_steps / steps
     return float(sum(r["seconds"] * (scale if r["task"].startswith("facts") else 1.0) for r in runs))
+
+
+def passes_both(by_seed: dict[int, dict[int, float]], steps: int) -> bool:
+    """`dense_at_plateau` and `dense_has_headroom` both hold at budget `steps`: the mean gain from half the steps is
+    at most `PLATEAU_GAIN` and recall is at most `HEADROOM_BAR` on every seed that ran it."""
+    gain = plateau_gain(by_seed, steps)
+    return gain is not None and gain <= PLATEAU_GAIN and all(c[steps] <= HEADROOM_BAR for c in by_seed.values()
+                                                             if steps in c)
+
+
+def rising_below_half(by_seed: dict[int, dict[int, float]]) -> bool:
+    """At its longest budget the dense model still recalls at most `HEADROOM_BAR` on every seed, and its gain from
+    half the steps has grown with every doubling up to there, past `PLATEAU_GAIN`: a curve still below half the
+    facts that has not begun to bend toward a plateau."""
+    budgets = sorted({s for c in by_seed.values() for s in c})
+    gains = [g for s in budgets if (g := plateau_gain(by_seed, s)) is not None]
+    below = all(c[budgets[-1]] <= HEADROOM_BAR for c in by_seed.values() if budgets[-1] in c)
+    return below and bool(gains) and gains[-1] > PLATEAU_GAIN and all(a < b for a, b in zip(gains, gains[1:]))
+
+
+def seconds_per_step(record: Sequence[dict], d_model: int, n_facts: int, lr: float, arch: str = "dense",
+                     batch_size: int = 256) -> float:
+    """The mean training seconds per step of the record's `arch` runs of one setting (upper bounds, see
+    `BUDGET_CALIBRATION`)."""
+    return float(np.mean([r["seconds"] / r["steps"] for r in record if (r["arch"], r["d_model"], r["n_facts"],
+                          r["lr"], r["batch_size"]) == (arch, d_model, n_facts, lr, batch_size)]))
