@@ -545,6 +545,31 @@ display(Markdown("| claim | verdict |\n|---|---|\n" + "\n".join(
     f"| `{k}` | {v.label} |" for k, v in verdicts.items())))
 
 # %% [markdown]
+# **A self-check of this round (after the verdicts on seeds 6900-6907 were recorded; nothing changed after it).** The
+# session that added `efficiency_noisy`'s power line re-ran the chapter's warm-up and claims on fresh seeds with only
+# the seeds edited, to see whether each label replicates; as its author it has a stake, so this is no referee's
+# verdict. Its numbers, as measured, are in `rsd.REFEREE_7900` and printed below.
+
+# %%
+r7 = rsd.REFEREE_7900
+interval = lambda t: f"{t[0]:+.3f} [{t[1]:+.3f}, {t[2]:+.3f}]"  # noqa: E731
+differ = [k for k, (a, b) in r7["labels"].items() if a != b]
+display(Markdown(
+    f"On seeds {r7['seeds']} {r7['same_verdicts']} of {r7['verdicts']} labels came out as on {r7['verdict_seeds']}"
+    + (": " + ", ".join(f"`{k}` {r7['labels'][k][0]} there, {r7['labels'][k][1]} here" for k in differ) if differ else "")
+    + f" (the draft in its band on {r7['draft_in_band']} of 8 seeds, the target on {r7['target_in_band']}, the "
+    f"learned PRM's quality bar on {r7['prm_quality_seeds']}). Each claim's first effect, on {r7['verdict_seeds']} then "
+    f"{r7['seeds']}: " + "; ".join(f"`{k}` {interval(a)}, {interval(b)}" for k, (a, b) in r7["intervals"].items())
+    + f". `efficiency_noisy`'s written-only ratio {interval(r7['efficiency_noisy_written'][0])} and "
+    f"{interval(r7['efficiency_noisy_written'][1])}, its kept budgets {r7['efficiency_noisy_budgets'][0][0]:g}-"
+    f"{r7['efficiency_noisy_budgets'][0][1]:g} and {r7['efficiency_noisy_budgets'][1][0]:g}-"
+    f"{r7['efficiency_noisy_budgets'][1][1]:g}: its FLOP ratio's lower bound lay "
+    f"{r7['intervals']['efficiency_noisy'][0][1] - rsd.EFFICIENCY['noisy'].effects[0].min_effect:+.3f} and "
+    f"{r7['intervals']['efficiency_noisy'][1][1] - rsd.EFFICIENCY['noisy'].effects[0].min_effect:+.3f} from the bar, "
+    "so the label held on these two draws; its power line says that a label this close to the bar need not hold "
+    "on the next."))
+
+# %% [markdown]
 # **A referee of the design before the noisy oracle's cost changed (after the verdicts on seeds 3900-3907 were
 # recorded; the noisy oracle's cost is the one change made after it).** A referee with no stake re-ran the chapter's build on fresh seeds 4900-4907, with only its seeds edited,
 # and probed each verdict: the FLOP accountings, what the learned PRM's score knows beyond a step's position, and

@@ -30,7 +30,7 @@ from .baselines import (CHAIN_SCORES, Samples, at_flops, best_of_n, majority_vot
                         sample, step_rewards, within_problem_auc)
 from .claims import (ACCURACY_MARGIN, BEATS_PARALLEL, EFFICIENCY, EFFICIENCY_DESIGN_SD, GRADED, HARD_BEATS_SOFT,
                      PRM_AUC_MIN, PRM_RANK_MIN, PRMS, RATE_MATCH, REFEREE_1800, REFEREE_2600, REFEREE_4900,
-                     ROUTER_DESIGN_SD, ROUTER_MIN_EFFECT, THRESHOLD_MATTERS)
+                     REFEREE_7900, ROUTER_DESIGN_SD, ROUTER_MIN_EFFECT, THRESHOLD_MATTERS)
 from .decoding import (Decoded, Meter, Step, _ntok, budget_rule, check_pair, cut_step, decode, decode_single,
                        delta_for_budget, floor_share, keeping_budget, keeps, random_rule, soft_rule, threshold_rule, tie_share)
 from .experiment import (accuracy_keeping_budget, calibrated_deltas, calibration_problems, calibration_steps,

@@ -273,3 +273,43 @@ the threshold acts on, the learned PRM reaches the 0.8 its quality precondition 
 seeds (`prm_greedy_quality_seeds` of 8 per seed set). hard_beats_soft_learned is not automatic: with the position
 router's scores in place of the PRM's, hard minus soft is undecided. No code bug touching a verdict was found
 (meters, best-of-N's FLOP match, rate matching and the budget search were checked)."""
+
+REFEREE_7900 = {
+    "seeds": "7900-7907",
+    "verdict_seeds": "6900-6907",
+    "same_verdicts": 8,
+    "verdicts": 8,
+    "labels": {
+        "efficiency_noisy": ("refuted", "refuted"),
+        "efficiency_learned": ("refuted", "refuted"),
+        "beats_parallel_oracle": ("reproduced", "reproduced"),
+        "beats_parallel_noisy": ("reproduced", "reproduced"),
+        "beats_parallel_learned": ("inconclusive", "inconclusive"),
+        "threshold_matters_noisy": ("reproduced", "reproduced"),
+        "threshold_matters_learned": ("refuted", "refuted"),
+        "hard_beats_soft_learned": ("inconclusive", "inconclusive"),
+    },
+    "intervals": {
+        "efficiency_noisy": ((1.025, 0.906, 1.143), (1.079, 0.936, 1.222)),
+        "efficiency_learned": ((1.223, 1.088, 1.358), (1.226, 1.148, 1.304)),
+        "beats_parallel_oracle": ((0.136, 0.080, 0.191), (0.130, 0.096, 0.164)),
+        "beats_parallel_noisy": ((0.186, 0.121, 0.250), (0.199, 0.180, 0.218)),
+        "beats_parallel_learned": ((0.241, 0.191, 0.292), (0.236, 0.176, 0.295)),
+        "threshold_matters_noisy": ((0.201, 0.162, 0.239), (0.233, 0.184, 0.283)),
+        "threshold_matters_learned": ((-0.005, -0.051, 0.041), (-0.012, -0.046, 0.023)),
+        "hard_beats_soft_learned": ((0.019, -0.007, 0.045), (0.022, -0.003, 0.046)),
+    },
+    "efficiency_noisy_written": ((0.650, 0.532, 0.768), (0.722, 0.544, 0.901)),
+    "efficiency_noisy_budgets": ((0.2, 0.6), (0.3, 0.9)),
+    "draft_in_band": 8,
+    "target_in_band": 7,
+    "prm_quality_seeds": 6,
+}
+"""A self-check of this round (by the session that added efficiency_noisy's power line, so not a referee without a
+stake) re-decided every rsd claim on fresh seeds 7900-7907 (n = 8) with the chapter's own code and only the seeds
+edited (the builder's warm-up entry per seed, two at a time, then `claim_measurements` and each claim's decision),
+after the verdicts on 6900-6907 were recorded; nothing changed after it. `labels` and `intervals` (each claim's first
+effect, 95% t interval) are (seeds 6900-6907, seeds 7900-7907); `draft_in_band`, `target_in_band` and
+`prm_quality_seeds` count the seeds of 7900-7907 on which the pair's bands and the learned PRM's quality bar held.
+efficiency_noisy's label held although its power line plans for more seeds than eight: its FLOP ratio lay far
+enough above the bar on both sets this time, which the power line does not promise for the next draw."""
