@@ -223,6 +223,24 @@ the headroom per seed; the grid mix over the uniform mix alone; the same with th
 prompts themselves (an optimistic bound, not the control); and the best worst-objective gain of any grid mix on the
 test prompts. No regime was changed after it."""
 
+REFEREE_800 = {
+    "seeds": "800-807",
+    "verdict_seeds": "700-707",
+    "verdict": "inconclusive",
+    "book_verdict": "inconclusive",
+    "failed": ("singles_learn", "headroom"),
+    "singles_learn": 0.0154,
+    "headroom": -0.0062,
+    "grid_minus_uniform": -0.0046,
+    "mpo_minus_best_single": (0.0127, -0.0018, 0.0272),
+    "mpo_minus_uniform": (-0.0033, -0.0073, 0.0007),
+    "effects_alone": "refuted",
+}
+"""A self-check after the verdict on lm_seeds 700-707 was recorded: the chapter's own functions (`language_model_runs`,
+`lm_measurements`, `BALANCED_LM.decide`) at ci with only the seeds changed, to 800-807 (n = 8, 95% paired t
+intervals), recorded as measured; nothing changed after it. The label held (inconclusive on both seed sets), and on
+both the effects alone would be refuted on size (intervals wholly below the smallest effect)."""
+
 # ------------------------------------------------------------------------------------------ checks of input
 
 
