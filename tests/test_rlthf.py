@@ -207,3 +207,10 @@ def test_targeting_pools_the_verdict_and_the_targeting_seeds():
     assert len(m["full_minus_rlthf"]) == 2
     with pytest.raises(ValueError, match="claim budget"):
         rlthf.claim_measurements([run(82.0, 81.0, 40.0, 25.0)], 0.1)
+
+
+def test_a_targeting_seed_reports_what_it_cost():
+    cfg = rlthf.config("smoke", n_train=300, n_test=200)
+    run = rlthf.targeting_run(cfg, 3)
+    assert run["seconds"] > 0
+    assert set(run) == {"rlthf", "random_queries", "ai_only", "full_human", "band_error", "outside_error", "seconds"}

@@ -145,9 +145,8 @@ v = check(rlthf.NEAR_FULL, measured=measured, seeds=cfg.seeds, calibration_seeds
 plot.show_verdicts(v)
 
 # %% [markdown]
-# `targeting` reads the verdict seeds together with the `targeting_seeds` (their loops run in the builder's
-# warm-up): an earlier round's verdict seeds alone left it undecided, and the extra seeds bring the count to what
-# its power line asked for. The claim box says how many seeds it read.
+# `targeting` reads the verdict seeds together with the `targeting_seeds`, whose two loops run in the builder's
+# warm-up. Below the claim box: how many seeds it read, how many its power line asks for, and what a seed costs.
 
 # %%
 v = check(rlthf.TARGETING, measured=measured, seeds=[*cfg.seeds, *map(int, targeting)],
@@ -155,6 +154,22 @@ v = check(rlthf.TARGETING, measured=measured, seeds=[*cfg.seeds, *map(int, targe
           our_value=f"at {100 * b:.0f}%: RLTHF minus the loop with random queries {mean('rlthf_minus_random_queries')} "
                     f"points over {len(measured['rlthf_minus_random_queries'])} seeds")
 plot.show_verdicts(v)
+
+# %%
+e, need = v.record["effect"], v.record.get("units_needed")
+per_seed = np.median([x["seconds"] for x in targeting.values()])
+sign = ("Its sign is clear: the interval excludes 0." if e["ci_low"] > e["null"] else
+        "Its sign is not settled either: the interval reaches 0.")
+ask = (f"Its power line asks for about {need} seeds, the number at which its interval would, at the observed spread, "
+       f"decide whether the effect reaches the smallest effect of {e['min_effect']:+g} point{'' if abs(e['min_effect']) == 1 else 's'}. A targeting seed (both "
+       f"loops and the two reference reward models) took {per_seed:.1f} s on one thread in the warm-up (median of "
+       f"{len(targeting)}), so that many would add about {need * per_seed / 60:.0f} minutes of one-thread warm-up "
+       f"for this one claim, against {len(targeting) * per_seed / 60:.1f} for its targeting seeds now. The book's "
+       f"`{scale}` build does not spend that on one claim, so at this scale the size of the effect is left "
+       f"undecided. {sign}") if need else ""
+display(Markdown(f"`targeting` read {e['n']} seeds: the {len(cfg.seeds)} verdict seeds and {len(targeting)} "
+                 f"targeting seeds (verdict: {v.label}; {e['estimate']:+.2f} [{e['ci_low']:+.2f}, "
+                 f"{e['ci_high']:+.2f}] points). {ask}"))
 
 # %% [markdown]
 # **Two labellers.** Whether the loop can improve without humans depends on how the AI labeller errs. A purely

@@ -30,6 +30,7 @@ labeller (`needs_humans`) and the first version's, with 12% random lapses on top
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -561,14 +562,17 @@ def lapse_arms(cfg, seed: int) -> dict[str, float]:
 def targeting_run(cfg, seed: int) -> dict[str, float]:
     """What `targeting` reads from one seed, at the claim budget: the final accuracy (%) of RLTHF and of the same
     loop with random queries, the full-human and AI-only RMs (its preconditions), and the AI-label error rates
-    inside and outside the band at the first iteration."""
+    inside and outside the band at the first iteration; and the seconds the seed took (what a unit of the claim
+    costs, on the warm-up's one thread)."""
+    start = time.perf_counter()
     train, test = worlds(cfg, seed)
     loop = rlthf_loop(train, test, cfg, seed, cfg.claim_budget)
     return {"rlthf": loop.accuracy[-1],
             "random_queries": rlthf_loop(train, test, cfg, seed, cfg.claim_budget, select="random").accuracy[-1],
             "ai_only": test_accuracy(train_reward_model(train.a, train.b, train.ai, None, cfg, seed), test),
             "full_human": test_accuracy(train_reward_model(train.a, train.b, train.human, None, cfg, seed), test),
-            "band_error": loop.band_error[0], "outside_error": loop.outside_error[0]}
+            "band_error": loop.band_error[0], "outside_error": loop.outside_error[0],
+            "seconds": time.perf_counter() - start}
 
 
 def targeting_results(cfg) -> tuple[dict[str, dict[str, float]], bool]:
