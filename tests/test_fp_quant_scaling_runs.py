@@ -50,3 +50,18 @@ def test_smallest_weight_is_the_attention_projection():
     hidden, ffn = cfg.model
     assert fq.smallest_weight(fq.make_lm(cfg, 0)) == hidden * min(hidden, ffn)
     assert fq.smallest_weight(fq.make_lm(fq.config("full"), 0)) >= fq.config("full").low[2]  # B fits the weights
+
+
+def test_a_runs_seconds_are_timing_not_a_result():
+    spec = fq.QuantSpec(None)
+    runs = [fq.Run(spec, 0, 10, (1, 2), (3.0, 2.0), 4.0), fq.Run(spec, 1, 10, (1, 2), (3.0, 2.0), 2.0)]
+    assert runs[0] == fq.Run(spec, 0, 10, (1, 2), (3.0, 2.0), 9.0)
+    assert fq.seconds_per_step(runs, 2) == 1.5
+
+
+def test_the_model_blocks_fill_is_the_full_scales_width():
+    cfg = fq.config("ci")
+    hidden = fq.hidden_to_fill_blocks(cfg)
+    assert fq.smallest_weight(fq.make_lm(fq.config("ci", model=(hidden, 2 * hidden)), 0)) >= cfg.low[2]
+    assert fq.smallest_weight(fq.make_lm(fq.config("ci", model=(hidden - 4, 2 * hidden - 8)), 0)) < cfg.low[2]
+    assert hidden == fq.config("full").model[0]

@@ -67,7 +67,8 @@ print(f"{len(runs)} runs, {'computed now' if computed_now else 'loaded from the 
 E, M, B = cfg.low
 fp = {s: fq.find_run(runs, s) for s in cfg.seeds}
 N, D_max = runs[0].N, runs[0].D[-1]
-weight_over_block = fq.smallest_weight(fq.make_lm(cfg, cfg.seeds[0])) * 1.0 / B
+smallest = fq.smallest_weight(fq.make_lm(cfg, cfg.seeds[0]))  # elements of the smallest quantised weight matrix
+weight_over_block = smallest / B
 print(f"{len(runs)} runs; N = {N:,d} linear weights, D up to {D_max:,d} tokens ({D_max / N:.0f} per weight); "
       f"entropy rate (loss floor) {language.entropy_rate():.3f}, unigram entropy {language.unigram_entropy():.3f} "
       "nats/token")
@@ -97,15 +98,12 @@ ax2.legend(fontsize=8);
 # precision's. This is the size of the effect every later question is about; if it is not several times its
 # seed-to-seed spread, nothing below can be read.
 #
-# Beside it, the law's own prediction with the paper's constants at this $N$ and $D$. Two caveats for the block
-# size. First, this model's weight matrices are 8 × 8 and 8 × 16, so a "block of 1024" is one scale per tensor
-# (64 or 128 elements) for $W$ in the forward and input-gradient products; only the activations of the weight
-# gradient have real 1024-element blocks (along tokens). Second, the law's rise per doubling of $B$ at this $N$
-# and $D$ is far below the seed-to-seed spread of the measured rise, so the block-size and exponent-bits claims
-# cannot be decided on a CPU budget: their records carry the power line (how many seeds the observed spread
-# would need), and a fair test of the form (weights of at least 1024 elements, four or more block sizes) is for
-# the `full` scale. The block-size claim states the first caveat as its precondition `blocks_fill_weights` (the
-# smallest weight matrix holds at least $B$ elements), which this model cannot meet.
+# Beside it, the law's own prediction with the paper's constants at this $N$ and $D$. For the block size, a
+# block larger than a weight matrix is one scale for the whole tensor, so $B$ varies for $W$ (in the forward and
+# input-gradient products) only while the matrices hold at least $B$ elements; the activations of the weight
+# gradient have real blocks (along tokens) at any size. The block-size claim states this as its precondition
+# `blocks_fill_weights`. Below each claim cell, a paragraph generated from its record says why a claim left
+# undecided is undecided here and what deciding it would cost.
 
 # %%
 pen = fq.penalty(runs, cfg.seeds, E, M, B)
@@ -205,6 +203,32 @@ v = check(fq.BLOCK_SIZE, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seed
                     f"({resolution:.1f} sd)")
 plot.show_verdicts(v)
 
+# %%
+def failed(verdict):
+    return [p for p in verdict.record["preconditions"] if not p["holds"]]
+
+
+def power_line(verdict):
+    need = verdict.record["effect"].get("units_needed")
+    return f"about {need} seeds" if need else "no feasible number of seeds"
+
+
+if "blocks_fill_weights" in [p["id"] for p in failed(v)]:
+    wide = fq.hidden_to_fill_blocks(cfg)
+    wide_lm = fq.make_lm(fq.config(scale, model=(wide, 2 * wide)), 0)
+    display(Markdown(
+        f"**Why `block_size` is undecidable on this model.** Its precondition `blocks_fill_weights` measures "
+        f"{v.record['measured']['weight_elements_over_block']:.4g}: the smallest quantised weight matrix holds "
+        f"{smallest} elements against B = {B}. Every block of {smallest} or more is one scale for that whole "
+        f"matrix, so from B = {cfg.small_block} to {B} its blocks grow only from {min(cfg.small_block, smallest)} "
+        f"to {smallest} elements, and the claim would measure mostly the activations' blocks. More seeds cannot "
+        "change that (even with the "
+        f"precondition set aside, the observed spread would need {power_line(v)}). The precondition needs a model "
+        f"of hidden size {wide} or more (FFN {2 * wide}; its smallest weight holds "
+        f"{fq.smallest_weight(wide_lm)} elements, N = {fq.block_params(wide_lm):,d} "
+        f"linear weights against {N:,d} here), as the `full` scale trains "
+        f"(hidden {fq.config('full').model[0]})."))
+
 # %% [markdown]
 # In this convention (the paper's: every code a finite value, bias $2^{E-1} - 1$) E1M2 has no exponent range to
 # speak of: its non-negative values are 0, 0.5, 1, …, 3.5, a uniform grid like INT4's, while E2M1's are
@@ -215,6 +239,22 @@ print("E1M2 grid:", fq.format_grid(1, 2), " E2M1 grid:", fq.format_grid(2, 1))
 v = check(fq.EXPONENT_BITS, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale, measured={**base, "e1m2_minus_e2m1": e_gap},
           our_value=f"E1M2 - E2M1 at B = {B}: {np.mean(e_gap):+.4f} nats")
 plot.show_verdicts(v)
+
+# %%
+step_s = fq.seconds_per_step(runs, cfg.steps)
+if v.label == "inconclusive" and not failed(v):
+    e = v.record["effect"]
+    need = e.get("units_needed")
+    per_seed = 3 * step_s * cfg.steps
+    display(Markdown(
+        f"**Why `exponent_bits` is undecided, and what deciding it would cost.** Its preconditions hold, but "
+        f"E1M2 − E2M1 is {e['estimate']:+.4f} [{e['ci_low']:+.4f}, {e['ci_high']:+.4f}] nats over {e['n']} seeds, "
+        f"with a seed-to-seed sd of {e['sd']:.4f}: at that spread {power_line(v)} would decide it (80% power). "
+        f"A seed needs three runs of {cfg.steps} steps (full precision, E2M1 and E1M2 at B = {B}); one thread "
+        f"trained the sweep at {step_s * 1e3:.1f} ms per step of one run on one thread, so a seed costs about "
+        f"{per_seed:.0f} CPU-seconds"
+        + (f" and {need} seeds about {need * per_seed / 3600:.1f} CPU-hours, against the "
+           f"{sum(r.seconds for r in runs):.0f} s this chapter's whole sweep takes now." if need else ".")))
 
 # %%
 v = check(fq.FIT, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale, measured={**base, "r2_held_out": r2},
@@ -231,3 +271,4 @@ v = check(fq.CRITICAL_DATA, seeds=cfg.seeds, calibration_seeds=cfg.calibration_s
           our_value=f"late slope of E2M1 {np.mean(late_low):+.4f} nats per doubling of D (full precision "
                     f"{np.mean(late_fp):+.4f}); fitted D_crit / trained {np.median(dcrit_ratio):.3g}")
 plot.show_verdicts(v)
+

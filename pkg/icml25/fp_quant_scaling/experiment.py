@@ -4,8 +4,9 @@ precision on the same seed (configuration, training, the sweep)."""
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
@@ -59,6 +60,7 @@ class Run:
     N: int = 0  # linear parameters inside the blocks
     D: tuple[int, ...] = ()  # training tokens at each checkpoint
     loss: tuple[float, ...] = ()  # held-out loss (nats / token) at each checkpoint, quantised forward
+    seconds: float = field(default=0.0, compare=False)  # wall time of its training on one thread (not a result)
 
     @property
     def late(self) -> float:
@@ -138,10 +140,12 @@ def train_run(cfg, spec: QuantSpec, seed: int, language: MarkovLanguage, stream:
     stream = token_stream(cfg, seed, language) if stream is None else stream
     held_out = language.sample(cfg.n_eval, cfg.seq_len, torch_generator(0, "fpq-eval")) + offset
     at = checkpoints(cfg.steps, cfg.n_checkpoints)
+    start = time.perf_counter()
     with one_thread():
         losses = train_curve(model, iter(stream), cfg.steps, cfg.lr, at,
                              lambda m: m(input_ids=held_out, labels=held_out).loss)
-    run = Run(spec, seed, block_params(model), tuple(s * cfg.batch_size * cfg.seq_len for s in at), tuple(losses))
+    run = Run(spec, seed, block_params(model), tuple(s * cfg.batch_size * cfg.seq_len for s in at), tuple(losses),
+              time.perf_counter() - start)
     return (run, model) if return_model else run
 
 
@@ -169,7 +173,8 @@ def sweep_results(cfg, seed: int = 0) -> tuple[list[Run], MarkovLanguage, bool]:
     settings = dict(cfg) | {"language_seed": seed, "kernel_sources": ops.build.source_digest()}
     stored, computed_now = zoo.results("fq-runs", settings, lambda: [asdict(r) for r in run_sweep(cfg, seed)[0]],
                                        sources=(*zoo.chapter_modules(inspect.getmodule(Run)), ops.fp_quant))
-    runs = [Run(QuantSpec(**r["spec"]), r["seed"], r["N"], tuple(r["D"]), tuple(r["loss"])) for r in stored]
+    runs = [Run(QuantSpec(**r["spec"]), r["seed"], r["N"], tuple(r["D"]), tuple(r["loss"]), r["seconds"])
+            for r in stored]
     return runs, MarkovLanguage.make(cfg.vocab, cfg.zipf, seed), computed_now
 
 
@@ -181,3 +186,19 @@ def warm_up(cfg) -> None:
 
 def find_run(runs: Sequence[Run], seed: int, E=None, M=None, B=None) -> Run:
     return next(r for r in runs if r.seed == seed and (r.spec.E, r.spec.M, r.spec.B) == (E, M, B))
+
+
+def seconds_per_step(runs: Sequence[Run], steps: int) -> float:
+    """One run's training seconds per step on one thread, over `runs` (each trained `steps` steps): what a step of
+    the sweep costs in the warm-up."""
+    return sum(r.seconds for r in runs) / (len(runs) * steps)
+
+
+def hidden_to_fill_blocks(cfg) -> int:
+    """The narrowest hidden size (a multiple of 4, so that each of the two heads has an even RoPE dimension; FFN
+    twice it, as every scale's model) whose smallest quantised weight holds a block of `cfg.low`'s B: the model
+    `blocks_fill_weights` needs."""
+    knobs, hidden = {k: v for k, v in cfg.items() if k != "scale"}, cfg.model[0]
+    while smallest_weight(make_lm(config(cfg.scale, **{**knobs, "model": (hidden, 2 * hidden)}), 0)) < cfg.low[2]:
+        hidden += 4
+    return hidden
