@@ -52,6 +52,34 @@ def test_smallest_weight_is_the_attention_projection():
     assert fq.smallest_weight(fq.make_lm(fq.config("full"), 0)) >= fq.config("full").low[2]  # B fits the weights
 
 
+def test_law_rise_steps_is_the_first_length_whose_late_slope_the_law_predicts_rising():
+    """A run of 64 steps of 1000 tokens, 16 checkpoints, with the toy law's D_crit at 2x the run's last D: the law
+    predicts a fall over its late half; the returned length is the first at which it predicts a rise."""
+    N, spec, tokens, n = 1280, fq.QuantSpec(2, 1, 1024), 1000, 16
+    dcrit = float(fq.critical_data_size(N, 2, 1, 1024, TOY))
+    steps = round(dcrit / 2 / tokens)
+    D = tuple(s * tokens for s in fq.checkpoints(steps, n))
+    run = fq.Run(spec, 0, N, D, (0.0,) * len(D))
+    fit = fq.HeldOutFit(TOY, np.zeros(len(D)), np.zeros(len(D)), dcrit)
+
+    def slope(k):
+        Dk = tuple(s * tokens for s in fq.checkpoints(k, n))
+        return fq.law_late_slope(fit, fq.Run(spec, 0, N, Dk, (0.0,) * len(Dk)), 0.5)
+
+    k = fq.law_rise_steps(fit, run, tokens, n, 0.5)
+    assert slope(steps) < 0 and slope(k) >= 0 > slope(k - 1)
+    room = fq.steps_past_dcrit(fit, tokens)
+    assert room >= k and room * tokens * fq.LATE_SHARE >= dcrit > (room - 1) * tokens * fq.LATE_SHARE
+    no_dcrit = fq.HeldOutFit(TOY, fit.measured, fit.predicted, float("inf"))
+    assert fq.law_rise_steps(no_dcrit, run, tokens, n, 0.5) is None and fq.steps_past_dcrit(no_dcrit, tokens) is None
+
+
+def test_steps_for_share_is_the_length_that_enough_seeds_reach():
+    assert fq.steps_for_share([300, 100, 200], 2 / 3) == 200
+    assert fq.steps_for_share([300, 100, 200], 1.0) == 300
+    assert fq.steps_for_share([None, 100, 200], 2 / 3) == 200 and fq.steps_for_share([None, None, 200], 2 / 3) is None
+
+
 def test_a_runs_seconds_are_timing_not_a_result():
     spec = fq.QuantSpec(None)
     runs = [fq.Run(spec, 0, 10, (1, 2), (3.0, 2.0), 4.0), fq.Run(spec, 1, 10, (1, 2), (3.0, 2.0), 2.0)]

@@ -272,3 +272,40 @@ v = check(fq.CRITICAL_DATA, seeds=cfg.seeds, calibration_seeds=cfg.calibration_s
                     f"{np.mean(late_fp):+.4f}); fitted D_crit / trained {np.median(dcrit_ratio):.3g}")
 plot.show_verdicts(v)
 
+# %%
+if "law_predicts_rise" in [p["id"] for p in failed(v)]:
+    per_step = cfg.batch_size * cfg.seq_len
+    low_runs = [fq.find_run(runs, s, E, M, B) for s in cfg.seeds]
+    rise = fq.steps_for_share([fq.law_rise_steps(fits[s, B], r, per_step, cfg.n_checkpoints, fq.LATE_SHARE)
+                               for s, r in zip(cfg.seeds, low_runs)], fq.RISE_SHARE)
+    room = fq.steps_for_share([fq.steps_past_dcrit(fits[s, B], per_step) for s in cfg.seeds], fq.RISE_SHARE)
+    now_s = step_s * cfg.steps * len(runs)
+    text = (f"**Why `critical_data` is undecided here, and what deciding it would cost.** The law fitted without "
+            f"each seed's E2M1 run at B = {B} puts its D_crit at {np.median(dcrit_ratio):.2f} times the "
+            f"{D_max:,d} tokens trained (median over seeds; {min(dcrit_ratio):.2f} to {max(dcrit_ratio):.2f}), so "
+            f"over the second half of training that law itself predicts a rising loss on "
+            f"{sum(x >= 0 for x in law_low)} of {len(law_low)} seeds, where `law_predicts_rise` asks for "
+            f"{fq.RISE_SHARE:.2f} of them. ")
+    if room is None or rise is None:
+        text += "The fitted laws give no D_crit on enough seeds to say how long a run would need."
+    else:
+        room_s = step_s * room * len(runs)
+        text += (
+            f"Were the fitted D_crit to stay where it is, the law would predict the rise on that share of seeds "
+            f"after {rise} steps, and the whole second half would lie past D_crit (room for the measured slope to "
+            f"show it) after {room} steps, {room / cfg.steps:.2f} times the {cfg.steps} trained. One thread "
+            f"trained this sweep ({len(runs)} runs) in {now_s:.0f} CPU-seconds ({step_s * 1e3:.1f} ms per step of "
+            f"one run); at {room} steps it would take about {room_s:.0f}, {room_s - now_s:.0f} more, against the "
+            f"{fq.WARMUP_BUDGET_S} s the `ci` length was sized to"
+            + (" (this build trained faster than that sizing assumed)" if now_s < fq.WARMUP_BUDGET_S else "")
+            + f". CI's whole run must finish within {fq.CI_LIMIT_S // 60} minutes and the last took "
+            f"{fq.CI_LAST_S / 60:.0f}, so the book's rule is that no chapter's warm-up and notebook time grows; "
+            "under that rule the claim is undecidable within CI's budget"
+            + (f" (the {room_s - now_s:.0f} s would fit in the {fq.CI_LIMIT_S - fq.CI_LAST_S} s left under the "
+               "limit only if the rest of the book gave them up)" if room_s - now_s <= fq.CI_LIMIT_S - fq.CI_LAST_S
+               else "") + f"; the `full` scale trains {fq.config('full').steps} steps. ")
+    text += (f"Two cautions on that length: the measured late slope of E2M1 is negative on "
+             f"{sum(x < 0 for x in late_low)} of {len(late_low)} seeds (the loss is still falling), and the fitted "
+             f"law predicts the held-out runs' penalty with R² {np.mean(r2):.2f} on average, so the fitted D_crit "
+             "is an extrapolation of a law that fits these runs poorly, and longer runs may move it.")
+    display(Markdown(text))

@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..core.claims import Claim, Effect, Precondition, at_least, share_at_least
-from .experiment import Run, find_run
+from .experiment import LATE_SHARE, Run, checkpoints, find_run
 from .fit import HeldOutFit, predict
 
 
@@ -47,6 +47,45 @@ def law_late_slope(fit: HeldOutFit, run: Run, from_share: float) -> float:
     E, M, B = (np.full(len(run.D), np.nan if v is None else v, float) for v in (run.spec.E, run.spec.M, run.spec.B))
     return late_slope(replace(run, loss=tuple(predict(fit.law, np.full(len(run.D), run.N), run.D, E, M, B))),
                       from_share)
+
+
+def law_rise_steps(fit: HeldOutFit, run: Run, tokens_per_step: int, n_checkpoints: int,
+                   from_share: float) -> int | None:
+    """The fewest training steps after which `law_late_slope` is >= 0 for a run of `run`'s format trained that
+    long (checkpoints as `checkpoints` places them): the training `law_predicts_rise` needs on this seed, were the
+    fitted D_crit to stay where it is (None if the fitted law has none, or predicts no rise within 2^30 steps).
+    The late slope grows with the steps (the late window moves past D_crit), so it is found by doubling, then
+    bisection."""
+    if not math.isfinite(fit.dcrit):
+        return None
+
+    def rises(steps: int) -> bool:
+        D = tuple(s * tokens_per_step for s in checkpoints(steps, n_checkpoints))
+        return law_late_slope(fit, replace(run, D=D, loss=(0.0,) * len(D)), from_share) >= 0
+
+    low = high = max(1, run.D[-1] // tokens_per_step)
+    while not rises(high):
+        if high > 2 ** 30:
+            return None
+        low, high = high, 2 * high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if rises(middle) else (middle, high)
+    return low if rises(low) else high
+
+
+def steps_past_dcrit(fit: HeldOutFit, tokens_per_step: int) -> int | None:
+    """The fewest training steps whose late half (the checkpoints from `LATE_SHARE` of the tokens on) lies wholly
+    past the fitted D_crit: the length that tests the rise with room (None if the fitted law has none)."""
+    return math.ceil(fit.dcrit / LATE_SHARE / tokens_per_step) if math.isfinite(fit.dcrit) else None
+
+
+def steps_for_share(steps_per_seed: Sequence[int | None], share: float) -> int | None:
+    """The fewest steps at which at least `share` of the seeds reach their own `steps_per_seed` (None counts as
+    never); None if no length does."""
+    need = math.ceil(share * len(steps_per_seed) - 1e-9)
+    reached = sorted(s for s in steps_per_seed if s is not None)
+    return reached[need - 1] if 0 < need <= len(reached) else None
 
 
 def loss_minimum(run: Run) -> int:
@@ -122,6 +161,8 @@ FIT = Claim(
               {**_RESOLVED_OK, "r2_held_out": [-1.0, -0.5, -0.8]}),
 )
 
+RISE_SHARE = 2 / 3  # `law_predicts_rise`: the share of seeds on which the fitted law must predict the rise
+
 CRITICAL_DATA = Claim(
     chapter="fp_quant_scaling", id="critical_data",
     paper_statement="A low-precision run has a critical data size: past it, more training tokens raise the loss",
@@ -134,7 +175,7 @@ CRITICAL_DATA = Claim(
     effects=[Effect("late_loss_slope_low_precision", "late_slope_low"),
              Effect("late_slope_low_minus_fp", "late_slope_gap")],
     preconditions=[RESOLVED, FP_LEARNS,
-                   share_at_least("law_predicts_rise", "law_late_slope_low", 0.0, 2 / 3,
+                   share_at_least("law_predicts_rise", "law_late_slope_low", 0.0, RISE_SHARE,
                                   "the law fitted without this run predicts a late slope >= 0 for it (its D_crit lies "
                                   "early enough for the law itself to predict the rise) on >= 2/3 of seeds")],
     examples=({**_RESOLVED_OK, "law_late_slope_low": [0.01, 0.02, 0.01], "late_slope_low": [0.01, 0.012, 0.011],
