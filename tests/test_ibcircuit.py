@@ -344,3 +344,21 @@ def test_mask_cache_is_addressed_by_every_part_that_computes_the_masks():
     computing = {inspect.getmodule(f) for f in (ib.load_models, ib.train_models, ib.IOITask, ib.GreaterThanTask,
                                                 ib.ib_circuits, ib.kl_from_full, ib.cached_ib_circuits)}
     assert computing <= set(ib.MASK_SOURCES)
+
+
+def test_the_power_note_quotes_the_record_s_power_line_and_its_cost():
+    from icml25.core.claims import Verdict
+
+    good = {"task_accuracy": [1.0] * 8, "expected_random_minus_best_baseline_area": [0.5] * 8,
+            "expected_random_minus_acdc_area": [0.5] * 8}
+    spread = [-2.0, 2.0, -1.0, 1.0, 0.0, -2.0, 2.0, 0.0]
+    undecided = Verdict(ib.MINIMAL, ib.MINIMAL.decide(dict(good, eap_minus_ib_size90=spread,
+                                                            acdc_minus_ib_size90=spread)))
+    need = undecided.record["units_needed"]
+    assert undecided.label == "inconclusive" and need > 8
+    note = ib.power_note(undecided, 8, 10.0, "IOI")
+    assert f"about {need} seeds" in note and f"about {need * 10:,.0f} s" in note and "undecidable" in note
+    decided = Verdict(ib.MINIMAL, ib.MINIMAL.decide(dict(good, eap_minus_ib_size90=[2.0, 3.0] * 4,
+                                                          acdc_minus_ib_size90=[2.0, 3.0] * 4)))
+    assert ib.power_note(decided, 8, 10.0, "IOI") == ("`minimal` is reproduced on these 8 seeds: no more seeds are "
+                                                      "needed.")

@@ -32,12 +32,15 @@ acdc_thresholds = None  # ACDC's thresholds τ in the sweep
 # full: GPT-2 small, 256 prompts, 1300 IB steps at lr 0.05 (the official defaults)
 
 # %%
+import time
+
 import matplotlib.pyplot as plt
 import numpy as np
 
 from icml25 import ibcircuit as ib
 from icml25.core import check, plot
 from icml25.core.claims import mean_sd
+from IPython.display import Markdown, display
 
 plot.use_style()
 cfg = ib.config(scale, model=model, seeds=seeds, beta=beta, ib_steps=ib_steps, n_prompts=n_prompts,
@@ -51,7 +54,9 @@ cfg
 # the edges it removes), and score each ranking's top-$k$.
 
 # %%
+start = time.perf_counter()
 results = ib.run_seeds("greater_than", cfg)
+run_seconds = (time.perf_counter() - start) / len(results)  # this notebook's share of a seed, for the power line
 print("task accuracy per seed:", [round(r.task_accuracy, 3) for r in results])
 print("true circuit (heads, layer*6+head) per seed:", [list(np.flatnonzero(r.true_circuit)) for r in results])
 
@@ -116,3 +121,10 @@ v = check(ib.GREATER_THAN, seeds=cfg.seeds, calibration_seeds=cfg.calibration_se
     our_value=f"IBCircuit − ACDC regret, small circuits {mean_sd(m['ib_minus_acdc_small_regret'])} nats; "
               f"large circuits, as a share of random's {mean_sd(m['ib_minus_acdc_large_regret_share'])}")
 plot.show_verdicts(v)
+
+# %% [markdown]
+# ## What would decide it
+
+# %%
+display(Markdown(ib.power_note(v, len(results), run_seconds + np.mean([r.ib.seconds for r in results]),
+                               "Greater-Than")))

@@ -4,6 +4,7 @@ closed-form compression KL, and the masks' optimisation of faithfulness + β · 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ LAMBDA_GUARD = 1e-6
 class IBResult:
     lam: np.ndarray  # [n_heads_total] final masks averaged over the prompts: the head scores
     losses: list[float]
+    seconds: float = math.nan  # the seed's share of the wall seconds that trained its model and optimised the masks
 
 
 def _bottleneck(lam: torch.Tensor, h: torch.Tensor, eps: torch.Tensor, sigma_floor: float

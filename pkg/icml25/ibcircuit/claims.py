@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..core.claims import Claim, Effect, Equivalence, at_least
+from ..core.claims import POWER, Claim, Effect, Equivalence, at_least
 from .circuits import area
 from .experiment import METHODS, SeedResult
 
@@ -134,3 +134,21 @@ GREATER_THAN = Claim(
               dict(_GOOD, ib_minus_acdc_small_regret=[-0.01, 0.0, -0.02],
                    ib_minus_acdc_large_regret_share=[0.01, -0.01, 0.0])),
 )
+
+
+def power_note(verdict, n_seeds: int, seconds_per_seed: float, task: str) -> str:
+    """What would decide `verdict`'s claim, in words for the page: its record's power line (`units_needed`, at the
+    observed spread) against the `n_seeds` this scale runs, and what those seeds would cost at `seconds_per_seed`
+    (a seed's model trained, IBCircuit's masks optimised and every method scored on `task`, as measured here)."""
+    name, need = f"`{verdict.claim.id}`", verdict.record.get("units_needed")
+    if verdict.label != "inconclusive":
+        return f"{name} is {verdict.label} on these {n_seeds} seeds: no more seeds are needed."
+    cost = f"A seed costs about {seconds_per_seed:.0f} s here (its model trained, IBCircuit's masks optimised and " \
+           f"every method scored on {task})"
+    if not need:
+        return (f"{name} is inconclusive ({verdict.record['reason']}), and no number of seeds the record can name "
+                f"would decide it at the observed spread. {cost}.")
+    return (f"{name} is inconclusive, and undecidable at this scale, which runs {n_seeds} seeds: at the observed "
+            f"spread about {need} seeds would decide it (the record's power line, `units_needed`, at {POWER:.0%} "
+            f"power), {need / n_seeds:.0f} times as many. {cost}, so deciding it would take about "
+            f"{need * seconds_per_seed:,.0f} s of this machine.")

@@ -4,6 +4,7 @@ cached for the builder's warm-up), the β sweep, and the per-method summaries.""
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -89,23 +90,26 @@ cache of :func:`cached_ib_circuits` is addressed by their code."""
 def cached_ib_circuits(task_name: str, cfg, seeds: Sequence[int], nets=None, prompts=None) -> list[IBResult]:
     """IBCircuit's masks on each seed's tiny model (:func:`ib_circuits`, 1300 official steps: most of the chapter's
     compute), cached in the zoo's results cache by task, settings and the code of `MASK_SOURCES`, so the builder's
-    warm-up (:func:`warm_up_circuits`) computes them once. `nets` and `prompts`, when given, are the seeds' models and
-    evaluation prompts (trained and drawn here otherwise). A checkpoint model is not cached."""
+    warm-up (:func:`warm_up_circuits`) computes them once; each keeps its seed's share of the seconds they took.
+    `nets` and `prompts`, when given, are the seeds' models and evaluation prompts (trained and drawn here
+    otherwise). A checkpoint model is not cached."""
     task = TASKS[task_name]()
 
     def compute():
+        start = time.perf_counter()
         models_ = load_models(task, cfg, seeds) if nets is None else nets
         prompts_ = prompts or [task.sample(cfg.n_prompts, torch_generator(s, "ibcircuit-eval", task_name))
                                for s in seeds]
-        return [{"lam": r.lam.tolist(), "losses": r.losses}
-                for r in ib_circuits(models_, prompts_, cfg.beta, cfg.ib_steps, cfg.ib_lr, seeds)]
+        found = ib_circuits(models_, prompts_, cfg.beta, cfg.ib_steps, cfg.ib_lr, seeds)
+        share = (time.perf_counter() - start) / len(seeds)  # the seeds are trained and optimised together
+        return [{"lam": r.lam.tolist(), "losses": r.losses, "seconds": share} for r in found]
 
     if cfg.model != "tiny":
-        return [IBResult(np.asarray(r["lam"]), r["losses"]) for r in compute()]
+        return [IBResult(np.asarray(r["lam"]), r["losses"], r["seconds"]) for r in compute()]
     settings = {**{k: cfg[k] for k in cfg if k not in ("seeds", "calibration_seeds")}, "task": task_name,
                 "seeds": list(seeds)}
     value, _ = zoo.results(f"ib-masks-{task_name}", settings, compute, MASK_SOURCES)
-    return [IBResult(np.asarray(r["lam"], dtype=np.float32), r["losses"]) for r in value]
+    return [IBResult(np.asarray(r["lam"], dtype=np.float32), r["losses"], r["seconds"]) for r in value]
 
 
 def warm_up_circuits(cfg) -> list[str]:
