@@ -125,6 +125,8 @@ s5_steps = None  # optimiser steps of the one S5 run (plain, seed `seed`); None:
 # (meant for a GPU; not run here, so whether those runs meet the precondition is untested)
 
 # %%
+import time
+
 import numpy as np
 from scipy.stats import spearmanr
 
@@ -155,7 +157,9 @@ cfg
 # (under `parity_aux`, state plus weighted parity loss); the dotted line marks the end of the length curriculum.
 
 # %%
+start = time.perf_counter()
 reports = st.measure_all(cfg)
+measure_seconds = time.perf_counter() - start  # with the runs' training seconds, what a seed costs (power lines)
 colors = dict(zip(st.CONDITIONS, plot.PALETTE))
 fig, ax = plot.subplots()
 for r in reports:
@@ -585,10 +589,21 @@ if two is not None and two.label == "inconclusive":
     head = (f"* **What would decide `two_mechanisms`.** {m['n_paa']} of the {m['n_unsteered']} learned plain runs "
             f"are PAA-like{interval}. ")
     if eff["verdict"] == "reproduced" and vs_null is not None and not vs_null["beats_null"]:
+        need = two.record.get("units_needed")
+        seed_seconds = (np.nansum([r.train_seconds for r in reports]) + measure_seconds) / len(cfg.seeds)
+        cost = (f"A seed (its plain run, which counts, and its parity_aux run, the positive control) costs about "
+                f"{seed_seconds:.0f} s at this scale: its share of the design's training in the warm-up and of "
+                f"this notebook's measurements")
         lines.append(head + f"That interval lies above 0, but the share does not beat the null's "
                      f"({vs_null['null_mean']:.2f}; permutation p = {vs_null['p_value']:.2f}): reproducing it needs "
                      "more PAA-like runs without steering than the rule finds on the shuffled parity; refuting it "
-                     f"needs the exact interval wholly below {paa_effect.min_effect:g}.")
+                     f"needs the exact interval wholly below {paa_effect.min_effect:g}. "
+                     + (f"So it is undecidable at this scale, which trains {len(cfg.seeds)} seeds: if the observed "
+                        f"shares held, {need} learned plain runs, read against as many on the null, would beat the "
+                        f"null (the record's power line, `units_needed`, from Fisher's exact test). {cost}, so "
+                        f"deciding it would take about {need * seed_seconds:,.0f} s, with no learning failures."
+                        if need else "At the observed shares no feasible number of runs beats the null (the record "
+                        f"says why). {cost}."))
     else:
         need = eff.get("units_needed")
         lines.append(head + "Reproducing it needs PAA-like runs to appear without steering, more often than on the "

@@ -42,6 +42,9 @@ class RunReport:
     erasure: ErasureDrops | None = None  # accuracy at t <= T lost when the parity at parity_layer is erased
     parity_readable: float = math.nan  # the parity probe's held-out accuracy after block parity_layer
     far_above_chance: float = math.nan  # mean state accuracy over T + 2 <= t <= 2T minus chance (1/|S_n|)
+    # the seconds the zoo spent training this run: a design trained together is timed on the run that trained it
+    # (the other runs of the design cost nothing more), so the sum over a design's runs is the design's training
+    train_seconds: float = math.nan
 
 
 def patching_maps(model, tokenizer, cfg, seed: int, mode: str = "window",
@@ -103,7 +106,8 @@ def _measure_run(cfg, seed: int, condition: str) -> RunReport:
                      null_label=label_run(trained, [null_signatures[k] for k in VOTING]),
                      losses=list(z.info["losses"]),
                      ablation=ablation, erasure=erasure, parity_readable=float(probes["parity"][cfg.parity_layer]),
-                     far_above_chance=far_above_chance(acc, cfg.train_length, n))
+                     far_above_chance=far_above_chance(acc, cfg.train_length, n),
+                     train_seconds=float(z.info.get("train_seconds", math.nan)))
 
 
 def measure_all(cfg) -> list[RunReport]:
