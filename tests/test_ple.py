@@ -1,3 +1,5 @@
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -133,6 +135,29 @@ def test_summary_pairs_methods_by_seed_and_ignores_the_final_principle_reward():
     worse = {k: [ple.Run(r.method, r.seed, r.start, {"plain": r.final["plain"], "principle": -1.0}) for r in v]
              for k, v in runs.items()}
     assert ple.summary(worse) == m
+
+
+def test_paired_permutation_p_enumerates_every_swap_of_a_seeds_two_values():
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=8), rng.normal(size=8)
+    d = x - y
+    flips = np.array(list(itertools.product([1, -1], repeat=8)))
+    assert ple.paired_permutation_p(x, y) == pytest.approx(np.mean((flips * d).mean(1) >= d.mean() - 1e-12))
+    assert ple.paired_permutation_p(y + 1, y) == pytest.approx(1 / 256)
+    assert ple.paired_permutation_p(y, y) == 1.0
+    assert np.isnan(ple.paired_permutation_p([0.5], [0.1]))
+
+
+def test_every_baseline_gets_its_share_of_the_gap_and_a_p_against_ple():
+    def run(method, seed, final_plain):
+        return ple.Run(method, seed, {"plain": 0.4, "principle": 0.6, "sem": 0.01}, {"plain": final_plain})
+
+    runs = {"ple": [run("ple", s, 0.5 + 0.01 * s) for s in range(6)],
+            "sft": [run("sft", s, 0.4) for s in range(6)], "raft": [run("raft", s, 0.6) for s in range(6)]}
+    out = ple.gap_against_baselines(runs, ["sft", "raft"])
+    assert out["sft"]["shares"] == pytest.approx([0.0] * 6) and out["raft"]["shares"] == pytest.approx([1.0] * 6)
+    assert out["sft"]["p_ple_greater"] == pytest.approx(1 / 64) and out["raft"]["p_ple_greater"] == 1.0
+    assert ple.summary(runs)["share_of_gap_closed"] == ple.share_of_gap_closed(runs["ple"])
 
 
 def test_adding_the_principle_token_keeps_the_old_logits():
