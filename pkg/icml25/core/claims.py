@@ -642,8 +642,10 @@ class Claim:
             verdict = INCONCLUSIVE
             reason = "; ".join(f"{e['name']}: {_interval(e)}: {e['note']}" for e in effects
                                if e["verdict"] == INCONCLUSIVE)
-        if verdict == INCONCLUSIVE and not failed:
-            out["units_needed"] = _power_need(effects) or null_need
+        if null_need:  # held back by the null alone: its power line is already in the reason
+            out["units_needed"] = null_need
+        elif verdict == INCONCLUSIVE and not failed:
+            out["units_needed"] = _power_need(effects)
             if out["units_needed"]:
                 exact = all(e["method"].startswith(INTERVALS["binomial"][1]) for e in effects
                             if e.get("units_needed") == out["units_needed"])
