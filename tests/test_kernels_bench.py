@@ -135,29 +135,49 @@ def test_the_sign_test_over_twelve_rounds(at_bar, verdict):
     assert kernels.EXPERT_FFN_BEATS_THE_LOOP.decide(measured)["verdict"] == verdict
 
 
-def test_each_case_carries_its_own_between_build_sd_from_the_fresh_calibration():
-    """s_c per case from the calibration builds of seeds 131-138, by `between_run_sd`; every case of the claim is
-    a case of the earlier calibrations (the same pass, the same cases), and each effect carries its case's s_c."""
-    for case, builds in kernels.CASE_CALIBRATION_RUNS.items():
-        assert kernels.CASE_RUN_SD[case] == round(between_run_sd(*zip(*builds), kernels.CASE_CALIBRATION_ROUNDS), 4)
-        assert len(builds) == kernels.CASE_CALIBRATION_KEPT
-    assert set(kernels.CASE_CALIBRATION_RUNS) == set(kernels.REFERENCE_CALIBRATION_RUNS) == set(
-        kernels.TWO_THREAD_CALIBRATION_RUNS)
-    assert not set(kernels.CASE_CALIBRATION_SEEDS) & set(range(111, 129))  # never used by an earlier calibration
+def test_each_case_carries_an_upper_bound_on_its_own_between_build_sd_from_the_fresh_calibration():
+    """s_c per case: the 95% upper bound of `case_run_sd_upper` over the calibration builds of seeds 161 on, never
+    used before (not by the earlier calibrations, the referee or a verdict build); every case of the claim is a case
+    of the earlier calibrations (the same pass, the same cases), each effect carries its case's bound, and the
+    bound is never below the plug-in estimate."""
+    bounds = kernels.case_run_sd_upper(kernels.CASE_CALIBRATION_RUNS, kernels.CASE_CALIBRATION_ROUNDS)
+    estimates = kernels.case_run_sd(kernels.CASE_CALIBRATION_RUNS, kernels.CASE_CALIBRATION_ROUNDS)
+    assert kernels.CASE_RUN_SD == bounds and all(bounds[c] >= estimates[c] for c in bounds)
+    assert all(len(builds) == kernels.CASE_CALIBRATION_KEPT == kernels.CALIBRATION_BUILDS
+               for builds in kernels.CASE_CALIBRATION_RUNS.values())
+    assert set(kernels.CASE_CALIBRATION_RUNS) == set(kernels.FIRST_CASE_CALIBRATION_RUNS) == set(
+        kernels.REFERENCE_CALIBRATION_RUNS) == set(kernels.TWO_THREAD_CALIBRATION_RUNS)
+    used = {0, *range(111, 129), *kernels.FIRST_CASE_CALIBRATION_SEEDS, *kernels.REFEREE_151["seeds"]}
+    assert not set(kernels.CASE_CALIBRATION_SEEDS) & used and min(kernels.CASE_CALIBRATION_SEEDS) == 161
     assert set(kernels.CASE_CALIBRATION_DROPPED) < set(kernels.CASE_CALIBRATION_SEEDS)
     assert kernels.CASE_CALIBRATION_KEPT == len(kernels.CASE_CALIBRATION_SEEDS) - len(kernels.CASE_CALIBRATION_DROPPED)
     effects = kernels.FASTER_THAN_REFERENCE.effects
     assert [e.name for e in effects] == list(kernels.REFERENCE_CASES)
     assert all(e.run_sd == (kernels.CASE_RUN_SD[e.name] or None) and e.null == math.log(kernels.MARGIN)
                and e.samples == kernels.case_key(e.name) for e in effects)
+    assert kernels.FIRST_CASE_RUN_SD == kernels.case_run_sd(kernels.FIRST_CASE_CALIBRATION_RUNS, 32)
 
 
-def test_the_between_build_sd_of_two_constructed_builds_is_the_one_way_estimate_by_hand():
-    """Two builds of 32 rounds with means 0.5 and 0.7 and sds 0.1 and 0.2: MS_between = 32 var(means) = 32 x 0.02,
-    MS_within = (0.01 + 0.04) / 2, so s_c = sqrt((0.64 - 0.025) / 32)."""
-    got = kernels.case_run_sd({"c": ((0.5, 0.1), (0.7, 0.2))}, 32)
-    assert got == {"c": round(math.sqrt((0.64 - 0.025) / 32), 4)} == {"c": 0.1386}
-    assert kernels.case_run_sd({"c": ((0.5, 0.3), (0.51, 0.3))}, 32) == {"c": 0.0}  # within-build noise explains it
+def test_the_calibrations_quiet_builds_and_drops_follow_the_declared_rule():
+    """Every kept build is alone and under the one-thread gate's bar (quiet_machine's), every dropped one failed a
+    precondition of the claim, and the kept builds are the first ten in seed order that held them all."""
+    spreads, dropped = kernels.CASE_CALIBRATION_COPY_SPREADS, kernels.CASE_CALIBRATION_DROPPED
+    kept = [s for s in kernels.CASE_CALIBRATION_SEEDS if s not in dropped]
+    assert all(spreads[s] <= kernels.QUIET for s in kept) and len(kept) == kernels.CALIBRATION_BUILDS
+    assert all(why.startswith(("alone_on_the_machine", "quiet_one_thread_pass", "rounds")) for why in dropped.values())
+    assert set(spreads) == set(kept) and max(kernels.CASE_CALIBRATION_SEEDS) == kept[-1]
+
+
+def test_the_upper_bound_on_the_between_build_sd_of_three_constructed_builds_by_hand():
+    """Three builds of 32 rounds, means 0.5, 0.7, 0.6 and sds 0.1: var(means) = 0.01 on 2 df, whose 5% chi-square
+    point is -2 log 0.95, so s_c+ = sqrt(2 x 0.01 / (-2 log 0.95) - 0.01 / 32); the plug-in estimate is
+    sqrt(0.01 - 0.01 / 32). Builds that agree within their rounds' noise still get a positive bound."""
+    builds = {"c": ((0.5, 0.1), (0.7, 0.1), (0.6, 0.1))}
+    bound = math.sqrt(2 * 0.01 / (-2 * math.log(0.95)) - 0.01 / 32)
+    assert kernels.case_run_sd_upper(builds, 32) == {"c": round(bound, 4)} == {"c": 0.4412}
+    assert kernels.case_run_sd(builds, 32) == {"c": round(math.sqrt(0.01 - 0.01 / 32), 4)}
+    assert kernels.case_run_sd_upper({"c": ((0.5, 0.1), (0.51, 0.1), (0.49, 0.1))}, 32)["c"] > 0
+    assert kernels.case_run_sd({"c": ((0.5, 0.1), (0.51, 0.1), (0.49, 0.1))}, 32)["c"] == 0
 
 
 def test_the_first_one_thread_calibration_gives_the_run_sd_6daf9c7_was_declared_with():
@@ -181,27 +201,38 @@ def test_the_one_thread_pass_times_on_one_thread_and_restores_the_callers_count(
     torch.set_num_threads(2)
     try:
         cases = {"a": {"compiled": lambda: seen.append(torch.get_num_threads()), "reference": lambda: None}}
-        got = bench.one_thread_x_reference(cases, repeats=3, min_unit=1e-6)
+        got, copy = bench.one_thread_x_reference(cases, lambda: seen.append(torch.get_num_threads()), repeats=3,
+                                                 min_unit=1e-6)
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
-    assert len(got["a"]) == 3 and set(seen) == {1}
+    assert len(got["a"]) == len(copy) == 3 and set(seen) == {1}
 
 
 def test_the_one_thread_pass_pairs_each_cases_reference_with_its_kernel_round_by_round(monkeypatch):
-    """Per case and round, the reference's time over the kernel's; every case's pair in one interleaved call."""
+    """Per case and round, the reference's time over the kernel's; every case's pair and the copy in one
+    interleaved call, the copy's times returned as they are (the pass's own noise gauge)."""
     calls = []
 
     def fake(fns, repeats, min_unit):
         calls.append(list(fns))
         times = {"a\0compiled": [1.0, 2.0], "a\0reference": [3.0, 2.0],
-                 "b\0compiled": [4.0, 1.0], "b\0reference": [2.0, 5.0]}
+                 "b\0compiled": [4.0, 1.0], "b\0reference": [2.0, 5.0], "copy": [0.5, 0.7]}
         return {name: times[name] for name in fns}
 
     monkeypatch.setattr(bench, "interleaved", fake)
     cases = {c: {"compiled": None, "reference": None} for c in "ab"}
-    assert bench.one_thread_x_reference(cases, 2) == {"a": [3.0, 1.0], "b": [0.5, 5.0]}
-    assert calls == [["a\0compiled", "a\0reference", "b\0compiled", "b\0reference"]]
+    assert bench.one_thread_x_reference(cases, None, 2) == ({"a": [3.0, 1.0], "b": [0.5, 5.0]}, [0.5, 0.7])
+    assert calls == [["a\0compiled", "a\0reference", "b\0compiled", "b\0reference", "copy"]]
+
+
+def test_the_expert_cases_are_timed_against_the_sorted_loop():
+    import torch
+
+    cases = bench.reference_contenders(bench.config("smoke"), torch.Generator().manual_seed(0))
+    experts = {c: pair for c, pair in cases.items() if c.startswith("expert_ffn")}
+    assert experts and all(pair["reference"].args[0] is bench.expert_sorted_loop
+                           and pair["compiled"].args[0] is bench.expert_ffn for pair in experts.values())
 
 
 def _builds(speedup: float, spread: float = 0.02, n: int = 32) -> list[float]:
@@ -303,11 +334,19 @@ def test_the_claims_cases_are_cis_and_no_other_scale_is_decided():
         got["deciding"]["ci_low"])
 
 
-def test_a_noisy_machine_or_too_few_rounds_decides_nothing():
+def test_a_noisy_one_thread_pass_or_too_few_rounds_decides_nothing():
+    """faster_than_reference's gate is its own pass's copy spread: just over the bar, too few rounds or a machine
+    not its own leave it undecided; the two-thread copy's spread, which quiet_machine reads for the other claims,
+    does not touch it."""
     good = _all_cases()
-    for change in ({"copy_quartile_spread": 0.3}, {"reference_rounds": 9}, {"foreign_cpu_share": 0.2}):
+    for change in ({"one_thread_copy_quartile_spread": kernels.QUIET + 0.001}, {"reference_rounds": 9},
+                   {"foreign_cpu_share": 0.2}):
         got = kernels.FASTER_THAN_REFERENCE.decide(dict(good, **change))
         assert got["verdict"] == "inconclusive" and "precondition failed" in got["reason"]
+    at_bar = dict(good, one_thread_copy_quartile_spread=kernels.QUIET, copy_quartile_spread=0.9)
+    assert kernels.FASTER_THAN_REFERENCE.decide(at_bar)["verdict"] == "reproduced"
+    for claim in kernels.CLAIMS[1:]:
+        assert kernels.QUIET_MACHINE in claim.preconditions and kernels.QUIET_ONE_THREAD not in claim.preconditions
 
 
 def test_the_foreign_load_gate_sees_another_process():
@@ -345,6 +384,9 @@ def test_the_measurements_are_the_binding_cases_of_the_run(smoke_bench):
     assert all(len(r["per_round_one_thread"]) == cfg.reference_repeats for r in against_reference)
     assert not any("per_round_one_thread" in r for r in rows if r["kernel"] == "fp_quantize")
     assert m["reference_rounds"] == cfg.reference_repeats
+    copy = against_reference[0]["one_thread_copy_times"]
+    assert len(copy) == cfg.reference_repeats and all(r["one_thread_copy_times"] == copy for r in against_reference)
+    assert m["one_thread_copy_quartile_spread"] == kernels.quartile_spread(copy)
     smoke_cases = {f"{r['kernel']} {r['label']}" for r in against_reference}
     assert m["uncalibrated_cases"] == sorted(smoke_cases)  # smoke's cases are not ci's: none decides
     assert all(m[kernels.case_key(c)] == [] for c in kernels.REFERENCE_CASES)

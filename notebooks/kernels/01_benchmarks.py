@@ -39,8 +39,10 @@
 # a few slow rounds do not move.
 
 # %% tags=["parameters"]
+import os
+
 scale = "ci"
-seed = 0
+seed = int(os.environ.get("ICML25_BENCH_SEED", 0))  # the bench seed (the builder passes only the scale)
 repeats = None  # interleaved timing rounds (the table shows the fastest); None: the scale's value
 
 # %%
@@ -219,8 +221,9 @@ ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=8);
 # deciding that after a refuted verdict would be choosing the comparison by its outcome, so the case stays as it was.
 #
 # **Why it is timed on one thread, and why each case carries its own spread.** The cell below gives what the
-# calibration builds measured, first on the builder's two threads and then on one, what the verdict builds of the
-# design before this one found, and the calibration that sets each case's spread now.
+# calibration builds measured, first on the builder's two threads and then on one, what the verdict builds of that
+# one-thread design found, and the calibration of the design that followed them (7d230ec's, each case with its own
+# spread). A referee's check of that design, and the design that answers it (the present one), come after it.
 
 # %%
 def calibration(runs: dict, rounds: int) -> str:
@@ -237,7 +240,7 @@ two = calibration(kernels.TWO_THREAD_CALIBRATION_RUNS, kernels.TWO_THREAD_CALIBR
 one = calibration(kernels.REFERENCE_CALIBRATION_RUNS, kernels.REFERENCE_CALIBRATION_ROUNDS)
 lent = [case for case, *_ in kernels.LARGEST_SD_VERDICT_BUILDS]
 binding_own = kernels.case_run_sd(kernels.REFERENCE_CALIBRATION_RUNS, kernels.REFERENCE_CALIBRATION_ROUNDS)[lent[0]]
-dropped = "; ".join(f"seed {seed}, {why}" for seed, why in kernels.CASE_CALIBRATION_DROPPED.items()) or "none"
+dropped = "; ".join(f"seed {seed}, {why}" for seed, why in kernels.FIRST_CASE_CALIBRATION_DROPPED.items()) or "none"
 seen = "; ".join(f"{np.exp(est):.2f}x, log {est:.3f} [{lo:.3f}, {hi:.3f}]"
                  for _, est, lo, hi in kernels.LARGEST_SD_VERDICT_BUILDS)
 display(Markdown(
@@ -259,22 +262,98 @@ display(Markdown(
     f"calibration was {binding_own:.4f}. Borrowing the widest case's spread is not what the claim needs: every case "
     f"clearing its bar is decided by every case's own interval. So, after seeing those builds, the claim was "
     f"declared again as such an intersection-union test, each case with its own between-build sd, measured on "
-    f"{len(kernels.CASE_CALIBRATION_SEEDS)} fresh calibration builds (bench seeds "
-    f"{min(kernels.CASE_CALIBRATION_SEEDS)}-{max(kernels.CASE_CALIBRATION_SEEDS)}, "
-    f"{kernels.CASE_CALIBRATION_KEPT} of them with every precondition holding and kept; dropped: {dropped}) that "
+    f"{len(kernels.FIRST_CASE_CALIBRATION_SEEDS)} fresh calibration builds (bench seeds "
+    f"{min(kernels.FIRST_CASE_CALIBRATION_SEEDS)}-{max(kernels.FIRST_CASE_CALIBRATION_SEEDS)}, "
+    f"{kernels.FIRST_CASE_CALIBRATION_KEPT} of them with every precondition holding and kept; dropped: {dropped}) that "
     f"the new statistic had not seen, before any verdict build of the new design; the bar, the rounds and the "
     f"preconditions did not "
     f"change. The table gives each case's calibration: the mean over builds of its build means, the mean sd of "
     f"its rounds within a build, and its between-build sd $s_c$, which its interval carries"
     + ("; where $s_c$ is 0 the case's build means scatter no more than its rounds alone would make them, and its "
-       "interval is the plain t interval over its rounds." if 0 in kernels.CASE_RUN_SD.values() else ".")))
+       "interval is the plain t interval over its rounds." if 0 in kernels.FIRST_CASE_RUN_SD.values() else ".")))
 
 case_table = ["| case | build means (geometric, range) | mean log speedup | sd of rounds | $s_c$ |",
               "|---|---|---|---|---|"]
+for case, builds in kernels.FIRST_CASE_CALIBRATION_RUNS.items():
+    means, sds = zip(*builds)
+    case_table.append(f"| {case} | {np.exp(min(means)):.2f}x-{np.exp(max(means)):.2f}x | {np.mean(means):.4f} | "
+                      f"{np.mean(sds):.4f} | {kernels.FIRST_CASE_RUN_SD[case]:.4f} |")
+display(Markdown("\n".join(case_table)))
+
+# %% [markdown]
+# **A referee (after the verdict builds of the per-case design were recorded; the present design, below, followed
+# it).** A
+# referee with no stake decided faster_than_reference as declared on two bench seeds the book's builds never used,
+# checked that kernel and reference compute the same thing on one thread, timed a fairer expert loop, and simulated
+# the interval's coverage; its numbers, as measured, are in `kernels.REFEREE_151` and printed below.
+
+# %%
+r = kernels.REFEREE_151
+iv = lambda t: f"{t[0]:.3f} [{t[1]:.3f}, {t[2]:.3f}]"  # noqa: E731
+display(Markdown(
+    f"Bench seeds {r['seeds'][0]} and {r['seeds'][1]}: {r['verdicts'][0]} and {r['verdicts'][1]}; the deciding "
+    f"case expert_ffn d=128 at log speedup {iv(r['d128'][0])} and {iv(r['d128'][1])}. Kernel and reference agree on "
+    f"the timed inputs (largest differences: " + ", ".join(f"{k} {v:.1e}" for k, v in r["outputs_max_abs_diff"].items())
+    + f"), and the kernel's CPU time over wall time on one thread is {r['cpu_over_wall_one_thread']:.2f}. Against "
+    f"a fairer expert loop than the reference (one argsort, one gather, one in-place `index_add_`) d=128 runs "
+    f"{r['d128_x_fair_loop'][0]:.2f}x (log {r['d128_x_fair_loop'][1]:.3f}), still above the bar, so about a quarter "
+    f"of the margin is the reference's naivety. With each $s_c$ from 8 builds the interval covers about "
+    f"{r['coverage_at_7_df']:.0%} instead of 95% (simulated); with a 95% upper bound on each $s_c$ both seeds' "
+    f"verdicts stand (lowest lower bound {r['ucb_lowest_lower_bound']:.3f}); d=128 would flip only with an $s_c$ of "
+    f"about {r['d128_sd_to_flip']:.3f}. The quiet_machine precondition reads the copy rounds of the builder's "
+    f"two-thread pass, not the one-thread pass this claim reads: it blocked {r['quiet_blocked_tight_runs'][0]} of "
+    f"{r['quiet_blocked_tight_runs'][1]} verdict-style runs whose one-thread intervals were tight."))
+# %% [markdown]
+# **The present design (declared after the referee's check, before any verdict build of it).** Three changes
+# answer the referee, each ledgered with what had been seen before it (the chapter's deviations section): this
+# claim's noise gate reads its own pass; the expert cases are timed against a fair PyTorch loop; and each case's
+# between-build sd is measured again, on fresh calibration builds, and carried as an upper confidence bound. The
+# cell below gives what each rests on.
+
+# %%
+spreads = kernels.CASE_CALIBRATION_COPY_SPREADS
+spread_median = float(np.median(list(spreads.values())))
+seeds = kernels.CASE_CALIBRATION_SEEDS
+new_dropped = "; ".join(f"seed {s}, {why}" for s, why in kernels.CASE_CALIBRATION_DROPPED.items()) or "none"
+display(Markdown(
+    f"**Its own noise gate.** `quiet_machine` reads the copy ceiling's rounds in the builder's two-thread pass, "
+    f"which this claim does not read. The claim's gate is now a copy of the quantiser's tensor timed as one more "
+    f"contender in the one-thread pass's own rounds (`bench.copy_contender`): its quartile spread must be at most "
+    f"{kernels.QUIET:.0%} of its median, quiet_machine's bar read on the right pass. In the "
+    f"{len(spreads)} calibration builds alone on the machine it ranged {min(spreads.values()):.3f} to "
+    f"{max(spreads.values()):.3f} (median {spread_median:.3f}); a bar at twice that median, the first plan, would "
+    f"have rejected {sum(v > 2 * spread_median for v in spreads.values())} of them for a tail of the copy's own "
+    f"spread, so the gate keeps quiet_machine's bar (changed before any "
+    f"verdict build; see `kernels.CASE_CALIBRATION_SEEDS`'s comment). The other three claims keep "
+    f"`quiet_machine`.\n\n"
+    f"**Two expert references.** `ops.expert_ffn_reference` is the naive loop that states the math (for each "
+    f"expert a search for its tokens, and a fresh copy of the output per expert): the kernel's tests hold it to "
+    f"this loop, `ops.expert_ffn` runs it where the kernels did not build (the Autonomy-of-Experts layer "
+    f"included), and the table's \"x ref\" of the expert rows is against it. faster_than_reference's expert cases "
+    f"are timed against `bench.expert_sorted_loop` instead, the same function as a competent PyTorch user writes "
+    f"a top-k MoE: the routing slots sorted by expert once, the tokens gathered once, each expert's products on "
+    f"its contiguous group, one in-place `index_add_` (the tests hold it equal to the naive loop, outputs and "
+    f"gradients). expert_ffn_beats_the_loop keeps its own contender, `bench.expert_loop`, the per-expert loop of "
+    f"the Mixtral implementation that its {kernels.MOE_X_LOOP:g}x target was declared against, so what that "
+    f"target means does not move.\n\n"
+    f"**A fresh calibration.** The expert cases' values change with their reference, so every case's "
+    f"between-build sd was measured again on {len(seeds)} calibration builds on bench seeds never used "
+    f"({min(seeds)}-{max(seeds)}; {kernels.CASE_CALIBRATION_KEPT} kept; dropped and replaced by the next seed: "
+    f"{new_dropped}). From about ten builds a plug-in $s_c$ makes the interval cover less than 95% (the referee "
+    f"simulated about 92% with eight), so each case's interval now carries a one-sided "
+    f"{kernels.RUN_SD_CONFIDENCE:.0%} upper bound on its $s_c$ (`kernels.case_run_sd_upper`: the chi-square "
+    f"bound on the variance of a build's mean over the builds' degrees of freedom, less the rounds' share), which "
+    f"can only widen an interval, moving a verdict toward inconclusive, never toward a decision. The table gives "
+    f"each case's calibration, its plug-in estimate, the bound it carries, and what 7d230ec's calibration gave."))
+
+case_table = ["| case | build means (geometric, range) | mean log speedup | sd of rounds | $s_c$ | $s_c$ carried "
+              "(upper bound) | $s_c$ in 7d230ec |", "|---|---|---|---|---|---|---|"]
+estimate = kernels.case_run_sd(kernels.CASE_CALIBRATION_RUNS, kernels.CASE_CALIBRATION_ROUNDS)
 for case, builds in kernels.CASE_CALIBRATION_RUNS.items():
     means, sds = zip(*builds)
     case_table.append(f"| {case} | {np.exp(min(means)):.2f}x-{np.exp(max(means)):.2f}x | {np.mean(means):.4f} | "
-                      f"{np.mean(sds):.4f} | {kernels.CASE_RUN_SD[case]:.4f} |")
+                      f"{np.mean(sds):.4f} | {estimate[case]:.4f} | {kernels.CASE_RUN_SD[case]:.4f} | "
+                      f"{kernels.FIRST_CASE_RUN_SD[case]:.4f} |")
 display(Markdown("\n".join(case_table)))
 
 # %% [markdown]
@@ -318,7 +397,9 @@ display(Markdown("\n".join(
 measured = kernels.measurements(rows, cfg.repeats, scale)
 print(f"Other processes used {measured['foreign_cpu_share']:.1%} of the machine's CPU time while the benchmark ran "
       f"(the claims ask for at most {timing.FOREIGN_SHARE:.0%}); the copy's rounds spread "
-      f"{measured['copy_quartile_spread']:.1%} of their median (at most {kernels.QUIET:.0%}).")
+      f"{measured['copy_quartile_spread']:.1%} of their median (at most {kernels.QUIET:.0%}), and in the one-thread "
+      f"pass {measured['one_thread_copy_quartile_spread']:.1%} (faster_than_reference asks for at most "
+      f"{kernels.QUIET:.0%}); bench seed {seed}.")
 
 
 def binding(name: str) -> str:
@@ -348,7 +429,8 @@ our_values = [
         f"{t['case']}: {t['x_loop']:.2f}x the loop against a target of {t['target_x_loop']:.2f}x" for t in targets)
      + f"; {binding('moe_meets_target')}"),
 ]
-calibration_seeds = {kernels.FASTER_THAN_REFERENCE.id: list(kernels.CASE_CALIBRATION_SEEDS)}
+design_seeds = [*kernels.FIRST_CASE_CALIBRATION_SEEDS, *kernels.REFEREE_151["seeds"], *kernels.CASE_CALIBRATION_SEEDS]
+calibration_seeds = {kernels.FASTER_THAN_REFERENCE.id: design_seeds}  # every bench seed its design has seen
 for claim, our_value in our_values:
     verdict = check(claim, seeds=[seed], calibration_seeds=calibration_seeds.get(claim.id, []), scale=scale,
                     measured=measured, our_value=our_value)
@@ -362,25 +444,3 @@ for claim, our_value in our_values:
         display(Markdown(f"The deciding case of faster_than_reference: {e['name']}, {interval}, against the bar "
                          f"log {kernels.MARGIN:g} = {np.log(kernels.MARGIN):.4f} ({e['verdict']})."))
 
-# %% [markdown]
-# **A referee (after the verdict builds of the per-case design were recorded; nothing changed after it).** A
-# referee with no stake decided faster_than_reference as declared on two bench seeds the book's builds never used,
-# checked that kernel and reference compute the same thing on one thread, timed a fairer expert loop, and simulated
-# the interval's coverage; its numbers, as measured, are in `kernels.REFEREE_151` and printed below.
-
-# %%
-r = kernels.REFEREE_151
-iv = lambda t: f"{t[0]:.3f} [{t[1]:.3f}, {t[2]:.3f}]"  # noqa: E731
-display(Markdown(
-    f"Bench seeds {r['seeds'][0]} and {r['seeds'][1]}: {r['verdicts'][0]} and {r['verdicts'][1]}; the deciding "
-    f"case expert_ffn d=128 at log speedup {iv(r['d128'][0])} and {iv(r['d128'][1])}. Kernel and reference agree on "
-    f"the timed inputs (largest differences: " + ", ".join(f"{k} {v:.1e}" for k, v in r["outputs_max_abs_diff"].items())
-    + f"), and the kernel's CPU time over wall time on one thread is {r['cpu_over_wall_one_thread']:.2f}. Against "
-    f"a fairer expert loop than the reference (one argsort, one gather, one in-place `index_add_`) d=128 runs "
-    f"{r['d128_x_fair_loop'][0]:.2f}x (log {r['d128_x_fair_loop'][1]:.3f}), still above the bar, so about a quarter "
-    f"of the margin is the reference's naivety. With each $s_c$ from 8 builds the interval covers about "
-    f"{r['coverage_at_7_df']:.0%} instead of 95% (simulated); with a 95% upper bound on each $s_c$ both seeds' "
-    f"verdicts stand (lowest lower bound {r['ucb_lowest_lower_bound']:.3f}); d=128 would flip only with an $s_c$ of "
-    f"about {r['d128_sd_to_flip']:.3f}. The quiet_machine precondition reads the copy rounds of the builder's "
-    f"two-thread pass, not the one-thread pass this claim reads: it blocked {r['quiet_blocked_tight_runs'][0]} of "
-    f"{r['quiet_blocked_tight_runs'][1]} verdict-style runs whose one-thread intervals were tight."))

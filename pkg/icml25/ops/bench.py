@@ -322,8 +322,7 @@ def expert_sorted_loop(x, routing, experts, gate_input=None):
     once (one argsort), the tokens (and gate inputs) gathered once in that order, each expert's three products on
     its contiguous group, and the weighted outputs added back with one in-place index_add_. The same function as
     `expert_ffn_reference` (the naive loop that the kernel's tests hold it to, which searches every expert's tokens
-    and copies y for each expert): the fairer expert reference a referee of faster_than_reference timed
-    (`icml25.kernels.REFEREE_151`), for that claim's redeclaration (issue 56), which is not declared yet."""
+    and copies y for each expert); the reference of faster_than_reference's expert cases."""
     n, k = experts.up.shape[0], routing.index.shape[1]
     expert = routing.index.reshape(-1)
     order = expert.argsort(stable=True)
@@ -462,37 +461,47 @@ def reference_contenders(cfg, gen) -> dict[str, dict]:
     for d in cfg.moe_dims:
         layer = expert_inputs(cfg, d, gen)
         cases[f"expert_ffn d={d}"] = {side: partial(expert_step, fn, *layer)
-                                      for side, fn in (("compiled", expert_ffn), ("reference", expert_ffn_reference))}
+                                      for side, fn in (("compiled", expert_ffn), ("reference", expert_sorted_loop))}
     return cases
 
 
-def one_thread_x_reference(cases: dict[str, dict], repeats: int, min_unit: float = MIN_UNIT_SECONDS
-                           ) -> dict[str, list[float]]:
+def copy_contender(cfg, gen):
+    """`y.copy_(x)` of a float32 tensor of the quantiser's size (`fp_shape`), drawn from `gen`: the one-thread
+    pass's noise gauge, a contender whose only work is memory traffic."""
+    x = torch.randn(fp_shape(cfg), generator=gen)
+    y = torch.empty_like(x)
+    return lambda: y.copy_(x)
+
+
+def one_thread_x_reference(cases: dict[str, dict], copy, repeats: int, min_unit: float = MIN_UNIT_SECONDS
+                           ) -> tuple[dict[str, list[float]], list[float]]:
     """Per case of `reference_contenders`, the reference's time over the compiled kernel's in each of `repeats`
     rounds, timed on one thread (the caller's thread count restored after), every case's two contenders in the
     same interleaved rounds (each case's pair side by side), so that a change in the machine's state hits every
-    case alike."""
+    case alike; and the times of `copy` (`copy_contender`) in the same rounds, the pass's own noise gauge."""
     fns = {f"{case}\0{side}": fn for case, pair in cases.items() for side, fn in pair.items()}
     with one_thread():
-        times = interleaved(fns, repeats, min_unit)
+        times = interleaved(dict(fns, copy=copy), repeats, min_unit)
     return {case: [r / c for r, c in zip(times[f"{case}\0reference"], times[f"{case}\0compiled"])]
-            for case in cases}
+            for case in cases}, times["copy"]
 
 
 def run(cfg, seed: int = 0) -> tuple[list[dict], float]:
     """All benchmark rows and the copy bandwidth ceiling (GB/s) at the quantiser's size; each row carries the share
     of the machine's CPU time that other processes used during the run (`foreign_cpu_share`, `ForeignLoad`), and
     each row of an embedding_bag or expert_ffn case its speedups over the reference on one thread
-    (`per_round_one_thread`, `one_thread_x_reference`, after the other benchmarks and with tensors of its own)."""
+    (`per_round_one_thread`, `one_thread_x_reference`, after the other benchmarks and with tensors of its own) and
+    the times of that pass's copy (`one_thread_copy_times`)."""
     gen = torch.Generator().manual_seed(seed)
     with ForeignLoad() as load:
         fp_rows, ceiling = bench_fp_quantize(cfg, gen)
         rows = fp_rows + bench_embedding_bag(cfg, gen) + bench_expert_ffn(cfg, gen)
-        one = one_thread_x_reference(reference_contenders(cfg, gen), cfg.reference_repeats, cfg.min_unit)
+        cases = reference_contenders(cfg, gen)
+        one, copy = one_thread_x_reference(cases, copy_contender(cfg, gen), cfg.reference_repeats, cfg.min_unit)
     out = []
     for r in rows:
         case = f"{r['kernel']} {r['label']}"
-        own = {"per_round_one_thread": one[case]} if case in one else {}
+        own = {"per_round_one_thread": one[case], "one_thread_copy_times": copy} if case in one else {}
         out.append(dict(r, foreign_cpu_share=load.share, **own))
     return out, ceiling
 
