@@ -454,3 +454,13 @@ def test_phases_split_the_faster_compiled_layout_into_the_kernels_calls_and_the_
     assert got["around_kernel_ms"] == pytest.approx(0.4)
     assert got["kernel_x_best_stock"] == pytest.approx(1.6 / 0.6)
     assert bench.phases_ms({k: v for k, v in times.items() if not k.startswith("kernel")}, 1.6e-3) == {}
+
+
+def test_the_recorded_verdict_builds_name_a_declared_case_inside_its_interval():
+    """The page's record of this design's verdict builds: each a verdict of the contract, its deciding case one of
+    the claim's cases, the estimate inside its interval; an inconclusive build's interval reaches the bar and a
+    reproduced build's lies above it."""
+    bar = math.log(kernels.MARGIN)
+    for verdict, case, est, lo, hi in kernels.VERDICT_BUILDS.values():
+        assert case in kernels.REFERENCE_CASES and lo < est < hi
+        assert (lo > bar) if verdict == "reproduced" else (lo <= bar < hi) if verdict == "inconclusive" else False

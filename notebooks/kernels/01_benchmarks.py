@@ -355,6 +355,14 @@ for case, builds in kernels.CASE_CALIBRATION_RUNS.items():
                       f"{np.mean(sds):.4f} | {estimate[case]:.4f} | {kernels.CASE_RUN_SD[case]:.4f} | "
                       f"{kernels.FIRST_CASE_RUN_SD[case]:.4f} |")
 display(Markdown("\n".join(case_table)))
+builds = "; ".join(f"bench seed {seed}: {verdict}, deciding case {case} at log {est:.3f} [{lo:.3f}, {hi:.3f}]"
+                   for seed, (verdict, case, est, lo, hi) in kernels.VERDICT_BUILDS.items())
+labels = {verdict for verdict, *_ in kernels.VERDICT_BUILDS.values()}
+display(Markdown(
+    f"**The verdict builds of this design** ({len(kernels.VERDICT_BUILDS)}, one after another, each alone on the "
+    f"machine): {builds}. " + ("The label was the same in every build." if len(labels) == 1 else
+                               "The label was not the same in every build: the case with the widest between-build "
+                               "sd can still reach the bar, so this build's verdict below is one draw of those.")))
 
 # %% [markdown]
 # **The timed unit and the threads.** A contender whose call is shorter than `icml25.ops.bench.MIN_UNIT_SECONDS`
