@@ -488,3 +488,14 @@ def test_the_correlation_null_is_the_exact_permutation_distributions_mean():
     by_hand = np.mean([stats.spearmanr([1, 2, 4, 8], np.array([2.0, 1.0, 8.0, 4.0])[list(o)]).statistic
                        for o in permutations(range(4))])
     assert null[0] == pytest.approx(by_hand) and null == pytest.approx([0.0, 0.0], abs=1e-12)
+
+
+def test_the_referee_record_is_internally_consistent():
+    """The page's referee record: verdicts of the contract, every estimate inside its interval, and an inconclusive
+    faster whose pass@1 interval straddles the -0.05 margin (what kept it undecided)."""
+    r = E.REFEREE_1000
+    assert set(r["faster"]) | set(r["correlation"]) <= {"reproduced", "refuted", "inconclusive"}
+    for key in ("log_et_ratio", "pass_at_1_change", "spearman_rho"):
+        assert all(lo < est < hi for est, lo, hi in r[key])
+    assert all(lo < -0.05 < hi for _, lo, hi in r["pass_at_1_change"]) and r["faster"] == ("inconclusive",) * 2
+    assert 0 < r["p_reproduce_faster"] < 0.5

@@ -167,3 +167,24 @@ CORRELATION = Claim(
     needs_null=True, null_description="the generated NETs permuted among the shares within each seed, every order (per seed, "
                      "the mean rho of the exact permutation distribution)",
 )
+
+#: A referee with no stake re-decided both claims on fresh seeds 1000-1007 (n = 8) after the verdicts on 900-907 were
+#: recorded, with the chapter's code and only its seeds changed, in two builds of the same seeds; nothing was changed
+#: after it. Recorded as measured (95% intervals; per-seed pass@1 changes of the first build).
+REFEREE_1000 = {
+    "seeds": "1000-1007",
+    "faster": ("inconclusive", "inconclusive"),
+    "log_et_ratio": ((-1.365, -2.198, -0.532), (-1.430, -2.423, -0.437)),
+    "pass_at_1_change": ((-0.102, -0.206, 0.003), (-0.008, -0.149, 0.133)),
+    "correlation": ("inconclusive", "inconclusive"),
+    "spearman_rho": ((0.425, -0.100, 0.833), (0.238, -0.350, 0.750)),
+    "p_reproduce_faster": 0.17,
+    "same_seed_pass_change_sd": 0.094,
+}
+"""What the referee found: faster's reproduced label on 900-907 did not replicate; with the spread pooled over the
+seed sets seen, eight seeds put the pass@1 change's lower bound above the -0.05 margin with probability about
+`p_reproduce_faster`. Two builds of the same seeds differ: `select_fastest` keeps the candidate with the lowest
+measured CPU time, so near-ties resolve differently from build to build, the fastest-correct training set and model
+change, and one seed's pass@1 change moves by about `same_seed_pass_change_sd` between builds: a between-build
+component the claim's interval does not carry yet. Arms whose training set does not depend on that choice were
+identical in both builds."""
