@@ -161,12 +161,13 @@ per_seed = np.median([x["seconds"] for x in targeting.values()])
 sign = ("Its sign is clear: the interval excludes 0." if e["ci_low"] > e["null"] else
         "Its sign is not settled either: the interval reaches 0.")
 ask = (f"Its power line asks for about {need} seeds, the number at which its interval would, at the observed spread, "
-       f"decide whether the effect reaches the smallest effect of {e['min_effect']:+g} point{'' if abs(e['min_effect']) == 1 else 's'}. A targeting seed (both "
+       f"decide whether the effect reaches the smallest effect of {e['min_effect']:+g} "
+       f"point{'' if abs(e['min_effect']) == 1 else 's'}. A targeting seed (both "
        f"loops and the two reference reward models) took {per_seed:.1f} s on one thread in the warm-up (median of "
        f"{len(targeting)}), so that many would add about {need * per_seed / 60:.0f} minutes of one-thread warm-up "
-       f"for this one claim, against {len(targeting) * per_seed / 60:.1f} for its targeting seeds now. The book's "
-       f"`{scale}` build does not spend that on one claim, so at this scale the size of the effect is left "
-       f"undecided. {sign}") if need else ""
+       f"for this one claim, against {len(targeting) * per_seed / 60:.1f} minutes for its targeting seeds now. The "
+       f"book's `{scale}` build does not spend that on one claim, so at this scale the size of the effect is "
+       f"left undecided. {sign}") if need else ""
 display(Markdown(f"`targeting` read {e['n']} seeds: the {len(cfg.seeds)} verdict seeds and {len(targeting)} "
                  f"targeting seeds (verdict: {v.label}; {e['estimate']:+.2f} [{e['ci_low']:+.2f}, "
                  f"{e['ci_high']:+.2f}] points). {ask}"))
