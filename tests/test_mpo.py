@@ -350,3 +350,14 @@ def test_a_zero_weight_leaves_the_mix_unchanged():
     prompts = [p.prompt for p in arithmetic.sample_problems(16, 0, max_ops=3)]
     with_zero = mpo.sample_mixture([a, b, z.model], [0.4, 0.6, 0.0], z.tokenizer, prompts, torch_generator(0, "z"))
     assert with_zero == mpo.sample_mixture([a, b], [0.4, 0.6], z.tokenizer, prompts, torch_generator(0, "z"))
+
+
+def test_the_referee_records_match_the_claims_judgement():
+    """The self-check's and the referee's records: every estimate inside its interval; effects alone refuted means
+    every interval lies wholly below the smallest effect; a failed headroom lies below its bar."""
+    for r in (mpo.REFEREE_800, mpo.REFEREE_900):
+        intervals = (r["mpo_minus_best_single"], r["mpo_minus_uniform"])
+        assert all(lo < est < hi for est, lo, hi in intervals)
+        assert (r["effects_alone"] == "refuted") == all(hi < mpo.MIN_EFFECT for _, _, hi in intervals)
+        assert ("headroom" in r["failed"]) == (r["headroom"] < mpo.MIN_EFFECT)
+        assert r["verdict"] == ("inconclusive" if r["failed"] else r["effects_alone"])

@@ -215,26 +215,29 @@ display(Markdown(
     "raw rewards the claim scores."))
 
 # %% [markdown]
-# ## A self-check on other seeds
+# ## A self-check and a referee on other seeds
 #
 # **After the verdict on lm_seeds 700-707 was recorded, nothing changed after it.** The chapter's own functions
 # re-decided `balanced_lm` at ci with only the seeds changed, to a second fresh set, to see whether the label
-# replicates. Its numbers, as measured, are in `mpo.REFEREE_800` and printed below.
+# replicates; then a referee with no stake did the same on a third. Their numbers, as measured, are in
+# `mpo.REFEREE_800` and `mpo.REFEREE_900`, printed below.
 
 # %%
-r8 = mpo.REFEREE_800
-
-
 def interval(v):
     return f"{v[0]:+.4f} [{v[1]:+.4f}, {v[2]:+.4f}]"
 
 
-display(Markdown(
-    f"On seeds {r8['seeds']} the verdict was {r8['verdict']} (on the book's seeds {r8['verdict_seeds']}: "
-    f"{r8['book_verdict']}), so the label {'held' if r8['verdict'] == r8['book_verdict'] else 'did not hold'}. "
-    f"Failed preconditions: {', '.join(r8['failed'])} (the weakest single's mean own gain {r8['singles_learn']:.4f}, "
-    f"bar {mpo.SINGLE_GAIN:g}; headroom {r8['headroom']:+.4f}, bar {mpo.MIN_EFFECT:g}; the grid mix over the uniform "
-    f"mix alone {r8['grid_minus_uniform']:+.4f}). MPO − best single {interval(r8['mpo_minus_best_single'])}, MPO − "
-    f"uniform mix {interval(r8['mpo_minus_uniform'])}: without the preconditions both effects would be "
-    f"{r8['effects_alone']} on size (in this build: "
-    + ", ".join(f"{e['name']} {e['verdict']}" for e in v.record["effects"]) + ")."))
+def referee_text(r, who):
+    return (
+        f"{who}, seeds {r['seeds']}: {r['verdict']} (on the book's seeds {r['verdict_seeds']}: {r['book_verdict']}), "
+        f"so the label {'held' if r['verdict'] == r['book_verdict'] else 'did not hold'}. Failed preconditions: "
+        f"{', '.join(r['failed'])} (the weakest single's mean own gain {r['singles_learn']:.4f}, bar "
+        f"{mpo.SINGLE_GAIN:g}; headroom {r['headroom']:+.4f}, bar {mpo.MIN_EFFECT:g}; the grid mix over the uniform "
+        f"mix alone {r['grid_minus_uniform']:+.4f}). MPO − best single {interval(r['mpo_minus_best_single'])}, MPO − "
+        f"uniform mix {interval(r['mpo_minus_uniform'])}: without the preconditions both effects would be "
+        f"{r['effects_alone']} on size.")
+
+
+display(Markdown("\n\n".join([
+    referee_text(mpo.REFEREE_800, "Self-check"), referee_text(mpo.REFEREE_900, "Referee with no stake"),
+    "In this build: " + ", ".join(f"{e['name']} {e['verdict']}" for e in v.record["effects"]) + "."])))

@@ -241,6 +241,23 @@ REFEREE_800 = {
 intervals), recorded as measured; nothing changed after it. The label held (inconclusive on both seed sets), and on
 both the effects alone would be refuted on size (intervals wholly below the smallest effect)."""
 
+REFEREE_900 = {
+    "seeds": "900-907",
+    "verdict_seeds": "700-707",
+    "verdict": "inconclusive",
+    "book_verdict": "inconclusive",
+    "failed": ("headroom",),
+    "singles_learn": 0.0211,
+    "headroom": -0.0096,
+    "grid_minus_uniform": -0.0059,
+    "mpo_minus_best_single": (-0.0004, -0.0178, 0.0171),
+    "mpo_minus_uniform": (-0.0060, -0.0107, -0.0012),
+    "effects_alone": "refuted",
+}
+"""A referee with no stake, after the self-check: the chapter's build at ci from an unchanged copy with only the
+lm_seeds changed, to 900-907 (n = 8, 95% paired t intervals), recorded as measured; nothing changed after it. Same
+label, the same failed headroom (no seed positive), and the effects alone again refuted on size."""
+
 # ------------------------------------------------------------------------------------------ checks of input
 
 
