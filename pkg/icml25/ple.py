@@ -34,10 +34,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-from scipy import stats
 
 from .core import arithmetic, models, tinylm, zoo
-from .core.claims import Claim, Effect, at_least, at_most
+from .core.claims import Claim, Effect, at_least, at_most, sign_flip_p
 from .core.config import COUNT, FRACTION, NONNEGATIVE, POSITIVE, SEED, Range, make_config, one_of
 from .core.generation import encode_completions, generate, token_logprobs
 from .core.seeding import numpy_rng, seeded, torch_generator
@@ -547,15 +546,11 @@ def share_of_gap_closed(runs: Sequence[Run]) -> list[float]:
 
 def paired_permutation_p(x: Sequence[float], y: Sequence[float]) -> float:
     """One-sided p value that `x` exceeds `y` on average, paired by seed: the permutation test that swaps each
-    seed's two values (a sign flip of its difference; scipy.stats.permutation_test, every pattern enumerated when
-    there are at most 2^13 of them); nan for fewer than two seeds, which no test can read."""
+    seed's two values (`icml25.core.claims.sign_flip_p` of the differences); nan for fewer than two seeds, which no
+    test can read."""
     if len(x) < 2:
         return float("nan")
-    res = stats.permutation_test((np.asarray(x, float), np.asarray(y, float)),
-                                 lambda a, b, axis: np.mean(a - b, axis=axis), permutation_type="samples",
-                                 alternative="greater", vectorized=True, n_resamples=9999,
-                                 rng=np.random.default_rng(0))
-    return float(res.pvalue)
+    return sign_flip_p(np.subtract(x, y), "greater")
 
 
 def gap_against_baselines(runs: dict[str, list[Run]], baselines: Sequence[str]) -> dict[str, dict]:

@@ -204,24 +204,28 @@ def binomial_interval(x: np.ndarray, confidence: float) -> tuple[float, float, f
 SIGN_FLIP_EXACT_UNITS = 16
 
 
+def sign_flip_p(d: np.ndarray, alternative: str = "two-sided") -> float:
+    """p value of the sign-flip permutation test that the paired differences `d` centre on 0, against `alternative`
+    ("two-sided", "greater", "less"; scipy.stats.permutation_test: every one of the 2^n sign patterns up to
+    `SIGN_FLIP_EXACT_UNITS` units, 99,999 drawn with a fixed generator beyond). Flipping a unit's sign is swapping
+    its pair's two values, so this is also the paired permutation test of two samples."""
+    res = stats.permutation_test((np.asarray(d, dtype=float),), np.mean, permutation_type="samples",
+                                 alternative=alternative, vectorized=True, rng=np.random.default_rng(0),
+                                 n_resamples=math.inf if len(d) <= SIGN_FLIP_EXACT_UNITS else 99_999)
+    return float(res.pvalue)
+
+
 def sign_flip_interval(x: np.ndarray, confidence: float) -> tuple[float, float, float]:
     """Mean of the paired values `x` and its permutation interval: the shifts μ that the two-sided sign-flip test of
-    x - μ (scipy.stats.permutation_test: every one of the 2^n sign patterns up to `SIGN_FLIP_EXACT_UNITS` units,
-    99,999 drawn with a fixed generator beyond) does not reject at 1 - `confidence`, found by bisection from the mean
-    outwards. Assumes the units are symmetric about their centre, not
-    normal. NaN bounds when even the most extreme of 2^n patterns could not reject (n < 6 at 95%) or with no spread."""
+    x - μ (`sign_flip_p`) does not reject at 1 - `confidence`, found by bisection from the mean outwards. Assumes
+    the units are symmetric about their centre, not normal. NaN bounds when even the most extreme of 2^n patterns could not reject (n < 6 at 95%) or with no spread."""
     mean = float(np.mean(x)) if len(x) else math.nan
     alpha = 1 - confidence
     if len(x) < 2 or np.ptp(x) == 0 or 2.0 ** (1 - len(x)) > alpha:
         return mean, math.nan, math.nan
 
-    exact = len(x) <= SIGN_FLIP_EXACT_UNITS
-
     def accepted(mu: float) -> bool:
-        res = stats.permutation_test((x - mu,), np.mean, permutation_type="samples", alternative="two-sided",
-                                     n_resamples=math.inf if exact else 99_999, vectorized=True,
-                                     rng=np.random.default_rng(0))
-        return bool(res.pvalue > alpha)
+        return sign_flip_p(x - mu) > alpha
 
     def edge(outside: float) -> float:
         inside = mean
