@@ -137,15 +137,77 @@ def test_a_declaration_omits_defaults_examples_and_functions():
         Effect("r", "r", null=1.0), (good, bad))["effects"][0]["null"]
 
 
-def test_the_config_s_seeds_at_every_scale_are_declared():
-    class Chapter:
-        @staticmethod
-        def config(scale):
-            return {"seeds": [0, 1, 2] if scale == "ci" else [0], "calibration_seeds": [7] if scale == "ci" else None}
+class Chapter:
+    """A chapter config with a verdict seed list of its own claim's (`lm_seeds`) and a count of seeds."""
 
+    @staticmethod
+    def config(scale):
+        return {"seeds": [0, 1, 2] if scale == "ci" else [0], "calibration_seeds": [7] if scale == "ci" else None,
+                "lm_seeds": [40, 41] if scale == "ci" else [40], "figure_seeds": 3, "steps": 10}
+
+
+def test_the_config_s_seeds_at_every_scale_are_declared():
     seeds = ledger.chapter_seeds(Chapter)
-    assert seeds["ci"] == {"seeds": [0, 1, 2], "calibration_seeds": [7]}
-    assert seeds["smoke"] == {"seeds": [0], "calibration_seeds": None} and set(seeds) == set(ledger.SCALES)
+    assert seeds["ci"] == {"seeds": [0, 1, 2], "calibration_seeds": [7], "lm_seeds": [40, 41]}
+    assert seeds["smoke"] == {"seeds": [0], "calibration_seeds": None, "lm_seeds": [40]}
+    assert set(seeds) == set(ledger.SCALES)  # a count of seeds and other knobs are not seed lists
+
+
+def seeded_claim(claim_id: str, **kw) -> Claim:
+    """A test claim (not one of the chapter's), with `kw` such as seed_knobs."""
+    claim = Claim("rsd", claim_id, "s", "v", "c", [Effect("r", "r", min_effect=0.5)],
+                  [at_least("learns", "acc", 0.8)], ({"r": [1, 2], "acc": 1}, {"r": [0, 0.1], "acc": 1}), **kw)
+    claims.REGISTRY.pop(("rsd", claim_id))
+    return claim
+
+
+def test_a_claim_records_the_seed_lists_it_names_and_no_other():
+    seeds = ledger.chapter_seeds(Chapter)
+    plain = ledger.declaration(seeded_claim("plain"), seeds)
+    own = ledger.declaration(seeded_claim("own", seed_knobs=("lm_seeds",)), seeds)
+    assert plain["seeds"]["ci"] == {"seeds": [0, 1, 2], "calibration_seeds": [7]}
+    assert own["seeds"]["ci"] == {"seeds": [0, 1, 2], "calibration_seeds": [7], "lm_seeds": [40, 41]}
+    assert "seed_knobs" not in own  # recorded by its values, not by its name
+    with pytest.raises(ledger.LedgerError, match=r"seed_knobs \['width_seeds'\] are not seed lists"):
+        ledger.declaration(seeded_claim("missing", seed_knobs=("width_seeds",)), seeds)
+    with pytest.raises(claims.ClaimError, match="seed_knobs"):
+        seeded_claim("bad", seed_knobs=("calibration_seeds",))
+
+
+def test_every_seed_list_of_a_chapter_is_a_claim_s_or_declared_of_no_claim():
+    """So a moved list of verdict seeds is a declaration change the ledger sees: each `*_seeds` list of every
+    chapter config is named by one of its claims' `seed_knobs` or by its `SEEDS_OF_NO_CLAIM`, never by both."""
+    from icml25.core.claims import REGISTRY
+
+    for slug, module in ledger.chapter_modules().items():
+        lists = set().union(*(ledger.chapter_seeds(module) or {"": {}}).values()) - set(ledger.FIRST_SEED_KNOBS)
+        named = {k for (chapter, _), c in REGISTRY.items() if chapter == slug for k in c.seed_knobs}
+        of_no_claim = set(getattr(module, "SEEDS_OF_NO_CLAIM", ()))
+        assert lists == named | of_no_claim and not named & of_no_claim, (slug, lists, named, of_no_claim)
+
+
+def test_migrate_records_a_format_change_only_where_the_seeds_are_the_verdict_s(book):
+    """Seed lists a ledger did not record are added as a format change when they hold the values of the claim's
+    latest verdict, which then counts as no revision; where they moved since, it is a change after a verdict; a
+    claim whose design also changed is not migrated."""
+    decls = ledgered(book)
+    for cid, value in ((CLAIM, [40, 41]), ("efficiency_noisy", [50, 51]), ("efficiency_learned", [40, 41])):
+        for scale in ledger.SCALES:
+            decls["rsd"][cid]["seeds"][scale]["lm_seeds"] = value
+    decls["rsd"]["efficiency_learned"]["criterion"] = "another criterion"
+    at_commit = {"c0d15e0": {"rsd": {s: {"seeds": [0, 1, 2], "lm_seeds": [40, 41]} for s in ledger.SCALES}}}
+    done = {cid: e for _, cid, e in ledger.migrate(book, decls, at_commit.__getitem__, "2026-12-05")}
+    assert set(done) == {CLAIM, "efficiency_noisy"}
+    assert done[CLAIM]["kind"] == ledger.FORMAT and "values the latest verdict (c0d15e0)" in done[CLAIM]["why"]
+    assert done[CLAIM]["what"] == [f"seeds.{s}.lm_seeds: (none) -> [40, 41]" for s in ("ci", "full", "smoke")]
+    assert done["efficiency_noisy"]["kind"] == ledger.CHANGED and "moved after that verdict" in done[
+        "efficiency_noisy"]["why"]
+    data = ledger.load(book, "rsd")
+    assert [len(ledger.revised_after_verdict(data["claims"][c])) for c in (CLAIM, "efficiency_noisy")] == [0, 1]
+    assert [d.claim for d in ledger.differences(book, decls)] == ["efficiency_learned"]
+    assert ledger.chain_errors(data) == []
+    page = ledger.page(data)
+    assert "a change of the ledger's format, not of the design" in page and f"## `{CLAIM}`\n" in page
 
 
 def _record(verdict: str, scale: str = "ci") -> dict:

@@ -66,6 +66,10 @@ def half_decades(lo: int, hi: int) -> list[float]:
 # The verdict seeds are fresh (from 100).
 CALIBRATION_SEEDS = list(range(12))
 
+SEEDS_OF_NO_CLAIM = ("width_seeds", "lm_seeds")
+"""Seed lists of the config that decide no claim (the width sweep's and the language model's seeds: figures, no
+claim). Every other `*_seeds` list is named by a claim's `seed_knobs`, so the ledger records it."""
+
 config = make_config({
     "smoke": {"seeds": [100, 101], "calibration_seeds": CALIBRATION_SEEDS, "lrs": half_decades(-6, 0),
               "init_scales": [1.0, 100.0], "scale_lr": 1e-3,

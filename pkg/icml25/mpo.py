@@ -43,6 +43,10 @@ from .core.train import train
 #: the step scale (and the rest of Setting A's design) was chosen after verdicts on seeds 0-2 in earlier rounds
 CALIBRATION_SEEDS = [0, 1, 2]
 
+SEEDS_OF_NO_CLAIM = ("sweep_seeds",)
+"""Seed lists of the config that decide no claim (the verdict seeds that also run the m sweep and every β: figures,
+no claim). Every other `*_seeds` list is named by a claim's `seed_knobs`, so the ledger records it."""
+
 config = make_config({
     "smoke": {"seeds": [100], "calibration_seeds": CALIBRATION_SEEDS, "sweep_seeds": [100], "claim_beta": 0.5,
               "lm_seeds": [100], "betas": [0.5, 0.1], "n_prompts": 20, "n_responses": 32, "bsmd_steps": 300,
@@ -204,6 +208,7 @@ BALANCED_LM = Claim(
               {"mpo_minus_best_single": [0.05, 0.04, 0.06], "mpo_minus_uniform": [-0.01, 0.0, -0.02],
                "headroom": [0.06, 0.05, 0.07]}
               | {k: [0.1, 0.12, 0.09] for k in OWN_GAIN_KEYS} | {k + "_se": [0.013] * 3 for k in OWN_GAIN_KEYS}),
+    seed_knobs=("lm_seeds",),
 )
 
 HEADROOM_CALIBRATION = {

@@ -172,6 +172,7 @@ COLD_START = Claim(
                "column_mean_minus_profile": [0.02, 0.025, 0.03]},
               {"real_data": 1, "n_model_features": 20, "pmf_minus_profile": [0.02, 0.03, 0.025],
                "column_mean_minus_profile": [0.002, -0.004, 0.0, 0.003]}),
+    seed_knobs=("cold_start_seeds",),
 )
 
 

@@ -69,6 +69,11 @@ START = {
 CALIBRATION_SEEDS = [0, 1, 2]
 
 _COMMON = dict(lr=1e-3, tau0=0.2, alpha=0.9, sft_temperature=0.1, dpo_beta=0.1, sft_sloppiness=0.5, max_ops=3)
+
+SEEDS_OF_NO_CLAIM = ("ablation_seeds",)
+"""Seed lists of the config that decide no claim (the ablations' seeds: a table, no claim). Every other `*_seeds`
+list is named by a claim's `seed_knobs`, so the ledger records it."""
+
 config = make_config({
     "smoke": dict(_COMMON, model=ZOO_BASE, seeds=[100], calibration_seeds=CALIBRATION_SEEDS, start_seed=100,
                   ablation_seeds=[100], n_iterations=2, n_queries=32, train_steps=4, batch_size=16, n_eval=32, methods=list(METHODS), ablations=[]),

@@ -52,6 +52,10 @@ CALIBRATION_SEEDS = [0, 1, 2]
 #: the first version's labeller: the systematic bias plus random lapses on this share of pairs
 LAPSE_SLIP = 0.12
 
+SEEDS_OF_NO_CLAIM = ("sweep_seeds",)
+"""Seed lists of the config that decide no claim (the verdict seeds that also run every budget: figures, no claim).
+Every other `*_seeds` list is named by a claim's `seed_knobs`, so the ledger records it."""
+
 config = make_config({
     "smoke": dict(seeds=[100, 101], calibration_seeds=CALIBRATION_SEEDS, sweep_seeds=[100], targeting_seeds=[102],
                   lapse_slip=LAPSE_SLIP, n_train=600, n_test=600, n_features=16, n_style=3, ai_accuracy=0.75,
@@ -118,6 +122,7 @@ TARGETING = Claim(
                "targeting_full_human_accuracy": [92, 93, 91], "band_enrichment": [20, 30, 25]},
               {"rlthf_minus_random_queries": [0.1, -0.3, 0.2], "targeting_headroom": [12, 13, 11],
                "targeting_full_human_accuracy": [92, 93, 91], "band_enrichment": [20, 30, 25]}),
+    seed_knobs=("targeting_seeds",),
 )
 NEEDS_HUMANS = Claim(
     chapter="rlthf", id="needs_humans",

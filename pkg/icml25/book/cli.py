@@ -23,7 +23,7 @@ def _slug(value: str) -> str:
 
 
 def _ledger_parser(sub) -> None:
-    """`icml25 ledger {status,init,deviate,history}`: the claims' declared designs and their deviations."""
+    """`icml25 ledger {status,init,deviate,migrate,history}`: the claims' declared designs and their deviations."""
     lp = sub.add_parser("ledger", help="the preregistration ledger of the claims (book/<slug>/claims.lock)")
     ls = lp.add_subparsers(dest="action", required=True)
     s = ls.add_parser("status", help="list claims whose declaration differs from the ledger without a deviation")
@@ -35,6 +35,8 @@ def _ledger_parser(sub) -> None:
     d.add_argument("names", nargs="+", metavar="SLUG.CLAIM",
                    help="the claims; a bare SLUG means every claim of the chapter that differs from its ledger")
     d.add_argument("--why", required=True, help="one sentence: why the design changed")
+    m = ls.add_parser("migrate", help="record the ledger's change to recording every seed list (a format change)")
+    m.add_argument("slugs", type=_slug, nargs="*", metavar="SLUG", help="only these chapters (default: all)")
     h = ls.add_parser("history", help="a claim's registration, verdicts and deviations")
     h.add_argument("name", metavar="SLUG[.CLAIM]")
 
@@ -50,6 +52,8 @@ def _ledger(args) -> int:
             return ledger.cmd_init(BOOK, args.slugs, args.at, PROJECT_ROOT)
         if args.action == "deviate":
             return ledger.cmd_deviate(BOOK, args.names, args.why)
+        if args.action == "migrate":
+            return ledger.cmd_migrate(BOOK, args.slugs, PROJECT_ROOT)
         return ledger.cmd_history(BOOK, args.name)
     except ValueError as e:  # a LedgerError, or an unknown chapter
         print(f"icml25 ledger {args.action}: {e}", file=sys.stderr)

@@ -4,13 +4,18 @@ Each chapter keeps a committed ledger, `book/<slug>/claims.lock` (JSON, sorted k
 
 - ``declaration``: what the claim declared before its experiment ran (criterion, effects with their null,
   smallest effect, margin and interval method, preconditions with the thresholds in their rule text, the null
-  control, and the chapter config's verdict and calibration seeds at every scale), and ``hash``, its sha256;
+  control, and the chapter config's seed lists at every scale: its verdict and calibration seeds, and the other
+  ``*_seeds`` lists the claim names in its ``seed_knobs``, such as mpo's ``lm_seeds``), and ``hash``, its sha256;
 - ``registered``: the hash, commit and date the ledger first recorded;
 - ``history``: the verdicts builds reached, each with the declaration hash it was decided under;
 - ``deviations``: every change of the declaration since it was registered: when, what (generated, ``field: old ->
   new``), why (one sentence), whether a verdict had been recorded under the old declaration (``verdict_seen``) and
   whether one had already been recorded under the new one before the change was (``new_verdict_seen``), and both
-  hashes.
+  hashes. A deviation of kind ``format`` records a change of what the ledger records, not of the design: until
+  2026-12-05 it recorded only ``seeds`` and ``calibration_seeds``, and `migrate` added a claim's other seed lists
+  with the values its latest verdict was decided with (a value that had moved since is a ``changed`` deviation).
+  Every ``*_seeds`` list of a chapter config is named by a claim's ``seed_knobs`` or by the chapter's
+  ``SEEDS_OF_NO_CLAIM`` (`tests/test_ledger.py`).
 
 A claim whose declaration differs from its ledger without a deviation is an error (`tests/test_ledger.py`); the
 fix is ``icml25 ledger deviate SLUG.CLAIM --why "..."``. Fields left at their dataclass default are not part of
@@ -45,7 +50,9 @@ EFFECT_FIELDS = ("name", "samples", "direction", "null", "min_effect", "method",
 CLAIM_FIELDS = ("chapter", "id", "paper_statement", "paper_value", "criterion", "needs_null", "null_description")
 FUNCTION = "<function>"
 HISTORY_LIMIT = 40  # entries kept per claim; a build appends only when a verdict or a declaration changes
-ADDED, REMOVED, CHANGED = "added", "removed", "changed"
+ADDED, REMOVED, CHANGED, FORMAT = "added", "removed", "changed", "format"
+#: the seed lists the ledger recorded before it recorded every ``*_seeds`` knob (`migrate`)
+FIRST_SEED_KNOBS = ("seeds", "calibration_seeds")
 
 
 class LedgerError(ValueError):
@@ -105,14 +112,40 @@ def effect_declaration(where: str, effect: Any) -> dict[str, Any]:
             **{k: _number(_plain(f"{where}.{k}", v)) for k, v in fields.items()}}
 
 
+def seed_knobs(cfg: Mapping[str, Any]) -> list[str]:
+    """The knobs of a chapter config that list seeds: `seeds`, `calibration_seeds`, and every other list-valued
+    knob whose name ends in `_seeds` (a count of seeds, such as kabb's `figure_seeds`, is not a list)."""
+    return [*FIRST_SEED_KNOBS, *sorted(k for k in cfg if k.endswith("_seeds") and k not in FIRST_SEED_KNOBS
+                                       and isinstance(cfg[k], (list, tuple)))]
+
+
 def chapter_seeds(module: Any) -> dict[str, dict[str, Any]] | None:
-    """The verdict seeds and calibration seeds of the chapter's config at each scale (None without a config)."""
+    """Every seed list of the chapter's config at each scale (`seed_knobs`; None without a config); a claim's
+    declaration keeps `seeds`, `calibration_seeds` and its own `seed_knobs`."""
     if not hasattr(module, "config"):
         return None
     out = {}
     for scale in SCALES:
         cfg = module.config(scale)
-        out[scale] = {k: _plain(f"config({scale!r}).{k}", cfg.get(k)) for k in ("seeds", "calibration_seeds")}
+        out[scale] = {k: _plain(f"config({scale!r}).{k}", cfg.get(k)) for k in seed_knobs(cfg)}
+    return out
+
+
+def claim_seeds(where: str, claim: Any, seeds: dict | None) -> dict | None:
+    """The seed lists a claim's declaration records at each scale: `seeds`, `calibration_seeds` and the claim's
+    own `seed_knobs`, from `seeds` (`chapter_seeds`); a knob the config lacks is an error."""
+    knobs = getattr(claim, "seed_knobs", ())
+    if seeds is None:
+        if knobs:
+            raise LedgerError(f"{where}: seed_knobs {list(knobs)} but the chapter has no config")
+        return None
+    out = {}
+    for scale, lists in seeds.items():
+        missing = [k for k in knobs if k not in lists]
+        if missing:
+            raise LedgerError(f"{where}: seed_knobs {missing} are not seed lists of config({scale!r}); its seed "
+                              f"lists: {sorted(lists)}")
+        out[scale] = {k: lists[k] for k in (*FIRST_SEED_KNOBS, *knobs)}
     return out
 
 
@@ -120,10 +153,10 @@ def declaration(claim: Any, seeds: dict | None) -> dict[str, Any]:
     """A claim's declared design as a plain dict (see the module's docstring); `seeds` from `chapter_seeds`."""
     where = f"claim {claim.chapter}.{claim.id}"
     out = {k: _plain(f"{where}.{k}", v) for k, v in
-           _fields(claim, CLAIM_FIELDS, skip=(*NOT_DECLARED, "effects", "preconditions")).items()}
+           _fields(claim, CLAIM_FIELDS, skip=(*NOT_DECLARED, "effects", "preconditions", "seed_knobs")).items()}
     out["effects"] = [effect_declaration(f"{where}.effects[{i}]", e) for i, e in enumerate(claim.effects)]
     out["preconditions"] = [{"id": p.id, "rule": p.rule} for p in claim.preconditions]
-    out["seeds"] = seeds
+    out["seeds"] = claim_seeds(where, claim, seeds)
     return out
 
 
@@ -154,9 +187,15 @@ def declarations(slugs: Iterable[str] | None = None) -> dict[str, dict[str, dict
     return out
 
 
-def declarations_at(commit: str, root: Path) -> dict[str, dict[str, dict]]:
+def seed_lists(slugs: Iterable[str] | None = None) -> dict[str, dict | None]:
+    """{slug: `chapter_seeds`} of the code imported now, for `slugs` (default every chapter)."""
+    return {slug: chapter_seeds(module) for slug, module in chapter_modules(slugs).items()}
+
+
+def declarations_at(commit: str, root: Path, read: str = "declarations") -> dict[str, dict]:
     """The declarations of every chapter in the code of `commit` (a git worktree in a temporary folder, read by a
-    fresh interpreter that imports that commit's package and this file)."""
+    fresh interpreter that imports that commit's package and this file); `read="seed_lists"` reads the chapters'
+    seed lists instead (`seed_lists`)."""
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree"
         subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(tree), commit], check=True,
@@ -165,7 +204,7 @@ def declarations_at(commit: str, root: Path) -> dict[str, dict[str, dict]]:
             script = ("import importlib.util, json, sys; "
                       f"spec = importlib.util.spec_from_file_location('ledger_reader', {str(Path(__file__))!r}); "
                       "m = sys.modules['ledger_reader'] = importlib.util.module_from_spec(spec); "
-                      "spec.loader.exec_module(m); json.dump(m.declarations(), sys.stdout)")
+                      f"spec.loader.exec_module(m); json.dump(m.{read}(), sys.stdout)")
             env = dict(os.environ, PYTHONPATH=str(tree / "pkg"))
             done = subprocess.run([sys.executable, "-c", script], cwd=tree, env=env, capture_output=True, text=True)
             if done.returncode:
@@ -344,8 +383,8 @@ def deviate(book: Path, slug: str, claim_id: str, new: dict | None, why: str, da
         return _deviate(ledger, claim_id, new, why, date)
 
 
-def _deviate(ledger: dict, claim_id: str, new: dict | None, why: str, date: str) -> dict:
-    """`deviate` on a loaded ledger (changed in place)."""
+def _deviate(ledger: dict, claim_id: str, new: dict | None, why: str, date: str, kind: str | None = None) -> dict:
+    """`deviate` on a loaded ledger (changed in place); `kind` FORMAT records a change of the ledger's format."""
     slug = ledger["chapter"]
     entry = ledger["claims"].get(claim_id)
     if entry is None and new is None:
@@ -357,13 +396,61 @@ def _deviate(ledger: dict, claim_id: str, new: dict | None, why: str, date: str)
     if new_hash == entry["hash"]:
         raise LedgerError(f"{slug}.{claim_id} matches its ledger: there is no deviation to record")
     old = entry["declaration"]
-    record = {"date": date, "kind": ADDED if old is None else REMOVED if new is None else CHANGED,
+    record = {"date": date, "kind": kind or (ADDED if old is None else REMOVED if new is None else CHANGED),
               "what": diff(old, new), "why": why.strip(), "old_hash": entry["hash"], "new_hash": new_hash,
               "verdict_seen": any(h["hash"] == entry["hash"] for h in entry["history"]) if old else False,
               "new_verdict_seen": any(h["hash"] == new_hash for h in entry["history"]) if new else False}
     entry.update(declaration=new, hash=new_hash, deviations=[*entry["deviations"], record])
     ledger["claims"][claim_id] = entry
     return record
+
+
+def added_seed_knobs(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """{scale: {knob: value}} of the seed lists `new` records and `old` does not, when that is all that differs
+    between them (a declaration registered before the ledger recorded them); else {}."""
+    if not (old and new and new.get("seeds")):
+        return {}
+    added = {scale: {k: v for k, v in knobs.items() if k not in (old.get("seeds") or {}).get(scale, {})}
+             for scale, knobs in new["seeds"].items()}
+    rest = {**new, "seeds": {scale: {k: v for k, v in knobs.items() if k not in added[scale]}
+                             for scale, knobs in new["seeds"].items()}}
+    added = {scale: knobs for scale, knobs in added.items() if knobs}
+    return added if added and fingerprint(rest) == fingerprint(old) else {}
+
+
+def latest_verdict_commit(entry: Mapping[str, Any]) -> str | None:
+    """The commit of the latest verdict in a claim's history that names one."""
+    return next((h["commit"] for h in reversed(entry["history"]) if h.get("commit")), None)
+
+
+def migrate(book: Path, decls: Mapping[str, Mapping[str, dict]], at_commit: Callable[[str], Mapping[str, Mapping]],
+            date: str) -> list[tuple[str, str, dict]]:
+    """Bring the ledgers to the format that records a claim's own seed lists (`claim_seeds`): for each claim whose
+    declaration differs from its ledger only by seed lists added (`added_seed_knobs`), a FORMAT deviation when
+    they hold the values its latest verdict was decided with (the chapter's seed lists at that verdict's commit,
+    `at_commit(commit)`: {slug: `chapter_seeds`}), else a CHANGED one, since they moved after that verdict
+    unrecorded. A claim with no verdict is a FORMAT change. Returns (slug, claim, entry) for each."""
+    done = []
+    for d in differences(book, decls):
+        entry = load(book, d.slug)["claims"].get(d.claim, {})
+        new = decls[d.slug][d.claim]
+        added = added_seed_knobs(entry.get("declaration"), new)
+        if not added:
+            continue
+        commit = latest_verdict_commit(entry)
+        then = (at_commit(commit).get(d.slug) or {}) if commit else None
+        moved = then is not None and any(then.get(scale, {}).get(k) != v
+                                         for scale, knobs in added.items() for k, v in knobs.items())
+        names = ", ".join(sorted({k for knobs in added.values() for k in knobs}))
+        if moved:
+            why = (f"the ledger now records the claim's seed lists; {names} differ(s) from the values of the latest "
+                   f"verdict ({commit}): moved after that verdict without a ledger entry")
+        else:
+            why = (f"the ledger now records the claim's seed lists, {names} among them"
+                   + (f", with the values the latest verdict ({commit}) was decided with" if commit else ""))
+        with editing(book, d.slug) as ledger:
+            done.append((d.slug, d.claim, _deviate(ledger, d.claim, new, why, date, None if moved else FORMAT)))
+    return done
 
 
 def append_history(book: Path, slug: str, claim_id: str, entry: dict) -> bool:
@@ -403,7 +490,7 @@ def record_verdicts(book: Path, records: Iterable[Mapping[str, Any]], root: Path
 
 def revised_after_verdict(entry: Mapping[str, Any]) -> list[dict]:
     """The deviations of a ledger entry that came after a verdict had been recorded under the old design."""
-    return [d for d in entry["deviations"] if d["verdict_seen"]]
+    return [d for d in entry["deviations"] if d["verdict_seen"] and d["kind"] != FORMAT]
 
 
 # ---- the command line: `icml25 ledger ...` ----------------------------------------------------------------------
@@ -471,6 +558,23 @@ def cmd_deviate(book: Path, names: list[str], why: str) -> int:
     return 0
 
 
+def cmd_migrate(book: Path, slugs: list[str], root: Path) -> int:
+    """Record the ledgers' change of format (`migrate`) for the chapters `slugs` (default all), reading each
+    verdict's commit once."""
+    cache: dict[str, Mapping] = {}
+
+    def at_commit(commit: str) -> Mapping:
+        if commit not in cache:
+            cache[commit] = declarations_at(commit, root, read="seed_lists")
+        return cache[commit]
+
+    done = migrate(book, declarations(_check_slugs(slugs) or None), at_commit, today())
+    for slug, cid, entry in done:
+        print(f"{slug}.{cid}: recorded {entry['kind']}: {entry['why']}" + "".join(f"\n    {w}" for w in entry["what"]))
+    print(f"{len(done)} claim(s) migrated.")
+    return 0
+
+
 def cmd_history(book: Path, name: str) -> int:
     """Print a claim's (or every claim of a chapter's) registration, verdicts and deviations."""
     slug, _, only = name.partition(".")
@@ -488,7 +592,8 @@ def cmd_history(book: Path, name: str) -> int:
             print(f"  {h['date']}  {h['scale']:5s} {h['verdict']:12s} under {h['hash'][:12]}  ({h['source']}"
                   + (f", {h['commit']}" if h.get("commit") else "") + ")")
         for d in entry["deviations"]:
-            print(f"  {d['date']}  {d['kind']}: {d['why']}" + (" [after a verdict]" if d["verdict_seen"] else ""))
+            after = d["verdict_seen"] and d["kind"] != FORMAT
+            print(f"  {d['date']}  {d['kind']}: {d['why']}" + (" [after a verdict]" if after else ""))
             print("".join(f"      {w}\n" for w in d["what"]), end="")
     return 0
 
@@ -512,6 +617,9 @@ def _verdicts_under(entry: Mapping[str, Any], h: str | None) -> str:
 
 
 def _deviation_lines(entry: Mapping[str, Any], d: Mapping[str, Any], n: int) -> list[str]:
+    if d["kind"] == FORMAT:
+        return [f"{n}. **{d['date']}**, a change of the ledger's format, not of the design. *Why:* {d['why']}", "",
+                "   ```text", *(f"   {w}" for w in d["what"]), "   ```", ""]
     when = (f"after a verdict had been recorded under the old design ({_verdicts_under(entry, d['old_hash'])})"
             if d["verdict_seen"] else "before any verdict under the old design was recorded")
     if d.get("new_verdict_seen"):
@@ -545,7 +653,8 @@ def _claim_section(slug: str, cid: str, entry: Mapping[str, Any]) -> list[str]:
 def page(ledger: Mapping[str, Any]) -> str:
     """The chapter's generated "Deviations from the declared design" page, from its ledger."""
     slug, claims = ledger["chapter"], ledger["claims"]
-    changed = {cid: e for cid, e in sorted(claims.items()) if e["deviations"]}
+    listed = {cid: e for cid, e in sorted(claims.items()) if e["deviations"]}
+    changed = {cid: e for cid, e in listed.items() if any(d["kind"] != FORMAT for d in e["deviations"])}
     after = [cid for cid, e in changed.items() if revised_after_verdict(e)]
     kept = sorted(set(claims) - set(changed))
     lines = [f"# {PAGE_TITLE}", "",
@@ -559,7 +668,7 @@ def page(ledger: Mapping[str, Any]) -> str:
         lines += ["No claim of this chapter has changed its declared design.", ""]
     else:
         lines += [f"Changed since registration: {len(changed)} claim(s), {len(after)} of them after a verdict.", ""]
-    for cid, entry in changed.items():
+    for cid, entry in listed.items():
         lines += _claim_section(slug, cid, entry)
     return "\n".join(lines).rstrip() + "\n"
 

@@ -592,6 +592,9 @@ class Claim:
     examples: tuple[Mapping[str, Any], ...]
     needs_null: bool = False
     null_description: str = ""
+    #: the chapter config's other seed lists this claim's units or design come from, beside `seeds` and
+    #: `calibration_seeds` (mpo's balanced_lm is decided on `lm_seeds`): the ledger records their values
+    seed_knobs: tuple[str, ...] = ()
 
     def __post_init__(self):
         where = f"claim {self.chapter}.{self.id}"
@@ -604,8 +607,12 @@ class Claim:
                              "[, measurement with no effect])")
         if self.needs_null and not self.null_description:
             raise ClaimError(f"{where} needs a null control and must say what it is (null_description)")
+        if any(not k.endswith("_seeds") or k == "calibration_seeds" for k in self.seed_knobs):
+            raise ClaimError(f"{where}: seed_knobs {list(self.seed_knobs)} must name config knobs `*_seeds` other "
+                             "than seeds and calibration_seeds (those two are always recorded)")
         object.__setattr__(self, "effects", tuple(self.effects))
         object.__setattr__(self, "preconditions", tuple(self.preconditions))
+        object.__setattr__(self, "seed_knobs", tuple(self.seed_knobs))
         REGISTRY[(self.chapter, self.id)] = self
 
     def decide(self, measured: Mapping[str, Any], null: Mapping[str, Any] | None = None,

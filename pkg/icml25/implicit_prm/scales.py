@@ -60,6 +60,12 @@ PRESETS = {
     "full": dict(_PRM["full"], **dict(_ARMS, arm_seeds=VERDICT_SEEDS), **_EVAL, seeds=VERDICT_SEEDS,
                  n_test=500, n_candidates=64, best_of=[1, 4, 16, 64], tabular_vocab=4, tabular_length=5),
 }
+
+SEEDS_OF_NO_CLAIM = ("arm_seeds",)
+"""Seed lists of the config that decide no claim (the seeds that also train the other objectives, β values and
+starting model, shown beside the claims but deciding none). Every other `*_seeds` list is named by a claim's
+`seed_knobs`, so the ledger records it."""
+
 config = make_config(
     PRESETS, ref_seed=SEED, beta=POSITIVE, n_prompts=COUNT, responses_per_prompt=COUNT,
     temperature=POSITIVE, train_steps=COUNT, batch_size=COUNT,

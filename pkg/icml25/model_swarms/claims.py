@@ -43,6 +43,7 @@ BEATS_BASELINES = Claim(
                "expert_gain_own_domain": [0.1, 0.2], "swarm_dev_gain": [0.02, 0.03, 0.01]},
               {**{_key(b): [0.03, 0.04, 0.05] for b in BASELINES}, _key("hill climbing"): [-0.01, 0.0, -0.005],
                "expert_gain_own_domain": [0.1, 0.2], "swarm_dev_gain": [0.02, 0.03, 0.01]}),
+    seed_knobs=("tune_seeds",),
 )
 
 
@@ -67,6 +68,7 @@ WEAK_TO_STRONG = Claim(
     needs_null=True,
     null_description="the same searches (same seeds, particles and budget) on a utility that is seeded Gaussian "
                      "noise, so that which particle ends best carries no information about the experts",
+    seed_knobs=("tune_seeds",),
 )
 
 
@@ -85,4 +87,5 @@ LOW_DATA = Claim(
                "expert_gain_own_domain": [0.1, 0.2]},
               {"swarm_minus_oracle": [-0.4, -0.45, -0.42], "swarm_minus_oracle_low": [0.1, 0.08, 0.12],
                "expert_gain_own_domain": [0.1, 0.2]}),
+    seed_knobs=("tune_seeds",),
 )

@@ -12,6 +12,10 @@ CHAPTER = "model_swarms"
 CALIBRATION_SEEDS = list(range(10)) + [100, 101, 102]
 
 
+SEEDS_OF_NO_CLAIM = ("ablation_seeds",)
+"""Seed lists of the config that decide no claim (the ablations' seeds: a figure, no claim). Every other `*_seeds`
+list is named by a claim's `seed_knobs`, so the ledger records it."""
+
 config = make_config({
     "smoke": {"model": "arith-draft", "seeds": [200, 201], "calibration_seeds": CALIBRATION_SEEDS,
               "n_particles": 6, "max_iteration": 3, "patience": 3, "n_dev": 200, "low_n_dev": 50,
