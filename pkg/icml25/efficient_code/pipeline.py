@@ -3,7 +3,10 @@ fine-tune a tiny LM on each dataset and evaluate what it writes.
 
 Selection rule (the paper's abstract says "lowest execution time and memory consumption" without saying how the
 two combine; this is our reading): among candidates that pass every unit test, the lowest ET, ties broken by
-TMU, then MU, then the program text, so the choice is deterministic. A task with no correct candidate is dropped.
+TMU, then MU, then the program text, so the choice is deterministic. Two measured times count as tied when they
+are within `TIE_TOLERANCE` of each other, and the contenders' times are medians of `SELECTION_RUNS` sandbox runs,
+so the choice does not depend on the timing noise of one build (:func:`select_fastest`). A task with no correct
+candidate is dropped.
 """
 
 from __future__ import annotations
@@ -26,6 +29,22 @@ from . import tasks as T
 from .sandbox import Execution, Limits, run_candidate
 
 
+TIE_TOLERANCE = 0.35
+"""Measured ETs (then TMUs, then MUs) within this relative distance of the lowest count as tied. Declared on the
+calibration seeds 0-2 and 20-25 (issue 54), before any verdict under it: there, the same program re-measured in a
+fresh sandbox moved ET by a median |log| of 0.017 and a 99th percentile of 0.20 (at most 0.50, a loaded machine),
+and the ratio of a distinct correct candidate's ET to its task's fastest lay either in 1.00-1.30 (programs of
+about equal cost: gen_sum's three variants, top_k's sort and heap at c = 10) or from 1.42 up, so a tolerance of
+35% sits in that gap. With no tolerance, 4 of 9 calibration seeds chose a different program for one task in a
+second measurement of the same candidates."""
+
+SELECTION_RUNS = 3
+"""A contender (a correct candidate whose first ET is within twice its task's fastest) is measured this many times in
+fresh sandboxes and selected on its medians, so one outlier run cannot carry it across the tolerance."""
+
+CONTENDER = 2.0
+
+
 class Measurer:
     """Runs (task, program) pairs in the sandbox, `workers` at a time, and remembers every result: a program
     that several generators (or models) write for the same task is executed once."""
@@ -46,6 +65,21 @@ class Measurer:
         tests, perf = T.unit_tests(task, self.perf_size)
         return run_candidate(source, tests, perf, limits=self.limits)
 
+    def contenders(self, task: T.Task, candidates: Sequence[tuple[str, Execution]],
+                   runs: int = SELECTION_RUNS) -> list[tuple[str, Execution]]:
+        """`candidates` `(program, Execution)` of `task` as :func:`select_fastest` reads them: when more than one
+        correct candidate is within `CONTENDER` times the fastest ET, each of those is run `runs` - 1 more times in
+        fresh sandboxes and stands for the median of its runs (:func:`median_execution`)."""
+        fastest = min((e.time for _, e in candidates if e.passed), default=math.inf)
+        near = {src for src, e in candidates if e.passed and e.time <= CONTENDER * fastest}
+        if len(near) < 2:
+            return list(candidates)
+        jobs = [(task, src) for src in sorted(near) for _ in range(runs - 1)]
+        with ThreadPoolExecutor(self.workers) as pool:
+            fresh = list(pool.map(self._run, jobs))
+        again = {src: [e for (_, s), e in zip(jobs, fresh) if s == src] for src in near}
+        return [(src, median_execution([e, *again[src]]) if src in near else e) for src, e in candidates]
+
     def canonical(self, tasks: Sequence[T.Task]) -> dict[T.Task, Execution]:
         """The canonical efficient solution of each task, measured: the denominator of NET, NMU, NTMU."""
         progs = [(t, T.program(t.family, T.FAMILIES[t.family].canonical, t.c)) for t in tasks]
@@ -60,10 +94,22 @@ class Measurer:
         return out
 
 
-def select_fastest(candidates: Sequence[tuple[str, Execution]]) -> str | None:
-    """The selected program: correct, lowest (ET, TMU, MU, text); None when no candidate is correct."""
-    correct = [(e.time, e.area, e.peak, src) for src, e in candidates if e.passed]
-    return min(correct)[3] if correct else None
+def select_fastest(candidates: Sequence[tuple[str, Execution]], tolerance: float = TIE_TOLERANCE) -> str | None:
+    """The selected program: the correct candidate with the lowest execution time (the paper's rule), where times
+    within `tolerance` of the lowest count as tied; among tied candidates the lowest TMU, then the lowest MU, with
+    the same tolerance, then the first program text. None when no candidate is correct."""
+    tied = [(src, e) for src, e in candidates if e.passed]
+    for cost in (lambda e: e.time, lambda e: e.area, lambda e: e.peak):
+        lowest = min((cost(e) for _, e in tied), default=0.0)
+        tied = [(src, e) for src, e in tied if cost(e) <= lowest * (1 + tolerance)]
+    return min((src for src, _ in tied), default=None)
+
+
+def median_execution(runs: Sequence[Execution]) -> Execution:
+    """One program's ET, MU and TMU as the medians over its passing runs."""
+    ok = [e for e in runs if e.passed]
+    return Execution("PASS", f"median of {len(ok)} runs", time=float(np.median([e.time for e in ok])),
+                     peak=float(np.median([e.peak for e in ok])), area=float(np.median([e.area for e in ok])))
 
 
 def normalised(e: Execution, canonical: Execution) -> tuple[float, float, float]:
@@ -110,7 +156,7 @@ def build_datasets(pool: dict, measure: Measurer, seed: int) -> Datasets:
         correct = [s for s, e in zip(srcs, execs) if e.passed]
         if correct:
             b.append((task, correct[rng.integers(len(correct))]))
-            c.append((task, select_fastest(list(zip(srcs, execs)))))
+            c.append((task, select_fastest(measure.contenders(task, list(zip(srcs, execs))))))
     return Datasets(a, b, c)
 
 
