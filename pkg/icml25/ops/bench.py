@@ -13,10 +13,22 @@ a rotating order; a contender faster than `MIN_UNIT_SECONDS` runs several calls 
 load on a shared machine hits all of them alike; throughput is per second of the minimum time per call over
 `repeats` rounds, and each round gives one paired speedup of the compiled kernel over each
 other contender (the units the appendix claims are decided on).
+
+The C allocator's policy is fixed for the whole run (`fix_allocator`), because with glibc's default a block's fresh
+pages depend on the process's allocation history: its mmap threshold starts at 128 KiB and rises to the size of each
+mapped block freed (up to 32 MiB), and the top of its heap is returned to the system beyond twice that. Whether a 16 MiB
+gradient (the embedding bag's dense one at N=2^16, kernel and reference alike) lies on pages the process already touched
+or on fresh ones (a minor page fault and the system's zeroing for each 4 KiB) therefore differed from build to build: in
+six builds of the one-thread pass (2026-12-05, before the policy; other processes took 2-31% of the CPU), the median
+call took 0-816 page faults for the kernel and 0-2048 for the reference, different in each build, and the kernel's
+median call 2.9-4.0 ms; with the policy fixed, the median call of either took no page fault in five builds, the kernel's
+2.4-3.2 ms and the reference's 7.8-8.2 ms. Every contender of every case runs under it, as a long-running training
+process ends up: blocks under 32 MiB reuse memory the process has touched.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import statistics
@@ -54,6 +66,24 @@ config = make_config({
     fp_cache_multiple=COUNT, fp_shape=COUNT, fp_block=COUNT, bag_rows=COUNT, bag_batch=COUNT, bag_k=COUNT,
     bag_dim=COUNT, moe_tokens=COUNT, moe_dims=COUNT, moe_experts=COUNT, moe_k=COUNT, gemm_squares=COUNT,
     repeats=COUNT, reference_repeats=COUNT, min_unit=POSITIVE)
+
+
+#: glibc's mallopt parameters (malloc.h), and the values `fix_allocator` fixes them at: the mmap threshold at the
+#: largest value glibc's dynamic threshold reaches (blocks below it come from the heap), the trim threshold as high
+#: as mallopt takes (freed memory stays with the process)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+ALLOCATOR_POLICY = {M_MMAP_THRESHOLD: 32 * 2**20, M_TRIM_THRESHOLD: 2**31 - 1}
+
+
+def fix_allocator() -> bool:
+    """Fix the C allocator's policy for the rest of the process (`ALLOCATOR_POLICY`; setting either threshold
+    also stops glibc from moving them with the allocation history), so that whether a block's pages are fresh no
+    longer depends on what the process allocated before. Returns whether the C library took every setting (False
+    where it has no mallopt, i.e. is not glibc)."""
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is None:
+        return False
+    return all([mallopt(param, value) == 1 for param, value in ALLOCATOR_POLICY.items()])
 
 
 def last_level_cache_bytes(cpu: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
@@ -491,7 +521,9 @@ def run(cfg, seed: int = 0) -> tuple[list[dict], float]:
     of the machine's CPU time that other processes used during the run (`foreign_cpu_share`, `ForeignLoad`), and
     each row of an embedding_bag or expert_ffn case its speedups over the reference on one thread
     (`per_round_one_thread`, `one_thread_x_reference`, after the other benchmarks and with tensors of its own) and
-    the times of that pass's copy (`one_thread_copy_times`)."""
+    the times of that pass's copy (`one_thread_copy_times`); every row says whether the allocator's policy was
+    fixed before anything was timed (`allocator_fixed`, `fix_allocator`)."""
+    fixed = fix_allocator()
     gen = torch.Generator().manual_seed(seed)
     with ForeignLoad() as load:
         fp_rows, ceiling = bench_fp_quantize(cfg, gen)
@@ -502,7 +534,7 @@ def run(cfg, seed: int = 0) -> tuple[list[dict], float]:
     for r in rows:
         case = f"{r['kernel']} {r['label']}"
         own = {"per_round_one_thread": one[case], "one_thread_copy_times": copy} if case in one else {}
-        out.append(dict(r, foreign_cpu_share=load.share, **own))
+        out.append(dict(r, foreign_cpu_share=load.share, allocator_fixed=fixed, **own))
     return out, ceiling
 
 
