@@ -559,3 +559,14 @@ def test_the_planned_seeds_and_the_detectable_change_are_inverse():
     assert E.detectable_change(n) <= E.CALIBRATION_54["pass_change_mean"] < E.detectable_change(n - 1)
     assert E.PASS_MARGIN < E.detectable_change(len(E.VERDICT_SEEDS)) and E.config("ci").seeds == E.VERDICT_SEEDS
     assert not set(E.VERDICT_SEEDS) & set(E.CALIBRATION_SEEDS)
+
+
+def test_the_two_verdict_builds_record_is_internally_consistent():
+    """The page's record of the two builds of 1100-1110: verdicts of the contract, every estimate inside its interval,
+    an inconclusive faster whose pass@1 interval straddles the margin in both, and at most all 11 seeds agreeing."""
+    b = E.BUILDS_1100
+    assert set(b["faster"]) | set(b["correlation"]) <= {"reproduced", "refuted", "inconclusive"}
+    for key in ("log_et_ratio", "pass_at_1_change", "spearman_rho"):
+        assert all(lo < est < hi for est, lo, hi in b[key])
+    assert all(lo < E.PASS_MARGIN < hi for _, lo, hi in b["pass_at_1_change"]) and b["faster"] == ("inconclusive",) * 2
+    assert 0 <= b["same_pass_change_seeds"] <= len(E.VERDICT_SEEDS)

@@ -214,6 +214,19 @@ display(Markdown(
     f"reproduce faster only if fine-tuning on the fastest programs helps correctness by about that much; otherwise "
     f"its honest label is inconclusive, with the power line in the claim box above."))
 
+# %%
+b = E.BUILDS_1100
+display(Markdown(
+    f"**Two builds of the verdict seeds {b['seeds']}** (the design ledgered before either; the second with every "
+    f"measurement and fine-tuning run again): faster came out {' and '.join(b['faster'])} (pass@1 change "
+    f"{' and '.join(ival(t) for t in b['pass_at_1_change'])}; log ET ratio "
+    f"{' and '.join(ival(t) for t in b['log_et_ratio'])}), and {b['same_pass_change_seeds']} of the seeds gave the "
+    f"same pass@1 change in both. Correlation came out {' and '.join(b['correlation'])} (mean ρ "
+    f"{' and '.join(ival(t) for t in b['spearman_rho'])}; {' and '.join(b['correlation_why'])}). The pass@1 change "
+    f"spread over these seeds by sd {' and '.join(f'{v:.3f}' for v in b['pass_change_sd'])}, against "
+    f"{d['pass_change_sd']:.3f} on the calibration seeds, and its estimate lies between the margin and 0: this design "
+    f"leaves the non-inferiority undecided at any number of seeds the book can run."))
+
 # %% [markdown]
 # ## What we see
 #
