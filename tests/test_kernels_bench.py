@@ -58,6 +58,16 @@ def test_the_own_gemm_floor_is_the_nine_gemms_at_their_shapes_rates():
     same = {(m, d, h): 2e9, (m, h, d): 2e9, (d, m, h): 2e9}
     assert bench.own_gemm_seconds(1024, 2, 8, d, h, same) == pytest.approx(expert_ffn_flops(1024, 2, d, h, d) / 2e9)
 
+def test_the_quantiser_fills_the_asked_caches_up_to_its_cap():
+    """ci fills two last-level caches with rows of 4096 floats, but stops at `fp_max_mib` where a machine reports
+    a cache so large that two of them would take minutes (480 MiB seen); full has no cap; smoke has its fixed shape."""
+    ci, full = bench.config("ci"), bench.config("full")
+    assert bench.fp_shape(ci, llc=32 * 2**20) == (2 * 32 * 2**20 // (4 * 4096), 4096)  # 64 MiB: 4096 rows
+    assert bench.fp_shape(ci, llc=480 * 2**20) == (ci.fp_max_mib * 2**20 // (4 * 4096), 4096)  # capped at 128 MiB
+    assert bench.fp_shape(full, llc=480 * 2**20) == (8 * 480 * 2**20 // (4 * 4096), 4096)
+    assert bench.fp_shape(bench.config("smoke"), llc=480 * 2**20) == (256, 256)
+
+
 def test_a_row_takes_its_ceiling_per_round():
     # the ceiling does the case's work in 1 s: half the compiled kernel's best time, a third of stock's
     times = {"compiled": [2.0, 4.0], "reference": [4.0, 4.0], "stock": [3.0, 3.0]}
