@@ -224,8 +224,30 @@ display(Markdown(
     f"same pass@1 change in both. Correlation came out {' and '.join(b['correlation'])} (mean ρ "
     f"{' and '.join(ival(t) for t in b['spearman_rho'])}; {' and '.join(b['correlation_why'])}). The pass@1 change "
     f"spread over these seeds by sd {' and '.join(f'{v:.3f}' for v in b['pass_change_sd'])}, against "
-    f"{d['pass_change_sd']:.3f} on the calibration seeds, and its estimate lies between the margin and 0: this design "
-    f"leaves the non-inferiority undecided at any number of seeds the book can run."))
+    f"{d['pass_change_sd']:.3f} on the calibration seeds; at the larger of these spreads {len(E.VERDICT_SEEDS)} "
+    f"seeds clear the margin only if the true change is at least "
+    f"{E.detectable_change(len(E.VERDICT_SEEDS), {'pass_change_sd': max(b['pass_change_sd'])}):+.3f}, and the "
+    f"estimates lay {min(t[0] for t in b['pass_at_1_change']) - E.PASS_MARGIN:+.3f} to "
+    f"{max(t[0] for t in b['pass_at_1_change']) - E.PASS_MARGIN:+.3f} from the margin: this design leaves the "
+    f"non-inferiority undecided at any number of seeds the book can run."))
+
+# %%
+r = E.REFEREE_1200
+seen = [t[0] for t in (*b["pass_at_1_change"], *r["pass_at_1_change"])]
+display(Markdown(
+    f"**A referee with no stake** re-decided both claims on fresh seeds {r['seeds']} after these builds, with only "
+    f"the seeds changed, and again at a tie tolerance of {r['tolerance'][1]:.0%}: faster came out "
+    f"{' and '.join(r['faster'])} (pass@1 change {' and '.join(ival(t) for t in r['pass_at_1_change'])}; log ET "
+    f"ratio {' and '.join(ival(t) for t in r['log_et_ratio'])}), correlation {' and '.join(r['correlation'])} "
+    f"(mean ρ {' and '.join(ival(t) for t in r['spearman_rho'])}). "
+    + ("So both labels repeat. " if {*r["faster"], *b["faster"]} == {b["faster"][0]}
+       and {*r["correlation"], *b["correlation"]} == {b["correlation"][0]} else "The labels differ from the builds'. ")
+    + "Two weaknesses it found "
+    "stay: correlation's null control is degenerate (the mean of Spearman's ρ over every order of one seed's values "
+    "is 0 by symmetry, so its null adds nothing to the interval above 0), and where a family's variants tie on every "
+    "criterion within the tolerance (gen_sum's), the program text decides and memory hardly acts. "
+    + (f"All {len(seen)} pass@1 changes estimated under this design lie below 0 (largest {max(seen):+.3f}), so at "
+       "this scale the paper's gain in correctness is not seen." if max(seen) < 0 else "")))
 
 # %% [markdown]
 # ## What we see
