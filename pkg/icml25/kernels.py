@@ -62,7 +62,8 @@ five), and its kernel's median call still ranged 2.4-3.2 ms between builds with 
 a source of the scatter, not the whole of it. CASE_RUN_SD below was measured before the fix and on another machine
 (there expert_ffn d=128 ran at log 0.21 over its reference and the ci notebook took 45 s; on the machine of the builds
 above at about 0.46, and the notebook 438 s, most of it the quantiser's tensor of twice a last-level cache that reads
-480 MiB): it is to be measured again under the fixed policy before a verdict.
+480 MiB, since capped at ci by `icml25.ops.bench.fp_shape`): it is to be measured again under the fixed policy
+before a verdict.
 """
 
 import math

@@ -112,7 +112,7 @@ def effect_declaration(where: str, effect: Any) -> dict[str, Any]:
             **{k: _number(_plain(f"{where}.{k}", v)) for k, v in fields.items()}}
 
 
-def seed_knobs(cfg: Mapping[str, Any]) -> list[str]:
+def config_seed_lists(cfg: Mapping[str, Any]) -> list[str]:
     """The knobs of a chapter config that list seeds: `seeds`, `calibration_seeds`, and every other list-valued
     knob whose name ends in `_seeds` (a count of seeds, such as kabb's `figure_seeds`, is not a list)."""
     return [*FIRST_SEED_KNOBS, *sorted(k for k in cfg if k.endswith("_seeds") and k not in FIRST_SEED_KNOBS
@@ -120,14 +120,14 @@ def seed_knobs(cfg: Mapping[str, Any]) -> list[str]:
 
 
 def chapter_seeds(module: Any) -> dict[str, dict[str, Any]] | None:
-    """Every seed list of the chapter's config at each scale (`seed_knobs`; None without a config); a claim's
+    """Every seed list of the chapter's config at each scale (`config_seed_lists`; None without a config); a claim's
     declaration keeps `seeds`, `calibration_seeds` and its own `seed_knobs`."""
     if not hasattr(module, "config"):
         return None
     out = {}
     for scale in SCALES:
         cfg = module.config(scale)
-        out[scale] = {k: _plain(f"config({scale!r}).{k}", cfg.get(k)) for k in seed_knobs(cfg)}
+        out[scale] = {k: _plain(f"config({scale!r}).{k}", cfg.get(k)) for k in config_seed_lists(cfg)}
     return out
 
 

@@ -39,10 +39,12 @@ about equal cost: gen_sum's three variants, top_k's sort and heap at c = 10) or 
 second measurement of the same candidates."""
 
 SELECTION_RUNS = 3
-"""A contender (a correct candidate whose first ET is within twice its task's fastest) is measured this many times in
-fresh sandboxes and selected on its medians, so one outlier run cannot carry it across the tolerance."""
+"""A contender (`CONTENDER`) is measured this many times in fresh sandboxes and selected on its medians, so one
+outlier run cannot carry it across the tolerance."""
 
 CONTENDER = 2.0
+"""A correct candidate whose first ET is within this factor of its task's fastest is a contender: re-measured
+(`SELECTION_RUNS`), since one noisy run could put it on either side of the tolerance."""
 
 
 class Measurer:
