@@ -310,6 +310,53 @@ def test_the_real_statistic_must_beat_the_null_distribution():
         check(NULLED, {"rate": [0.6, 0.7], "runs": 100}, seeds=[0], scale="ci")
 
 
+RHO = Claim("demo", "rank_correlation", "x predicts y", "v", "mean rho above 0",
+            [Effect("rho", "rho")], [at_least("ran", "runs", 10)],
+            ({"rho": [0.8, 0.9, 0.7], "runs": 100}, {"rho": [-0.8, -0.9, -0.7], "runs": 100}),
+            needs_null=True, null_description="y permuted within each unit, every order")
+
+
+def test_a_null_given_as_each_units_distribution_is_drawn_from_not_averaged():
+    """Where the null gives each unit its whole null distribution (here a sign: -1 or +1 with equal chance, as a
+    unit's statistic over every order of two labels), the real mean is tested against the mean of one independent
+    draw per unit: exact P(mean of n signs >= 1) = 2^-n, to Monte Carlo error (sd below 0.004 at 9999 draws), where
+    the mean over each distribution (0 for every unit) would be a constant and say nothing beyond the interval."""
+    signs = [[-1.0, 1.0]] * 3
+    p3 = claims._distribution_p(np.ones(3), [np.array(r) for r in signs], "greater")
+    assert p3 == pytest.approx(1 / 8, abs=0.015)
+    p6 = claims._distribution_p(np.ones(6), [np.array([-1.0, 1.0])] * 6, "greater")
+    assert p6 == pytest.approx(1 / 64, abs=0.006) and p6 < claims.NULL_ALPHA
+    assert claims._distribution_p(-np.ones(6), [np.array([-1.0, 1.0])] * 6, "less") == pytest.approx(1 / 64, abs=0.006)
+    # every order of five values: Spearman's rho over all 120, so each unit's null mean is 0 by symmetry
+    orders = [[stats.spearmanr(range(5), o).statistic for o in __import__("itertools").permutations(range(5))]] * 8
+    strong = [0.9, 0.8, 1.0, 0.7, 0.9, 0.6, 0.8, 1.0]
+    v = check(RHO, {"rho": strong, "runs": 100}, seeds=range(8), scale="ci", null={"rho": orders, "runs": 100})
+    c = v.record["null"]["comparisons"][0]
+    assert v.label == REPRODUCED and c["beats_null"] and c["null_mean"] == pytest.approx(0, abs=1e-12)
+    assert c["null_draws"] == claims.NULL_DRAWS and c["p_value"] == 1 / (1 + claims.NULL_DRAWS)
+    # the null's own verdict is the criterion on one null data set: a draw from each unit's distribution
+    drawn = v.record["null"]["effects"][0]
+    assert drawn["n"] == 8 and drawn["estimate"] == pytest.approx(np.mean(claims.null_replicate(
+        [np.array(o) for o in orders])))
+    assert set(claims.null_replicate([np.array(o) for o in orders])) <= set(orders[0])
+    weak = [0.2, -0.1, 0.3, 0.0, 0.1, -0.2, 0.3, 0.2]  # near the null: not beaten, with the comparison's power line
+    r = check(RHO, {"rho": weak, "runs": 100}, seeds=range(8), scale="ci", null={"rho": orders, "runs": 100}).record
+    assert not r["null"]["comparisons"][0]["beats_null"]
+    with pytest.raises(ClaimError, match="finite"):
+        check(RHO, {"rho": strong, "runs": 100}, seeds=range(8), scale="ci", null={"rho": [[]] * 8, "runs": 100})
+    with pytest.raises(ClaimError, match="same n"):
+        check(RHO, {"rho": strong, "runs": 100}, seeds=range(8), scale="ci", null={"rho": orders[:4], "runs": 100})
+
+
+def test_power_line_against_null_distributions_by_hand():
+    """n = ((z_{0.95} s0 + z_power s) / shift)^2, s0 the units' pooled null sd, s the real units' sd."""
+    x, rows = np.array([0.2, 0.4, 0.3, 0.1]), [np.array([-1.0, 1.0])] * 4  # shift 0.25, s0 = 1
+    z = stats.norm.ppf(0.95) * 1.0 + stats.norm.ppf(claims.POWER) * np.std(x, ddof=1)
+    assert claims.distribution_units_needed(x, rows, "greater") == math.ceil((z / 0.25) ** 2)
+    assert claims.distribution_units_needed(-x, rows, "greater") is None
+    assert claims.distribution_units_needed(-x, rows, "less") == math.ceil((z / 0.25) ** 2)
+
+
 def test_calibration_seeds_must_be_apart_from_verdict_seeds():
     v = check(BETTER, {"diff": STRONG, "b_acc": 0.9}, seeds=range(10, 18), calibration_seeds=[0, 1, 2], scale="ci")
     assert v.record["calibration_seeds"] == [0, 1, 2] and v.record["seeds"] == list(range(10, 18))

@@ -580,7 +580,8 @@ class Claim:
     null, an equivalence at its margin) on which the claim must not come out reproduced either: a statement that
     holds for any data is a unit test, not a claim. Where every effect reads a measured key, the third is derived
     (`no_effect_example`). ``needs_null`` claims are checked only beside a null control, run by the same pipeline at
-    the same number of units; the real statistic must then beat the null's by a one-sided permutation test."""
+    the same number of units; the real statistic must then beat the null's by a one-sided permutation test (a
+    Monte Carlo test against the units' own null distributions, where the null gives each unit one)."""
 
     chapter: str
     id: str
@@ -669,21 +670,34 @@ class Claim:
 
     def _against_null(self, measured: Mapping[str, Any], null: Mapping[str, Any], unit_floor: bool) -> dict:
         """Each directional effect's real units against its null units (same pipeline, same n): a one-sided
-        permutation test of the difference in means (scipy.stats.permutation_test, exact when small)."""
-        comparisons = []
+        permutation test of the difference in means (scipy.stats.permutation_test, exact when small). Where the
+        null gives each unit its whole null distribution (`null_distributions`), the real mean is tested against
+        the distribution of the mean of one independent draw per unit (`_distribution_p`), and the null's own
+        verdict is decided on one such draw per unit (`null_replicate`), the same pipeline on one null data set."""
+        comparisons, replicate = [], dict(null)
         for e in self.effects:
             if not isinstance(e, Effect):
                 continue
-            x, y = e.samples_of(self.id, measured), e.samples_of(self.id, null)
+            x = e.samples_of(self.id, measured)
+            rows = null_distributions(self.id, e.name, _lookup(self.id, f"effect {e.name!r}", e.samples, null))
+            if rows is not None and not isinstance(e.samples, str):
+                raise ClaimError(f"claim {self.chapter}.{self.id}: effect {e.name!r} reads its units through a "
+                                 "function, so its null distributions cannot be replaced by a draw")
+            y = e.samples_of(self.id, null) if rows is None else null_replicate(rows)
             if len(x) != len(y):
                 raise ClaimError(f"claim {self.chapter}.{self.id}: effect {e.name!r} has {len(x)} real units but "
                                  f"{len(y)} null units: the null must run the same pipeline at the same n")
-            p = _permutation_p(x, y, e.direction)
-            comparisons.append({"name": e.name, "real_mean": float(np.mean(x)), "null_mean": float(np.mean(y)),
-                                "n": int(len(x)), "p_value": p, "beats_null": bool(p < NULL_ALPHA)})
+            if rows is None:
+                p, null_mean, extra = _permutation_p(x, y, e.direction), float(np.mean(y)), {}
+            else:
+                p, null_mean = _distribution_p(x, rows, e.direction), float(np.mean([r.mean() for r in rows]))
+                extra, replicate[e.samples] = {"null_draws": NULL_DRAWS}, y.tolist()
+            comparisons.append({"name": e.name, "real_mean": float(np.mean(x)), "null_mean": null_mean,
+                                "n": int(len(x)), "p_value": p, "beats_null": bool(p < NULL_ALPHA), **extra})
             if p >= NULL_ALPHA:
-                comparisons[-1]["units_needed"] = null_units_needed(x, y, e.direction)
-        null_effects = [e.decide(self.id, null, unit_floor) for e in self.effects]
+                comparisons[-1]["units_needed"] = (null_units_needed(x, y, e.direction) if rows is None else
+                                                   distribution_units_needed(x, rows, e.direction))
+        null_effects = [e.decide(self.id, replicate, unit_floor) for e in self.effects]
         null_verdict = REPRODUCED if all(e["verdict"] == REPRODUCED for e in null_effects) else (
             REFUTED if any(e["verdict"] == REFUTED for e in null_effects) else INCONCLUSIVE)
         return {"measured": _jsonable(dict(null)), "verdict": null_verdict, "effects": null_effects,
@@ -732,6 +746,57 @@ def null_units_needed(x: np.ndarray, y: np.ndarray, direction: str) -> int | Non
     if need is None or 2 * need > ON_THE_BAR * n:
         return None
     return max(2 * need, n + 1)
+
+
+#: Monte Carlo draws of the null mean where each unit's null is a distribution (`_distribution_p`)
+NULL_DRAWS = 9999
+
+
+def null_distributions(claim_id: str, name: str, values: Any) -> list[np.ndarray] | None:
+    """Each unit's null distribution, when the null gives one per unit (a list of values per unit: the unit's
+    statistic on every permutation of its labels, say); None when it gives one value per unit."""
+    if not (isinstance(values, (list, tuple)) and values
+            and all(isinstance(v, (list, tuple, np.ndarray)) for v in values)):
+        return None
+    rows = [np.asarray(v, dtype=float).ravel() for v in values]
+    if any(r.size == 0 or not np.all(np.isfinite(r)) for r in rows):
+        raise ClaimError(f"claim {claim_id!r}: effect {name!r}: every unit's null distribution needs finite values")
+    return rows
+
+
+def _null_draws(rows: Sequence[np.ndarray], draws: int) -> np.ndarray:
+    """[draws, units]: each unit's value drawn from its own null distribution, independently (a fixed generator,
+    so a record is the same in every build)."""
+    rng = np.random.default_rng(0)
+    return np.stack([r[rng.integers(0, r.size, draws)] for r in rows], axis=1)
+
+
+def null_replicate(rows: Sequence[np.ndarray]) -> np.ndarray:
+    """One null data set: a draw from each unit's null distribution (the first of `_null_draws`)."""
+    return _null_draws(rows, 1)[0]
+
+
+def _distribution_p(x: np.ndarray, rows: Sequence[np.ndarray], direction: str) -> float:
+    """One-sided Monte Carlo p value of the real mean of `x` under the null in which each unit's value is a draw
+    from its own null distribution: (1 + #{draws whose mean is at or beyond it}) / (1 + NULL_DRAWS)."""
+    means = _null_draws(rows, NULL_DRAWS).mean(axis=1)
+    beyond = means >= np.mean(x) if direction == "greater" else means <= np.mean(x)
+    return float((1 + beyond.sum()) / (1 + NULL_DRAWS))
+
+
+def distribution_units_needed(x: np.ndarray, rows: Sequence[np.ndarray], direction: str) -> int | None:
+    """The fewest units at which the test against per-unit null distributions (`_distribution_p`) would pass at
+    the observed mean with `POWER`, by the normal approximation: the null mean has sd s0/sqrt(n) (s0 the units'
+    pooled null sd) and the real one s/sqrt(n), so n = ((z_{1-α} s0 + z_power s) / Δ)^2; None when the real mean is
+    not beyond the null's or past `ON_THE_BAR` times len(x)."""
+    x, n = np.asarray(x, float), len(x)
+    shift = (np.mean(x) - np.mean([r.mean() for r in rows])) * (1 if direction == "greater" else -1)
+    if not shift > 0 or n < 2:
+        return None
+    s0 = math.sqrt(np.mean([r.var() for r in rows]))
+    z = stats.norm.ppf(1 - NULL_ALPHA) * s0 + stats.norm.ppf(POWER) * np.std(x, ddof=1)
+    need = math.ceil((z / shift) ** 2)
+    return None if need > ON_THE_BAR * n else max(need, n + 1)
 
 
 def _permutation_p(x: np.ndarray, y: np.ndarray, direction: str) -> float:
