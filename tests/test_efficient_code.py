@@ -526,20 +526,23 @@ def test_dataset_efficiency_is_the_mean_and_the_geometric_mean_of_the_passing_pr
     assert mean_slow / mean_fast < 1.001 and geo_slow / geo_fast == pytest.approx(10 ** 0.9)
 
 
-def test_the_correlation_null_is_the_exact_permutation_distributions_mean():
-    """Every order of four generated NETs against their training NETs: Spearman's rho averages to 0 over the 24 orders
-    (ties included, by the symmetry of rank sums), for exactly the seeds the real statistic keeps."""
+def test_the_correlation_null_is_each_seeds_exact_permutation_distribution():
+    """Per seed, Spearman's rho of the training NETs against every order of the generated NETs (24 at four shares),
+    for exactly the seeds the real statistic keeps; the real order is among them, and each distribution averages
+    to 0 (ties included, by the symmetry of rank sums), which is why its mean alone could not be the control."""
     from itertools import permutations
 
     from scipy import stats
 
     x = [[1.0, 2.0, 4.0, 8.0, np.nan], [3.0, 1.0, 2.0, 5.0, 4.0], [1.0, 2.0, 3.0, 4.0, 5.0]]
     y = [[2.0, 1.0, 8.0, 4.0, 5.0], [1.0, 1.0, 9.0, 3.0, 2.0], [np.nan, np.nan, 1.0, 2.0, np.nan]]
-    null = E.spearman_null_per_seed(x, y)
-    assert len(null) == len(E.spearman_per_seed(x, y)) == 2  # the third seed has two finite pairs: left out
-    by_hand = np.mean([stats.spearmanr([1, 2, 4, 8], np.array([2.0, 1.0, 8.0, 4.0])[list(o)]).statistic
-                       for o in permutations(range(4))])
-    assert null[0] == pytest.approx(by_hand) and null == pytest.approx([0.0, 0.0], abs=1e-12)
+    null, real = E.spearman_null_per_seed(x, y), E.spearman_per_seed(x, y)
+    assert len(null) == len(real) == 2  # the third seed has two finite pairs: left out
+    by_hand = [stats.spearmanr([1, 2, 4, 8], np.array([2.0, 1.0, 8.0, 4.0])[list(o)]).statistic
+               for o in permutations(range(4))]
+    assert null[0] == pytest.approx(by_hand) and [len(d) for d in null] == [24, 120]
+    assert all(any(v == pytest.approx(r) for v in d) for d, r in zip(null, real))
+    assert [np.mean(d) for d in null] == pytest.approx([0.0, 0.0], abs=1e-12)
 
 
 def test_the_referee_record_is_internally_consistent():
