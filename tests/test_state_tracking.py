@@ -326,6 +326,10 @@ def test_variance_matched_controls_carry_the_variance_avoid_the_parity_signal_an
     lone = _anisotropic_rows([6.0] + [1.0] * 7, seed=34)
     _, ratios = st.variance_matched_controls(lone, torch.eye(8)[0], 3, _g(35))
     assert (ratios < 1 - st.VARIANCE_TOLERANCE).all()
+    # nor when every direction there carries more than the target (least variance 0.25 here, target 0.1): the
+    # nearest control is the least-variance direction, and it overshoots
+    _, ratios = st.variance_matched_controls(x, w, 3, _g(37), exclude=avoid, target=0.1)
+    assert (ratios > 1 + st.VARIANCE_TOLERANCE).all()
 
 
 def test_a_direction_the_readout_uses_costs_more_than_its_variance_matched_controls_and_an_ignored_one_does_not():
@@ -412,6 +416,46 @@ def test_variance_matched_controls_match_a_given_change_and_the_erasure_s_contro
     expected = (st.edited_accuracy(model, tok, 3, acts, 1).mean()
                 - st.edited_accuracy(model, tok, 3, acts, 1, lambda h: eraser(h.double()).float(), first=1).mean())
     assert got.erased == pytest.approx(float(expected))
+
+
+def _erasure_and_complement(x, z):
+    """A plain reference: LEACE's mean squared change on rows `x` with binary concept `z`, in its closed form
+    (delta delta^T S^+ (x - mean) / delta^T S^+ delta), and what mean-ablating the whole complement of the classes'
+    mean difference delta removes (the stream's variance off delta)."""
+    x = x.double()
+    delta = x[z == 1].mean(0) - x[z == 0].mean(0)
+    cov_pinv = torch.linalg.pinv(torch.cov(x.T))
+    centred = x - x.mean(0)
+    moved = torch.outer(centred @ cov_pinv @ delta, delta) / (delta @ cov_pinv @ delta)
+    off = centred - torch.outer(centred @ delta, delta) / (delta @ delta)
+    return float(moved.pow(2).sum(1).mean()), float(off.pow(2).sum(1).mean()), delta / delta.norm()
+
+
+@pytest.mark.parametrize("noise_sds, reachable", [((1.0,) * 7, False), ((0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5), True)])
+def test_the_erasure_s_controls_match_it_exactly_unless_the_complement_of_the_parity_carries_less(noise_sds,
+                                                                                                 reachable):
+    # rows whose two classes lie +-3 apart along axis 0 (with unit noise there), plus 7 noise axes: LEACE moves the
+    # rows along delta by at most the variance there (Cauchy-Schwarz), so when delta carries most of the stream (unit
+    # noise: 10 of 17) no subspace orthogonal to delta carries the erasure's change, and the nearest control is that
+    # whole complement, missing by exactly what it lacks; with wider noise axes one of them carries enough and the
+    # controls match the change
+    g = _g(50)
+    z = torch.randint(2, (4000,), generator=g)
+    x = torch.randn(4000, 8, generator=g) * torch.tensor([1.0, *noise_sds])
+    x[:, 0] += 6.0 * z - 3.0
+    change, complement, dhat = _erasure_and_complement(x, z)
+    eraser = st.leace_eraser(x, z)
+    assert float((x.double() - eraser(x.double())).pow(2).sum(1).mean()) == pytest.approx(change, rel=1e-9)
+    assert change <= st.variance_along(x, dhat)
+    controls, ratios = st.variance_matched_controls(x, dhat, 3, _g(51), target=change)
+    assert all(torch.allclose(u @ dhat.float(), torch.zeros(len(u)), atol=1e-5) for u in controls)
+    if reachable:
+        assert complement > change and st.largest_miss(ratios) < 1e-6
+    else:
+        assert complement < (1 - st.VARIANCE_TOLERANCE) * change
+        assert all(len(u) == 7 for u in controls)  # the whole complement of delta
+        assert ratios == pytest.approx([complement / change] * 3, rel=1e-6)
+        assert st.largest_miss(ratios) == pytest.approx(1 - complement / change, rel=1e-5)
 
 
 def test_far_above_chance_reads_the_positions_past_one_step_beyond_t():

@@ -252,8 +252,10 @@ def variance_matched_controls(x: torch.Tensor, direction: torch.Tensor, k: int, 
     toward the complement's high-variance principal components as span(Σ'^{α/2} G) (Σ' the covariance of `x`
     projected on the complement), with α solved by bisection: as α runs from low to high the span's variance runs
     from the m least to the m greatest principal variances, so the match exists whenever the complement's top m
-    carry enough; otherwise the control is the nearest reachable, and the returned ratios (each control's variance
-    over the target) say by how much it misses. Returns (orthonormal bases, each [m, d]; ratios [k])."""
+    carry enough and its m least do not carry more; otherwise (the whole complement carries less than the target,
+    or a target below its least principal variance) the control is the nearest reachable, and the returned ratios
+    (each control's variance over the target) say by how much it misses. Returns (orthonormal bases, each [m, d];
+    ratios [k])."""
     x = x.double()
     d = x.shape[1]
     w = direction.double()[:, None]

@@ -173,6 +173,67 @@ probe after block 1 before the erasure (on the "probe" stories) and after it (fi
 stories), the lowest such probe after a control, the erasure's mean squared change over the residual variance
 there, and each control's dimensions. Recorded when measured, not re-measured by the notebook, which prints it."""
 
+# Why steerable's controls could not match the erasure (issue 54, a later session; the verdict on 3400-3407 was
+# known: inconclusive, because in the parity_aux run of seed 3401 the controls reached 0.81 of the erasure's change,
+# variance_matched asking within 10%). Diagnosed on the calibration seeds alone (the ci design trained again on
+# CALIBRATION_SEEDS and on ABLATION_CALIBRATION_SEEDS; one thread), reading the edits' geometry and the controls'
+# match, no flip, drop or statistic. Not a defect of the controls' construction or measurement: the erasure's
+# target and every control's change are read on the same rows (the "probe" stories), in float64; wherever a match
+# exists the bisection finds it within 5e-8 (every plain run, 11 of the 12 parity_aux runs). A mean ablation
+# orthogonal to the parity classes' mean difference delta removes at most what that whole complement carries,
+# tr(Sigma) - Var along delta, while LEACE moves the rows along delta by at most the variance there (its mean
+# squared change is |delta|^2 / delta' Sigma^+ delta <= delta' Sigma delta / |delta|^2, Cauchy-Schwarz). The parity
+# supervision puts 35-65% of the stream's variance after block 1 along delta in the parity_aux runs (18-35% in the
+# plain runs), and the erasure changes it by 59-73% of that; where delta carries near two thirds (2950: 65%) the
+# erasure changes the stream by more than everything else in it carries: no edit of its size that keeps the
+# parity's mean difference exists there, and the nearest control (the whole complement, all 47 dimensions) misses.
+# So it happened in 1 of the 12 calibration parity_aux runs (2950: the complement carries 0.83 of the erasure's
+# change, as 3401's 0.81) and two more lie within 10% above the ceiling. Runs this close to it cross it between
+# trainings of the same code and seeds: the 2950 pair trained for ERASURE_CALIBRATION had 12-dimensional controls
+# there at a change share of 0.375 (0.417 now), and a second ci build of 3400-3407 met the precondition. Removing
+# parity-free content of the erasure's size is impossible in such a run by the design's own terms, so the
+# precondition stays and the claim is inconclusive there; a control that always exists would have to add to the
+# stream (noise, an overshoot past the mean), a different edit from the erasure's removal, not declared. Also
+# found, not a cause of the miss: the match is checked on the stories the controls were solved on, where it holds
+# by construction; on the "eval" stories, where the edits act, a control matched there differs from the erasure by
+# up to 12% (the plain runs' one-direction controls).
+CONTROL_CEILING = [
+    dict(zip(("condition", "seed", "change_share", "delta_variance_share", "complement_over_change",
+              "control_dimensions", "miss", "miss_on_eval"), row))
+    for row in (
+        ("parity_aux", 0, 0.345, 0.554, 1.292, 5, 1.7e-8, 0.063),
+        ("parity_aux", 1, 0.339, 0.527, 1.396, 4, 1.6e-8, 0.006),
+        ("parity_aux", 2, 0.331, 0.458, 1.638, 3, 1.9e-8, 0.054),
+        ("parity_aux", 3, 0.350, 0.564, 1.246, 5, 1.6e-8, 0.028),
+        ("parity_aux", 4, 0.326, 0.549, 1.383, 3, 2.1e-8, 0.081),
+        ("parity_aux", 5, 0.257, 0.351, 2.526, 1, 4.6e-8, 0.061),
+        ("parity_aux", 6, 0.341, 0.504, 1.452, 3, 1.4e-8, 0.027),
+        ("parity_aux", 7, 0.372, 0.611, 1.046, 11, 9.0e-9, 0.007),
+        ("parity_aux", 2950, 0.417, 0.654, 0.830, 47, 0.170, 0.180),
+        ("parity_aux", 2951, 0.378, 0.585, 1.098, 8, 1.6e-8, 0.019),
+        ("parity_aux", 2952, 0.314, 0.449, 1.754, 3, 1.9e-8, 0.049),
+        ("parity_aux", 2953, 0.343, 0.549, 1.315, 4, 1.6e-8, 0.019),
+        ("plain", 0, 0.050, 0.204, 16.005, 1, 2.5e-8, 0.050),
+        ("plain", 1, 0.050, 0.231, 15.300, 1, 3.0e-8, 0.120),
+        ("plain", 2, 0.146, 0.257, 5.107, 1, 2.4e-8, 0.052),
+        ("plain", 3, 0.066, 0.225, 11.828, 1, 1.7e-8, 0.100),
+        ("plain", 4, 0.042, 0.253, 17.624, 1, 2.1e-8, 0.042),
+        ("plain", 5, 0.084, 0.192, 9.666, 1, 2.7e-8, 0.074),
+        ("plain", 6, 0.063, 0.184, 12.954, 1, 3.5e-8, 0.068),
+        ("plain", 7, 0.046, 0.337, 14.559, 1, 2.3e-8, 0.053),
+        ("plain", 2950, 0.044, 0.232, 17.402, 1, 2.6e-8, 0.062),
+        ("plain", 2951, 0.055, 0.347, 11.954, 1, 2.5e-8, 0.110),
+        ("plain", 2952, 0.046, 0.298, 15.293, 1, 2.0e-8, 0.110),
+        ("plain", 2953, 0.067, 0.178, 12.213, 1, 3.3e-8, 0.080),
+    )]
+"""Why steerable's controls miss, on the calibration seeds (:data:`CALIBRATION_SEEDS` and
+:data:`ABLATION_CALIBRATION_SEEDS`, both conditions), read after the verdict on 3400-3407 was seen: the erasure's
+mean squared change after block 1 over the stream's variance there, the share of that variance along the parity
+classes' mean difference δ, what the whole complement of δ carries over the erasure's change (below 1: no control
+exists), each run's largest control dimensions, the largest relative miss of a control's change on the stories the
+controls were solved on (what `variance_matched` reads) and on the "eval" stories where the edits act. Recorded when
+measured, not re-measured by the notebook, which prints it; nothing in steerable's declaration changed after it."""
+
 config = make_config({
     scale: dict(train, model=model, seeds=seeds,
                 calibration_seeds=[*CALIBRATION_SEEDS, *ABLATION_CALIBRATION_SEEDS], length_factor=2, n_eval=n_eval,
