@@ -511,7 +511,7 @@ def test_phases_split_the_faster_compiled_layout_into_the_kernels_calls_and_the_
     assert bench.phases_ms({k: v for k, v in times.items() if not k.startswith("kernel")}, 1.6e-3) == {}
 
 
-@pytest.mark.parametrize("builds", [kernels.OLD_MACHINE_VERDICT_BUILDS])
+@pytest.mark.parametrize("builds", [kernels.VERDICT_BUILDS, kernels.OLD_MACHINE_VERDICT_BUILDS])
 def test_the_recorded_verdict_builds_name_a_declared_case_inside_its_interval(builds):
     """The page's record of a design's verdict builds: each a verdict of the contract, its deciding case one of
     the claim's cases, the estimate inside its interval; an inconclusive build's interval reaches the bar, a
@@ -520,6 +520,20 @@ def test_the_recorded_verdict_builds_name_a_declared_case_inside_its_interval(bu
     for verdict, case, est, lo, hi in builds.values():
         assert case in kernels.REFERENCE_CASES and lo < est < hi
         assert {"reproduced": lo > bar, "inconclusive": lo <= bar < hi, "refuted": hi < bar}[verdict]
+
+
+def test_the_present_verdict_builds_record_every_claim_on_fresh_seeds():
+    """The present design's verdict builds: bench seed 0 (CI's) and seeds no calibration used, each with every
+    claim's label (a verdict of the contract, with its reason where a precondition failed) and the foreign CPU share
+    it ran beside; faster_than_reference's label is its recorded verdict."""
+    assert set(kernels.VERDICT_BUILDS) == set(kernels.VERDICT_BUILD_LABELS) == set(
+        kernels.VERDICT_BUILD_FOREIGN_SHARES) and 0 in kernels.VERDICT_BUILDS
+    assert not set(kernels.VERDICT_BUILDS) & {*kernels.CASE_CALIBRATION_SEEDS, *kernels.PRE_CAP_CALIBRATION_SEEDS}
+    for seed, labels in kernels.VERDICT_BUILD_LABELS.items():
+        assert list(labels) == [claim.id for claim in kernels.CLAIMS]
+        assert all(label.split(" (")[0] in ("reproduced", "inconclusive", "refuted") for label in labels.values())
+        assert labels["faster_than_reference"].split(" (")[0] == kernels.VERDICT_BUILDS[seed][0]
+        assert 0 <= kernels.VERDICT_BUILD_FOREIGN_SHARES[seed] <= 1
 
 
 REUSED_BLOCK_FAULTS = """
