@@ -132,6 +132,16 @@ def test_the_expert_target_is_the_loop_target_or_nine_tenths_of_the_ceiling():
     assert kernels.target_reachable(dict(r, attainable_x_stock=1.5))
 
 
+def test_the_recorded_d256_runs_state_the_target_their_ceiling_gives_and_its_outcome():
+    """Each recorded full run at d=256: the target is min(1.5, 0.9 x attainable) and the outcome the one its
+    speedup and own-GEMM bound give (`bench.target_outcome`, best rounds); round by round, within the rounds."""
+    for run in kernels.D256_BENCH_RUNS:
+        target = min(kernels.MOE_X_LOOP, kernels.MOE_OF_CEILING * run["attainable_x_loop"])
+        assert run["target_x_loop"] == pytest.approx(target, abs=5e-4)
+        assert run["outcome"] == bench.target_outcome(run["x_loop"] >= target, target <= run["own_gemm_x_loop"])
+        assert 0 <= run.get("rounds_met", 0) <= run.get("rounds", 0)
+
+
 @pytest.mark.parametrize("x_loop, own, outcome", [(1.3, 1.1, "met"), (1.2, 1.3, "not met"),
                                                   (1.2, 1.1, "unreachable through torch.mm")])
 def test_the_restated_target_is_met_not_met_or_unreachable_by_the_layers_own_gemms(x_loop, own, outcome):

@@ -104,8 +104,10 @@ def fp_shape(cfg, llc: int | None = None) -> tuple[int, int]:
     (`llc` bytes each, default `last_level_cache_bytes`), but at most `fp_max_mib` MiB where that is set. The cap
     keeps a run in its time and memory: a small virtual machine may report its host's whole shared cache (480 MiB
     seen here), and two of those made a 960 MiB tensor whose benchmark took about 350 s of the appendix's ci run (a
-    32 MiB cache gives 64 MiB), while full's eight would make a 3.75 GiB tensor whose reference's temporaries
-    outgrow such a machine's memory (23 GiB here); full's cap binds only where a cache over 64 MiB is reported.
+    32 MiB cache gives 64 MiB), while full's eight would make a 3.75 GiB tensor beside its output and the stock
+    path's buffers (about 12 GiB) and the blocked reference's several tensor-sized temporaries, more than such a
+    machine's 23 GiB (an estimate: it was not run); capped at 512 MiB, full's benchmark took 5 min and 6.3 GiB here.
+    Full's cap binds only where a cache over 64 MiB is reported.
     Where the cap binds, the tensor fills fewer caches than asked, and the claim's `beyond_cache` precondition says
     so."""
     if cfg.fp_cache_multiple is None:
