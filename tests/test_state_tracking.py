@@ -570,6 +570,7 @@ def test_summarise_and_maps_use_only_the_runs_that_learned():
     assert m["flip_excess"]["plain"] == [pytest.approx(20 / 400 - 10 / 800)]
     assert m["flip_excess"]["parity_aux"] == [pytest.approx(80 / 400 - 10 / 800), pytest.approx(40 / 400 - 10 / 800)]
     assert m["flip_excess_aux_minus_plain"] == [pytest.approx(80 / 400 - 20 / 400)]
+    assert m["seed_matched"] == [1.0] and m["n_kept_pairs"] == 1 and m["steerable_seeds"][0]["kept"]
     # its edit preconditions read the learned runs of both conditions (the unlearned plain run is not read)
     assert m["parity_after_erasure_both"] == pytest.approx(0.58)
     plain_kept = dataclasses.replace(reports[0], erasure=dataclasses.replace(reports[0].erasure, parity_after=0.7,
@@ -578,6 +579,10 @@ def test_summarise_and_maps_use_only_the_runs_that_learned():
     m2 = st.summarise([plain_kept, lost, *reports[2:]])
     assert m2["parity_after_erasure_both"] == pytest.approx(0.7) and m2["parity_after_erasure"] == pytest.approx(0.58)
     assert m2["change_mismatch"] == pytest.approx(0.2)
+    # seed 0's plain run now has a control 20% off: its seed is left out of steerable's statistic (no unit)
+    assert m2["seed_matched"] == [0.0] and m2["n_kept_pairs"] == 0 and m2["flip_excess_aux_minus_plain"] == []
+    assert m2["steerable_seeds"] == [{"seed": 0, "kept": False, "plain_ratio": pytest.approx(1.2),
+                                      "parity_aux_ratio": pytest.approx(0.97)}]
     # the ablation of the parity probe's direction is described, each condition's
     assert m["parity_minus_matched"]["parity_aux"] == [pytest.approx(0.4), pytest.approx(0.2)]
     assert m["steer_ablation_diff"] == [pytest.approx(0.8 - 0.2)]
@@ -843,13 +848,53 @@ def test_parity_flip_rate_on_a_hand_built_case():
                                       change_share=0, matched_change_ratio=[1.0], matched_dimensions=[1]).flip_excess)
 
 
+def _matched_pair(seed, plain_ratios, aux_ratios, plain_flips, aux_flips):
+    """A seed's two learned runs whose controls change the stream by `*_ratios` of the erasure's change, and whose
+    erasure flips `*_flips` of 100 predictions to the other parity (its controls none)."""
+    def run(condition, ratios, flips):
+        unread = dict.fromkeys(st.SIGNATURES, math.nan)
+        return st.RunReport(condition, seed, np.ones(2), 1.0, True, unread, unread, 0, {}, {}, long_accuracy=1.0,
+                            label="mixed", null_label="mixed", losses=[], parity_readable=1.0,
+                            erasure=st.ErasureDrops(erased=0.1, matched=[0.0] * len(ratios), parity_after=0.5,
+                                                    parity_after_controls=[1.0] * len(ratios), change_share=0.3,
+                                                    matched_change_ratio=ratios, matched_dimensions=[1] * len(ratios),
+                                                    erased_errors=(flips, flips),
+                                                    matched_errors=[(0, 0)] * len(ratios), n_predictions=100))
+    return [run("plain", plain_ratios, plain_flips), run("parity_aux", aux_ratios, aux_flips)]
+
+
+def test_steerable_leaves_out_a_seed_whose_controls_cannot_match():
+    # seed 1's parity_aux controls reach 0.83 of the erasure's change (the whole complement carries less), seed 2's
+    # plain controls overshoot by 0.11: both seeds are left out, whatever their flips; seed 0 misses by 0.09 at most
+    rows = [*_matched_pair(0, [1.0, 0.91], [1.09, 1.0], 5, 45), *_matched_pair(1, [1.0, 1.0], [0.83, 0.83], 0, 99),
+            *_matched_pair(2, [1.11, 1.0], [1.0, 1.0], 99, 0)]
+    m = st.summarise(rows)
+    assert m["seed_matched"] == [1.0, 0.0, 0.0] and m["n_kept_pairs"] == 1
+    assert m["flip_excess_aux_minus_plain"] == [pytest.approx(0.40)]
+    assert [(r["seed"], r["kept"], r["plain_ratio"], r["parity_aux_ratio"]) for r in m["steerable_seeds"]] == [
+        (0, True, 0.91, 1.09), (1, False, 1.0, 0.83), (2, False, 1.11, 1.0)]
+    variance_matched = next(p for p in st.STEERABLE.preconditions if p.id == "variance_matched")
+    # 1 of 3 seeds kept is below the declared share (75%): the precondition fails
+    assert not variance_matched.evaluate("steerable", m)["holds"]
+    # 8 of 10 kept meets it, 7 of 10 does not; a seed left out counts against the share, not as missing data
+    assert variance_matched.evaluate("steerable", {"seed_matched": [1.0] * 8 + [0.0] * 2})["holds"]
+    assert not variance_matched.evaluate("steerable", {"seed_matched": [1.0] * 7 + [0.0] * 3})["holds"]
+    assert not variance_matched.evaluate("steerable", {"seed_matched": []})["holds"]
+    # the kept seeds are the units: 8 kept of 10 decide, and paired_seeds counts the kept seeds alone
+    kept = {"n_not_learned": 0, "parity_probe_min": 0.99, "parity_after_erasure_both": 0.55,
+            "seed_matched": [1.0] * 8 + [0.0] * 2, "n_kept_pairs": 8,
+            "flip_excess_aux_minus_plain": [0.35, 0.4, 0.3, 0.45, 0.38, 0.33, 0.42, 0.36]}
+    assert st.STEERABLE.decide(kept)["verdict"] == "reproduced"
+    assert st.STEERABLE.decide(dict(kept, n_kept_pairs=2))["verdict"] == "inconclusive"
+
+
 def test_steerable_decides_on_the_paired_flip_contrast():
     # per seed, the parity_aux run's flip excess minus the plain run's, a paired t interval over the seeds
     aux = [0.40, 0.35, 0.45, 0.38, 0.30, 0.42, 0.36, 0.41]
     plain = [0.05, 0.02, 0.08, 0.04, 0.03, 0.06, 0.01, 0.07]
     diff = [a - p for a, p in zip(aux, plain)]
-    base = {"n_not_learned": 0, "n_pairs": 8, "parity_probe_min": 0.99, "parity_after_erasure_both": 0.55,
-            "change_mismatch": 0.0}
+    base = {"n_not_learned": 0, "n_kept_pairs": 8, "parity_probe_min": 0.99, "parity_after_erasure_both": 0.55,
+            "seed_matched": [1.0] * 8}
     got = st.STEERABLE.decide(dict(base, flip_excess_aux_minus_plain=diff))
     assert got["verdict"] == "reproduced"
     eff = got["effects"][0]
@@ -859,7 +904,7 @@ def test_steerable_decides_on_the_paired_flip_contrast():
     # the plain runs flipping as much as the parity_aux runs: the contrast is refuted (wholly below +0.2)
     same = [0.01, -0.02, 0.0, 0.02, -0.01, 0.01, 0.03, -0.03]
     assert st.STEERABLE.decide(dict(base, flip_excess_aux_minus_plain=same))["verdict"] == "refuted"
-    for key, bad in (("n_pairs", 2), ("parity_after_erasure_both", 0.61), ("change_mismatch", 0.11),
+    for key, bad in (("n_kept_pairs", 2), ("parity_after_erasure_both", 0.61), ("seed_matched", [1.0] * 5 + [0.0] * 3),
                      ("parity_probe_min", st.PARITY_READABLE - 0.01)):
         got = st.STEERABLE.decide(dict(base, flip_excess_aux_minus_plain=diff, **{key: bad}))
         assert got["verdict"] == "inconclusive"

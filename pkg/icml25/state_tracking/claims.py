@@ -3,8 +3,9 @@ declared rule's (:func:`classify` over the :data:`VOTING` signatures, chosen fro
 calibration seeds); the steering intervention is layer-wise parity supervision, and steering is judged by the
 concept erasure of the parity (LEACE) against edits of the same size that carry no parity signal
 (:func:`~icml25.state_tracking.measurements.parity_erasure_drops`): how many predictions the erasure sends to the
-other parity beyond those edits, in a seed's parity_aux run against the same seed's unsteered (plain) run; the ledger
-records each change."""
+other parity beyond those edits, in a seed's parity_aux run against the same seed's unsteered (plain) run, over the
+seeds whose two runs both have controls of the erasure's size
+(:func:`~icml25.state_tracking.experiment.controls_match`); the ledger records each change."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ controls', now reported): the chapter's smallest accuracy difference worth a cla
 WRONG_PARITY_MIN_EFFECT = 0.2
 """The smallest effect of steerable's declaration of b6f70a6 (the wrong-parity share of the errors after the erasure
 minus after its controls, decided on 3300-3307: reproduced, now reported), and of its present one (issue 54, declared
-before its verdict seeds 3400-3407 were run): per seed, the parity flips the erasure causes beyond its controls, as a
+before its verdict seeds 3400-3407 were run; kept, with the per-seed rule of :data:`MATCHED_SEED_SHARE`, for
+3500-3509): per seed, the parity flips the erasure causes beyond its controls, as a
 rate over all predictions at t <= T, at least 0.2 higher in the parity_aux run than in the plain run. A round effect
 size (a fifth), not derived from the data; it was proposed by a referee after that referee had seen the wrong-parity
 shares on seeds 3200-3207 (:data:`STEERABLE_REFEREE`), and it was kept for the present statistic after the verdict on
@@ -81,8 +83,9 @@ calibration seeds (:data:`~icml25.state_tracking.settings.CONTROL_CEILING`); not
 after it. A second ci build of the same seeds under the same declaration (the diagnosis's session, after the
 diagnosis), whose runs differ from the first build's though code and seeds are the same (numbers repeat only on
 the same machine), met variance_matched (largest miss 9.3e-5) and its statistic read the same way (mean [95% t
-interval]); it re-measured seeds already decided, so the first build's verdict stands. Recorded as seen, printed by
-notebook 2."""
+interval]); it re-measured seeds already decided, so the first build's verdict stands (the builder recorded it as
+reproduced). Recorded as seen, printed by notebook 2. After both builds were seen, variance_matched became the
+per-seed rule of :data:`MATCHED_SEED_SHARE`, decided on fresh seeds 3500-3509."""
 
 STEERABLE_REFEREE = {
     "seeds": "3200-3207",
@@ -112,8 +115,10 @@ erasure, on held-out stories, reads the parity with accuracy at most this (chanc
 removed the parity's linear signal. Declared before the erasure was run on any seed."""
 
 VARIANCE_TOLERANCE = 0.1
-"""steerable's precondition variance_matched: every control's mean squared change of the residual stream is the
-erasure's to within this relative miss (10%), so that the control changes the stream as much as the erasure does.
+"""steerable's per-run rule (:func:`~icml25.state_tracking.experiment.controls_match`): a run's controls match when
+every control's mean squared change of the residual stream is the erasure's to within this relative miss (10%), so
+that the control changes the stream as much as the erasure does; a seed's unit counts only when both its runs'
+controls match (:data:`MATCHED_SEED_SHARE`).
 The controls are solved to match (:func:`~icml25.state_tracking.measurements.variance_matched_controls`: a direction,
 or a subspace of the fewest dimensions that carry that change); they miss only when the whole complement of the
 parity's mean difference carries less (or, never met in these runs, when every direction there carries more), and
@@ -121,6 +126,18 @@ then there is no control: where the parity classes' mean difference
 carries most of the stream's variance, the erasure, which moves the rows along it by up to that variance, changes
 the stream by more than everything else there carries (diagnosed after the verdict on 3400-3407:
 :data:`STEERABLE_FLIP_VERDICT`, :data:`~icml25.state_tracking.settings.CONTROL_CEILING`)."""
+
+MATCHED_SEED_SHARE = 0.75
+"""steerable's precondition variance_matched, a share since the verdicts on 3400-3407 (inconclusive in the first
+build, whose parity_aux run of seed 3401 had controls reaching 0.81 of the erasure's change; reproduced in a rebuild
+whose runs all matched): at least this share of the seeds whose two runs both learned have controls that match the
+erasure in both runs (:data:`VARIANCE_TOLERANCE`), and only those seeds' units enter the statistic. Whether a run's
+controls can match is decided by the edits' geometry alone, before any flip is read, so leaving a seed out cannot
+select on the outcome; about one parity_aux run in twelve lies beyond the ceiling
+(:data:`~icml25.state_tracking.settings.CONTROL_CEILING`), where no control of the erasure's size exists, and under
+an every-run rule one such run voided the claim. A share still blocks it when the controls fail systematically.
+Declared by the chapter's lead, not tuned on any verdict; decided on fresh seeds 3500-3509, ten so that at least eight
+units remain after the rule."""
 
 PARITY_READABLE = LEARNED_ACCURACY
 """steerable's precondition parity_readable: in every learned parity_aux run the parity probe after block
@@ -142,7 +159,12 @@ STEERABLE = Claim(
               "the same rate after the controls (pooled over the controls). The statistic, per seed, is that "
               "quantity in the seed's parity_aux run (layer-wise parity supervision after block parity_layer) minus "
               "the same in the seed's plain run (same initialisation and data order): it is above 0 (95% paired t "
-              f"interval over seeds; refuted when wholly below +{WRONG_PARITY_MIN_EFFECT:g}). Why: the unsteered "
+              f"interval over the kept seeds; refuted when wholly below +{WRONG_PARITY_MIN_EFFECT:g}). A seed is "
+              "kept only when the controls of both its runs match the erasure's mean squared change within "
+              f"{VARIANCE_TOLERANCE:.0%}; where the whole complement of the parity classes' mean difference carries "
+              "less than the erasure's change no such control exists, and the seed is left out. That is read from "
+              "the edits' geometry alone, before any flip (declared after the verdicts on seeds 3400-3407, where "
+              "one such run voided the claim under a rule asked of every run). Why the contrast: the unsteered "
               "runs are the claim's null. The wrong-parity share of the errors, which decided before, was met "
               "nearly as well by the plain runs (their later blocks also read what parity signal there is), and a "
               "share ignores how many errors the erasure causes; a rate over all predictions counts them, so it "
@@ -153,8 +175,8 @@ STEERABLE = Claim(
     effects=[Effect("flip_excess_aux_minus_plain", "flip_excess_aux_minus_plain",
                     min_effect=WRONG_PARITY_MIN_EFFECT)],
     preconditions=[_ALL_LEARNED,
-                   at_least("paired_seeds", "n_pairs", 3, "at least 3 seeds whose plain and parity_aux runs both "
-                            "learned"),
+                   at_least("paired_seeds", "n_kept_pairs", 3, "at least 3 kept seeds: seeds whose plain and "
+                            "parity_aux runs both learned and both have controls of the erasure's size"),
                    at_least("parity_readable", "parity_probe_min", PARITY_READABLE,
                             f"in every learned parity_aux run the parity probe after block parity_layer reads the "
                             f"parity on held-out rows with accuracy at least {PARITY_READABLE}: there is a parity "
@@ -164,16 +186,21 @@ STEERABLE = Claim(
                            f"in every learned run of both conditions a logistic probe fitted again after the "
                            f"erasure reads the parity on held-out stories with accuracy at most {PARITY_ERASED:g} "
                            "(chance 0.5): the erasure removed the parity's linear signal"),
-                   at_most("variance_matched", "change_mismatch", VARIANCE_TOLERANCE,
-                           f"every control's mean squared change of the residual stream is the erasure's within "
-                           f"{VARIANCE_TOLERANCE:.0%} (largest relative miss over the runs of both conditions and "
-                           "their controls), so the control changes the stream as much as the erasure does")],
+                   share_at_least("variance_matched", "seed_matched", 1, MATCHED_SEED_SHARE,
+                                  f"of the seeds whose two runs both learned, at least {MATCHED_SEED_SHARE:.0%} are "
+                                  "kept: in both runs every control's mean squared change of the residual stream is "
+                                  f"the erasure's within {VARIANCE_TOLERANCE:.0%}, so the control changes the stream "
+                                  "as much as the erasure does; controls that fail to match on more seeds block the "
+                                  "claim")],
     examples=({"flip_excess_aux_minus_plain": [0.35, 0.4, 0.3, 0.45, 0.38, 0.33, 0.42, 0.36], "n_not_learned": 0,
-               "n_pairs": 8, "parity_probe_min": 0.99, "parity_after_erasure_both": 0.54, "change_mismatch": 0.0},
+               "n_kept_pairs": 8, "seed_matched": [1, 1, 1, 1, 0, 1, 1, 1, 1, 1], "parity_probe_min": 0.99,
+               "parity_after_erasure_both": 0.54},
               {"flip_excess_aux_minus_plain": [0.05, 0.1, 0.0, 0.08, 0.02, 0.06, 0.04, 0.07], "n_not_learned": 0,
-               "n_pairs": 8, "parity_probe_min": 0.99, "parity_after_erasure_both": 0.54, "change_mismatch": 0.0},
+               "n_kept_pairs": 8, "seed_matched": [1] * 8, "parity_probe_min": 0.99,
+               "parity_after_erasure_both": 0.54},
               {"flip_excess_aux_minus_plain": [0.1, -0.1, 0.05, -0.05, 0.0, 0.08, -0.08, 0.0], "n_not_learned": 0,
-               "n_pairs": 8, "parity_probe_min": 0.99, "parity_after_erasure_both": 0.54, "change_mismatch": 0.0}),
+               "n_kept_pairs": 8, "seed_matched": [1] * 8, "parity_probe_min": 0.99,
+               "parity_after_erasure_both": 0.54}),
 )
 
 TWO_MECHANISMS = Claim(

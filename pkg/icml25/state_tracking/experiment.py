@@ -15,6 +15,7 @@ from ..core.seeding import one_thread, torch_generator
 from .group import elements, shuffled_parity
 from .measurements import (AblationDrops, ErasureDrops, accuracy_by_position, corrupt, eval_actions,
                            parity_ablation_drops, parity_erasure_drops, patching_map, probe_maps)
+from .claims import VARIANCE_TOLERANCE
 from .settings import eval_length
 from .signatures import (LEARNED_ACCURACY, SIGNATURES, VOTING, error_signature, label_run, patching_signature,
                          probe_signature)
@@ -178,8 +179,16 @@ def summarise(reports: Sequence[RunReport]) -> dict:
     # parity_aux run minus the same in the plain run: the unsteered run of the same seed is the comparison
     forced = [r for r in learned if r.condition == "parity_aux"]
     erased = [r for r in learned if r.erasure is not None]
+    # steerable's per-seed rule: a seed's unit is kept only when the controls of both its runs match the erasure's
+    # change (the edits' geometry, read before any flip); `variance_matched` asks it of a share of the seeds
+    matched = [controls_match(pl) and controls_match(aux) for pl, aux in pairs]
+    out["seed_matched"] = [float(k) for k in matched]
+    out["n_kept_pairs"] = sum(matched)
+    out["steerable_seeds"] = [{"seed": pl.seed, "kept": k, "plain_ratio": _erased(pl, "change_ratio"),
+                               "parity_aux_ratio": _erased(aux, "change_ratio")}
+                              for (pl, aux), k in zip(pairs, matched)]
     out["flip_excess_aux_minus_plain"] = [_erased(aux, "flip_excess") - _erased(pl, "flip_excess")
-                                          for pl, aux in pairs]
+                                          for (pl, aux), k in zip(pairs, matched) if k]
     out["n_forced"] = len(forced)
     out["parity_probe_min"] = min((r.parity_readable for r in forced), default=math.nan)
     out["parity_after_erasure"] = max((_erased(r, "parity_after") for r in forced), default=math.nan)
@@ -208,6 +217,14 @@ def summarise(reports: Sequence[RunReport]) -> dict:
         out[name] = {c: [_ablated(r, attr) for r in learned if r.condition == c] for c in CONDITIONS}
     out["steer_ablation_diff"] = [_ablated(aux, "parity") - _ablated(pl, "parity") for pl, aux in pairs]
     return out
+
+
+def controls_match(report: RunReport) -> bool:
+    """steerable's per-run rule: every control of the run's erasure changes the residual stream by the erasure's
+    mean squared change within :data:`~icml25.state_tracking.claims.VARIANCE_TOLERANCE` (false for a run measured
+    without the erasure). It reads the edits' geometry alone, not what the edits do to the predictions; it fails
+    where the whole complement of the parity classes' mean difference carries less than the erasure's change."""
+    return _erased(report, "change_mismatch") <= VARIANCE_TOLERANCE
 
 
 def _ablated(report: RunReport, attr: str) -> float:

@@ -485,6 +485,13 @@ class ErasureDrops:
         """The largest relative miss of a control's mean squared change (:func:`largest_miss`)."""
         return largest_miss(self.matched_change_ratio)
 
+    @property
+    def change_ratio(self) -> float:
+        """The run's match ratio: the mean squared change over the erasure's of the control that misses it most
+        (the whole complement's share of the change, below 1, where no control can match)."""
+        ratios = np.asarray(self.matched_change_ratio, dtype=float)
+        return float(ratios[np.argmax(np.abs(ratios - 1))])
+
 
 def parity_erasure_drops(model, tokenizer, cfg) -> ErasureDrops:
     """How much the state computation rests on the parity at `cfg.parity_layer`: LEACE (:func:`leace_eraser`) is

@@ -102,8 +102,10 @@ S5_PRESETS = {scale: dict(train, **S5_TRAIN[scale]) for scale, train in TRAIN_PR
 CALIBRATION_SEEDS = tuple(range(8))
 """The seeds of the training-length calibration (:data:`LENGTH_CALIBRATION`), of the rule's positive control
 (:data:`~icml25.state_tracking.signatures.POSITIVE_CONTROL`) and of every verdict before contract v2; verdicts are
-decided on fresh seeds (100-102, 1600-1607, 2700-2707, 2900-2907, 3100-3107 and 3300-3307 were seen, and referees
-re-ran the chapter on 2600-2607, 2800-2807, 3000-3007 and 3200-3207, so `ci` decides on 3400-3407)."""
+decided on fresh seeds (100-102, 1600-1607, 2700-2707, 2900-2907, 3100-3107, 3300-3307 and 3400-3407 were seen, and
+referees re-ran the chapter on 2600-2607, 2800-2807, 3000-3007 and 3200-3207, so `ci` decides on 3500-3509: ten seeds,
+so that steerable keeps at least eight units after its per-seed rule,
+:data:`~icml25.state_tracking.claims.MATCHED_SEED_SHARE`)."""
 
 ABLATION_CALIBRATION_SEEDS = (2950, 2951, 2952, 2953)
 """The seeds on which steerable's variance-matched ablation control (:data:`ABLATION_CALIBRATION`) and then its
@@ -197,6 +199,10 @@ there, and each control's dimensions. Recorded when measured, not re-measured by
 # found, not a cause of the miss: the match is checked on the stories the controls were solved on, where it holds
 # by construction; on the "eval" stories, where the edits act, a control matched there differs from the erasure by
 # up to 12% (the plain runs' one-direction controls).
+# After this diagnosis (and the rebuild of 3400-3407, which matched), the chapter's lead made it a declared per-run
+# rule instead: a seed whose runs cannot have controls of the erasure's size is left out of steerable's statistic,
+# decided by this geometry alone, and variance_matched asks it of a share of the seeds (claims.MATCHED_SEED_SHARE),
+# so the seeds grew from 8 to 10 (3500-3509) for the contract's 8 units to survive it.
 CONTROL_CEILING = [
     dict(zip(("condition", "seed", "change_share", "delta_variance_share", "complement_over_change",
               "control_dimensions", "miss", "miss_on_eval"), row))
@@ -240,7 +246,7 @@ config = make_config({
                 n_probe=n_probe, early_layer=1, min_errors=30, n_patch=n_patch, n_ablation_controls=n_controls)
     for (scale, train), model, seeds, n_eval, n_probe, n_patch, n_controls in zip(
         TRAIN_PRESETS.items(), (TINY_MODEL, TINY_MODEL, "openai-community/gpt2"),
-        ([100], list(range(3400, 3408)), list(range(100, 110))),
+        ([100], list(range(3500, 3510)), list(range(100, 110))),
         (200, 2000, 4000), (100, 500, 2000), (20, 200, 400), (4, 8, 16))
 },
     group_n=one_of(*SUPPORTED_N), preset=one_of(*tinylm.PRESETS), n_layers=COUNT, train_length=COUNT,
