@@ -493,6 +493,18 @@ steerable = check(st.STEERABLE, measured={k: m[k] for k in (
               f"probe signature rise {ms(m['steer_probes_diff'])} (guaranteed by the parity loss), errors "
               f"{ms(m['steer_errors_diff'])}, patching {ms(m['steer_patching_diff'])}")
 plot.show_verdicts(steerable)
+ref = st.REFEREE_3700
+display(Markdown(
+    f"**What the label means, and a referee's re-decision.** A referee with no stake re-decided steerable on fresh "
+    f"seeds {ref['seeds']} after this verdict was recorded, with only the seeds changed: {ref['steerable']}, "
+    f"{ref['flip_excess_aux_minus_plain'][0]:+.3f} [{ref['flip_excess_aux_minus_plain'][1]:+.3f}, "
+    f"{ref['flip_excess_aux_minus_plain'][2]:+.3f}], {ref['kept'][0]} of {ref['kept'][1]} seeds kept. Where the "
+    f"edits act, the controls fell short of the erasure's change by up to {ref['eval_shortfall_aux']:.0%} in the "
+    f"parity_aux runs, which explains at most {ref['flips_from_shortfall']:.4f} of a run's flip rate, so the "
+    f"contrast is not an artefact of the edits' sizes. The label is narrower than the paper's sentence: parity "
+    f"supervision makes the state computation go through a parity that is linearly present after block "
+    f"{cfg.parity_layer}; it does not show that these runs resolve the state within its parity class, as PAA does "
+    f"(two_mechanisms, below, reads that)."))
 
 # %%
 if m["is_aa"]:  # the null comparison needs learned runs to compare
@@ -919,8 +931,10 @@ display(Markdown("\n".join([
     f"matched) was recorded by the builder as reproduced, a re-measurement of seeds already decided. After both "
     f"were seen, the chapter's lead made the ceiling a declared per-seed rule: a seed's unit enters the statistic "
     f"only when the controls of both its runs match the erasure's change within {st.VARIANCE_TOLERANCE:.0%} "
-    f"(`st.controls_match`), which the edits' geometry decides before any flip is read, so leaving a seed out cannot "
-    f"select on the outcome; and `variance_matched` became a share, at least {st.MATCHED_SEED_SHARE:.0%} of the "
+    f"(`st.controls_match`), which the edits' geometry decides before any flip is read (that geometry is not "
+    f"independent of the outcome: a referee found the erasure's share of the variance and its flips rank-correlated "
+    f"across parity_aux runs, ρ {st.REFEREE_3700['share_flip_rho']['3500-3509']:+.2f} on 3500-3509, so leaving "
+    f"seeds out could bias the statistic, and the table above says how many were); and `variance_matched` became a share, at least {st.MATCHED_SEED_SHARE:.0%} of the "
     f"seeds with both runs learned kept, so controls that fail systematically still block the claim; "
     f"`paired_seeds` counts the kept seeds, and the contract's floor of {MIN_UNITS} units applies to them. The "
     f"statistic, its smallest effect and the tolerance are unchanged. Since about one parity_aux run in "
