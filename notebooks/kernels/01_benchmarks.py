@@ -219,9 +219,11 @@ display(Markdown("\n".join(
 # the loop would lie beyond that. How these claims were declared before, and why each changed, is in the chapter's
 # generated deviations section.
 #
-# **Why faster_than_reference is decided by build, not by round.** Its binding case, the embedding bag's forward and
-# backward with a sparse gradient, sits near its bar, and under the sign test its label went reproduced,
-# inconclusive, refuted over three builds of the same code: what moves that case is the build (something in the
+# **Why faster_than_reference is decided by build, not by round.** When it was decided by a sign test over rounds,
+# its binding case then, the embedding bag's forward and backward with a sparse gradient, sat near its bar on the
+# machine of the time, and its label went reproduced, inconclusive, refuted over three builds of the same code (on
+# the present machine no case is near the bar: the cell after the calibration gives each verdict build's deciding
+# case and its interval beside the bar). What moved that case was the build (something in the
 # process or the machine that holds for a whole run; calibration builds show its mean jumping from build to build
 # while its rounds within a build agree), which no statistic over the rounds of one build can see. So this claim
 # takes each case's mean log speedup over its rounds, with a t interval widened by that case's own between-build sd
@@ -514,6 +516,15 @@ for claim, our_value in our_values:
     display(verdict)
     plot.effect_plot(verdict)
     plt.show()
+    if claim is kernels.NEAR_THE_COPY_CEILING and measured["cache_multiple"] < kernels.MIN_CACHE_MULTIPLE:
+        llc = bench.last_level_cache_bytes() / 2**20
+        display(Markdown(
+            f"Here beyond_cache fails for the size the machine reports, not for the timing: it reports a last-level "
+            f"cache of {llc:.0f} MiB, and the tensor, capped at {cfg.fp_max_mib} MiB at this scale, fills "
+            f"{measured['cache_multiple']:.2f} of them. Where a machine reports a cache this large (a virtual machine "
+            f"may report its host's whole shared cache), no tensor that fits the run's time and memory fills two, so "
+            f"the claim is not decided here; the "
+            f"rounds above still show how near the copy ceiling the quantiser runs."))
     if claim is kernels.FASTER_THAN_REFERENCE:
         e = kernels.deciding_case(verdict.record)
         interval = (f"log speedup {e['estimate']:.4f} [{e['ci_low']:.4f}, {e['ci_high']:.4f}], "
