@@ -516,7 +516,8 @@ for claim, our_value in our_values:
     display(verdict)
     plot.effect_plot(verdict)
     plt.show()
-    if claim is kernels.NEAR_THE_COPY_CEILING and measured["cache_multiple"] < kernels.MIN_CACHE_MULTIPLE:
+    if (claim is kernels.NEAR_THE_COPY_CEILING and cfg.fp_max_mib  # smoke's tensor is a fixed small one
+            and measured["cache_multiple"] < kernels.MIN_CACHE_MULTIPLE):
         llc = bench.last_level_cache_bytes() / 2**20
         display(Markdown(
             f"Here beyond_cache fails for the size the machine reports, not for the timing: it reports a last-level "
