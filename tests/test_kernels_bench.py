@@ -587,3 +587,17 @@ def test_the_claims_need_the_allocator_fixed():
         assert claim.decide(good)["verdict"] == "reproduced"
         got = claim.decide(dict(good, allocator_fixed=False))
         assert got["verdict"] == "inconclusive" and "fixed_allocator" in got["reason"]
+
+
+def test_a_claims_labels_over_verdict_builds_repeat_or_not():
+    """Identical labels repeat; the same verdict with another reason repeats as a verdict; another verdict does not.
+    The recorded builds of the present design repeat every claim's label."""
+    same = ["refuted (0 of 12 rounds)"] * 3
+    assert kernels.label_repeats(same) == "the same in every build"
+    assert kernels.label_repeats(["refuted (0 of 12 rounds)", "refuted (1 of 12 rounds)"]) == \
+        "the same verdict in every build"
+    assert kernels.label_repeats(["reproduced", "inconclusive (quiet_machine)"]) == \
+        "not the same verdict in every build"
+    for claim in kernels.CLAIMS:
+        labels = [kernels.VERDICT_BUILD_LABELS[seed][claim.id] for seed in kernels.VERDICT_BUILD_LABELS]
+        assert kernels.label_repeats(labels) == "the same in every build"

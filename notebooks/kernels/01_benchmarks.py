@@ -421,16 +421,13 @@ display(Markdown(calibration_table(kernels.CASE_CALIBRATION_RUNS, kernels.CASE_R
 per_claim = {claim.id: [kernels.VERDICT_BUILD_LABELS[seed][claim.id] for seed in kernels.VERDICT_BUILD_LABELS]
              for claim in kernels.CLAIMS}
 display(Markdown(
-    "**The verdict builds of the present design.** None yet." if not kernels.VERDICT_BUILDS else
     f"**The verdict builds of the present design** ({len(kernels.VERDICT_BUILDS)}, one after another, each alone "
     f"under the timing lock; other processes took "
     + ", ".join(f"{share:.1%}" for share in kernels.VERDICT_BUILD_FOREIGN_SHARES.values())
     + f" of the CPU): faster_than_reference on {faster_builds(kernels.VERDICT_BUILDS)}. Every claim's label by bench "
     f"seed ({', '.join(map(str, kernels.VERDICT_BUILD_LABELS))}):\n\n"
-    + "\n".join(f"- {claim}: {labels[0]}, in every build" if len(set(labels)) == 1 else
-                f"- {claim}: {', '.join(labels)}: " + ("the same verdict in every build" if len(
-                    {label.split(' (')[0] for label in labels}) == 1 else "**not the same in every build**")
-                for claim, labels in per_claim.items())))
+    + "\n".join(f"- {claim}: {labels[0] if len(set(labels)) == 1 else ', '.join(labels)}: "
+                f"{kernels.label_repeats(labels)}" for claim, labels in per_claim.items())))
 
 # %% [markdown]
 # **The timed unit and the threads.** A contender whose call is shorter than `icml25.ops.bench.MIN_UNIT_SECONDS`

@@ -822,7 +822,6 @@ retrained = "".join(
     for r in beyond if (r["condition"], r["seed"]) in earlier)
 
 
-
 def _share_range(rows, key="delta_variance_share"):
     return f"{min(r[key] for r in rows):.0%}-{max(r[key] for r in rows):.0%}"
 
@@ -934,8 +933,8 @@ display(Markdown("\n".join([
     f"(`st.controls_match`), which the edits' geometry decides before any flip is read (that geometry is not "
     f"independent of the outcome: a referee found the erasure's share of the variance and its flips rank-correlated "
     f"across parity_aux runs, ρ {st.REFEREE_3700['share_flip_rho']['3500-3509']:+.2f} on 3500-3509, so leaving "
-    f"seeds out could bias the statistic, and the table above says how many were); and `variance_matched` became a share, at least {st.MATCHED_SEED_SHARE:.0%} of the "
-    f"seeds with both runs learned kept, so controls that fail systematically still block the claim; "
+    f"seeds out could bias the statistic, and the table above says how many were); and `variance_matched` became "
+    f"a share, at least {st.MATCHED_SEED_SHARE:.0%} of the seeds with both runs learned kept, so controls that fail systematically still block the claim; "
     f"`paired_seeds` counts the kept seeds, and the contract's floor of {MIN_UNITS} units applies to them. The "
     f"statistic, its smallest effect and the tolerance are unchanged. Since about one parity_aux run in "
     f"{round(len(aux_rows) / max(len(beyond), 1))} lies beyond the ceiling on the calibration seeds, the verdict "

@@ -445,6 +445,16 @@ VERDICT_BUILD_LABELS = {
 }
 VERDICT_BUILD_FOREIGN_SHARES = {0: 0.0128, 341: 0.0072, 342: 0.0057}
 
+
+def label_repeats(labels: list[str]) -> str:
+    """How one claim's labels over verdict builds agree: the same label in every build; the same verdict with other
+    reasons (a label is the verdict, then its reason in parentheses); or not the same verdict in every build."""
+    if len(set(labels)) == 1:
+        return "the same in every build"
+    if len({label.split(" (")[0] for label in labels}) == 1:
+        return "the same verdict in every build"
+    return "not the same verdict in every build"
+
 REFERENCE_CASES = tuple(CASE_CALIBRATION_RUNS)
 
 
