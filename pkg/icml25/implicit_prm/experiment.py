@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import arithmetic, generation, models, reasoners, zoo
+from ..core import arithmetic, generation, implicit_reward, models, reasoners, zoo
 from ..core.seeding import torch_generator
 from .evaluation import (best_of_n, evaluate_prm, learning_metrics, position_rates, position_rewards, step_metrics,
                          verifier_scores)
@@ -89,7 +89,8 @@ def seed_results(cfg, seed: int) -> tuple[dict, bool]:
     settings = {k: v for k, v in dict(cfg).items() if k not in ("seeds", "calibration_seeds")}
     settings.update(seed=seed, models={name: zoo.key(name, cfg.scale, s) for name, s in (
         (GENERATOR, cfg.ref_seed), (BASE, cfg.ref_seed), (PRM_NAME, seed))})
-    sources = (*zoo.chapter_modules(sys.modules[__name__]), arithmetic, generation, models, reasoners)
+    sources = (*zoo.chapter_modules(sys.modules[__name__]), implicit_reward, arithmetic, generation, models,
+               reasoners)
     return zoo.results("implicit-prm-runs", settings, lambda: run_seed(cfg, seed), sources=sources)
 
 

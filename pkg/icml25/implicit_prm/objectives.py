@@ -1,4 +1,5 @@
-"""Training objectives on outcome labels: cross-entropy (Eq. 5), DPO, NCA and KTO, all on the implicit reward."""
+"""Training objectives on outcome labels: cross-entropy (Eq. 5, with the implicit reward itself in
+:mod:`icml25.core.implicit_reward`), DPO, NCA and KTO, all on the implicit reward."""
 
 from __future__ import annotations
 
@@ -6,19 +7,7 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedModel
 
-from .reward import token_log_ratios
-
-
-def implicit_reward(policy: PreTrainedModel, reference: PreTrainedModel, batch: dict, beta: float) -> torch.Tensor:
-    """r_θ(y) = β·Σ_tokens log π_θ/π_ref for every row of `batch` ([B], differentiable in π_θ) (Eq. 1)."""
-    return beta * token_log_ratios(policy, reference, batch).sum(-1)
-
-
-def ce_loss(policy: PreTrainedModel, reference: PreTrainedModel, batch: dict, beta: float) -> torch.Tensor:
-    """Cross-entropy on outcome labels l ∈ {0, 1} (Eq. 5): −[l·log σ(r_θ(y)) + (1−l)·log(1 − σ(r_θ(y)))],
-    with r_θ(y) = β·Σ_tokens log π_θ/π_ref. Works with one response per instruction."""
-    return F.binary_cross_entropy_with_logits(implicit_reward(policy, reference, batch, beta),
-                                              batch["labels"].float())
+from ..core.implicit_reward import ce_loss, implicit_reward
 
 
 def dpo_loss(policy: PreTrainedModel, reference: PreTrainedModel, batch: dict, beta: float) -> torch.Tensor:

@@ -12,6 +12,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from ..core import arithmetic
 from ..core.generation import generate, sequence_logprobs
+from ..core.implicit_reward import Rollouts
 
 
 def train_problems(cfg, seed: int) -> list[arithmetic.Problem]:
@@ -21,36 +22,6 @@ def train_problems(cfg, seed: int) -> list[arithmetic.Problem]:
 def test_problems(cfg, seed: int) -> list[arithmetic.Problem]:
     """The held-out problems of the evaluation regime: at most `test_max_ops` operations."""
     return arithmetic.sample_problems(cfg.n_test, seed, max_ops=cfg.test_max_ops, stream="implicit_prm/test")
-
-
-@dataclass
-class Rollouts:
-    """Sampled responses with outcome labels: `prompt_index[k]` says which prompt response k answers."""
-
-    problems: list[arithmetic.Problem]
-    prompt_index: list[int]
-    completions: list[str]
-    labels: list[bool]
-
-    def first_indices(self, n: int) -> list[int]:
-        """Which responses are the first `n` of their prompt."""
-        seen: dict[int, int] = {}
-        keep = []
-        for k, i in enumerate(self.prompt_index):
-            seen[i] = seen.get(i, 0) + 1
-            if seen[i] <= n:
-                keep.append(k)
-        return keep
-
-    def first(self, n: int) -> Rollouts:
-        """The first `n` responses of every prompt (n responses per instruction, same instructions)."""
-        keep = self.first_indices(n)
-        return Rollouts(self.problems, [self.prompt_index[k] for k in keep], [self.completions[k] for k in keep],
-                        [self.labels[k] for k in keep])
-
-    @property
-    def prompts(self) -> list[str]:
-        return [self.problems[i].prompt for i in self.prompt_index]
 
 
 def sample_rollouts(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase,

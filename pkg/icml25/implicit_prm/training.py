@@ -1,9 +1,9 @@
-"""Training an implicit PRM on outcome labels: π_ref's own rollouts, batches, the training loop, π_ref with its
-log-prob cache, and this chapter's zoo entry (the CE PRM)."""
+"""Training an implicit PRM on outcome labels: π_ref's own rollouts, preference pairs and their batches, the
+objectives' training loop, π_ref with its log-prob cache, and this chapter's zoo entry (the CE PRM). Labelled
+batches and training π_θ from a copy of π_ref are :mod:`icml25.core.implicit_reward`'s."""
 
 from __future__ import annotations
 
-import copy
 import itertools
 from dataclasses import dataclass
 
@@ -13,35 +13,12 @@ from transformers import PreTrainedModel
 
 from ..core import arithmetic, models, zoo
 from ..core.generation import encode_completions, select_rows
+from ..core.implicit_reward import (ImplicitPRM, ReferenceCache, Rollouts, labelled_batches, train_from_reference,
+                                    with_reference)
 from ..core.seeding import torch_generator
-from ..core.train import train
 from .objectives import OBJECTIVES, PAIRED
-from .reward import ImplicitPRM, ReferenceCache
-from .rollouts import Rollouts, sample_rollouts, train_problems
+from .rollouts import sample_rollouts, train_problems
 from .scales import _PRM, PRM_KEYS, PRM_NAME, config
-
-
-def _with_reference(batch: dict, prompts: list[str], completions: list[str], ref_cache: ReferenceCache | None):
-    if ref_cache is not None:
-        batch["ref_logprobs"] = ref_cache.batch(prompts, completions, batch["input_ids"].shape[1] - 1)
-    return batch
-
-
-def labelled_batches(tokenizer, data: Rollouts, batch_size: int, seed: int, mismatched: bool = False,
-                     ref_cache: ReferenceCache | None = None):
-    """Endless batches of labelled responses drawn with replacement (CE, KTO). With `mismatched`, each batch also
-    carries `kl`: every prompt paired with the next row's completion, KTO's reference-point sample. With
-    `ref_cache`, batches carry π_ref's cached log-probs of their rows."""
-    g = torch_generator(seed, "ce_batches")
-    prompts, encoded = data.prompts, encode_completions(tokenizer, data.prompts, data.completions)
-    while True:
-        idx = torch.randint(len(prompts), (batch_size,), generator=g).tolist()
-        p, c = [prompts[i] for i in idx], [data.completions[i] for i in idx]
-        batch = _with_reference(select_rows(encoded, idx), p, c, ref_cache)
-        batch["labels"] = torch.tensor([data.labels[i] for i in idx])
-        if mismatched:
-            batch["kl"] = encode_completions(tokenizer, p, c[1:] + c[:1])
-        yield batch
 
 
 def preference_pairs(data: Rollouts) -> list[tuple[int, int]]:
@@ -65,7 +42,7 @@ def pair_batches(tokenizer, data: Rollouts, batch_size: int, seed: int, ref_cach
         chosen = [pairs[i] for i in torch.randint(len(pairs), (half,), generator=g).tolist()]
         rows = [w for w, _ in chosen] + [lo for _, lo in chosen]
         p, c = [prompts[k] for k in rows], [data.completions[k] for k in rows]
-        yield _with_reference(select_rows(encoded, rows), p, c, ref_cache)
+        yield with_reference(select_rows(encoded, rows), p, c, ref_cache)
 
 
 @dataclass
@@ -86,18 +63,16 @@ def train_implicit_prm(base: PreTrainedModel, tokenizer, data: Rollouts, objecti
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; valid: {', '.join(OBJECTIVES)}")
     ref_cache = ReferenceCache(base, tokenizer) if ref_cache is None else ref_cache
-    policy = copy.deepcopy(base)
-    base.eval()
+    if ref_cache.reference is not base:
+        raise ValueError("ref_cache holds another model's log-probs than the base π_θ starts from")
     if objective in PAIRED:
         batches = pair_batches(tokenizer, data, batch_size, seed, ref_cache)
     else:
         batches = labelled_batches(tokenizer, data, batch_size, seed, mismatched=objective == "kto",
                                    ref_cache=ref_cache)
-    loss = OBJECTIVES[objective]
-    run = train(policy, batches, steps, lr=lr, loss_fn=lambda m, b: loss(m, base, b, beta),
-                desc=f"implicit PRM ({objective}, β={beta:g})")
-    policy.eval()
-    return ImplicitPRM(policy, base, tokenizer, beta, ref_cache=ref_cache), Training(run.losses)
+    prm, losses = train_from_reference(ref_cache, batches, OBJECTIVES[objective], beta, steps, lr,
+                                       desc=f"implicit PRM ({objective}, β={beta:g})")
+    return prm, Training(losses)
 
 
 def training_rollouts(ref: ReferenceCache, cfg, seed: int) -> Rollouts:
