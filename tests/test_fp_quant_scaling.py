@@ -172,6 +172,26 @@ def test_a_run_left_out_of_the_fit_is_predicted_with_its_critical_data_size(held
     assert none.dcrit > 1e9 * D.max() and np.allclose(none.predicted, 0, atol=1e-9)
 
 
+def test_a_longer_full_precision_run_gives_the_held_out_penalty_at_the_held_out_runs_checkpoints():
+    """Full precision trained past the others (as the sweep's long runs are): the penalty is read at the held-out
+    run's checkpoints, where the longer run's first checkpoints are those of a run that stopped there."""
+    runs = [r for r in _runs_from_law(TOY) if r.seed == 0]
+    D_long = runs[0].D + tuple(int(runs[0].D[-1] * 2 ** (k / 2)) for k in (1, 2))
+    fp_long = fq.Run(fq.QuantSpec(None), 0, 1280, D_long, tuple(fq.law_loss(1280, np.array(D_long, float), p=TOY)))
+    held = fq.QuantSpec(2, 1, 16)
+    fit = fq.fit_held_out([fp_long, *runs[1:]], held)
+    np.testing.assert_allclose(fit.measured, np.subtract(fq.find_run(runs, 0, 2, 1, 16).loss, runs[0].loss))
+    assert fit.r2 > 0.999999
+
+
+def test_upto_reads_a_run_up_to_one_of_its_checkpoints():
+    run = fq.Run(fq.QuantSpec(None), 0, 10, (10, 20, 30, 40), (4.0, 3.0, 2.0, 1.0), 5.0)
+    assert run.upto(20) == fq.Run(fq.QuantSpec(None), 0, 10, (10, 20), (4.0, 3.0))
+    assert run.upto(40) == run and run.upto(20).late == pytest.approx(3.5)  # D = 10, 20 both in the late half
+    with pytest.raises(ValueError, match="not a checkpoint"):
+        run.upto(25)
+
+
 def test_points_table_has_a_row_per_checkpoint_with_nan_format_for_full_precision():
     runs = _runs_from_law(TOY, seeds=(0,))
     table = fq.points_table(runs)
@@ -190,6 +210,26 @@ def test_checkpoints_are_log_spaced_and_end_at_the_last_step():
     at = fq.checkpoints(400, 8)
     assert at[-1] == 400 and len(at) == 8 and at == sorted(set(at))
     assert np.allclose(np.diff(np.log2(at)), 1 / fq.CHECKPOINTS_PER_OCTAVE, atol=0.05)
+
+
+def test_checkpoints_carried_past_the_steps_hold_the_shorter_runs():
+    assert fq.checkpoints(16, 3) == [11, 13, 16]  # 16 * 2^(-2/4), 16 * 2^(-1/4), 16
+    assert fq.checkpoints(16, 3, until=32) == [11, 13, 16, 19, 23, 27, 32]
+    assert fq.checkpoints(16, 3, until=30) == [11, 13, 16, 19, 23, 27, 30]  # off the grid: the last is `until`
+    assert fq.checkpoints(16, 3, until=16) == fq.checkpoints(16, 3)
+    with pytest.raises(ValueError, match="at least steps"):
+        fq.checkpoints(16, 3, until=15)
+
+
+def test_a_run_trained_longer_is_the_shorter_run_continued():
+    """Same seed, same token stream, same warmup: the long run read up to `steps` is the `steps` run, bit for bit."""
+    cfg = fq.config("smoke", steps=8, long_steps=16, n_checkpoints=3)
+    lang = fq.MarkovLanguage.make(cfg.vocab, cfg.zipf, 0)
+    stream = fq.token_stream(cfg, 300, lang, cfg.long_steps)
+    short = fq.train_run(cfg, fq.QuantSpec(2, 1, 64), 300, lang, stream)
+    long = fq.train_run(cfg, fq.QuantSpec(2, 1, 64), 300, lang, stream, steps=cfg.long_steps)
+    assert long.D[-1] == cfg.long_steps * fq.tokens_per_step(cfg) and len(long.D) > len(short.D)
+    assert long.upto(short.D[-1]) == short
 
 
 def test_train_curve_evaluates_at_the_checkpoints_and_learns():

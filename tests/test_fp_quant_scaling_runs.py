@@ -10,7 +10,7 @@ from icml25.core.seeding import one_thread
 
 
 def test_the_cached_sweep_equals_the_direct_one_and_is_read_back():
-    cfg = fq.config("smoke", seeds=[200], steps=6, n_checkpoints=2)
+    cfg = fq.config("smoke", seeds=[300], steps=6, long_steps=12, n_checkpoints=2)
     runs, language, _ = fq.sweep_results(cfg)
     again, _, now_again = fq.sweep_results(cfg)
     assert not now_again and again == runs
@@ -18,11 +18,11 @@ def test_the_cached_sweep_equals_the_direct_one_and_is_read_back():
         direct, direct_language = fq.run_sweep(cfg)
     assert direct == runs
     assert language.entropy_rate() == direct_language.entropy_rate()
-    assert [(r.spec, r.seed) for r in runs] == fq.sweep_plan(cfg)
+    assert [(r.spec, r.seed, r.D[-1] // fq.tokens_per_step(cfg)) for r in runs] == fq.sweep_plan(cfg)
 
 
 def test_the_cache_is_addressed_by_the_language_seed():
-    cfg = fq.config("smoke", seeds=[200], steps=6, n_checkpoints=2)
+    cfg = fq.config("smoke", seeds=[300], steps=6, long_steps=12, n_checkpoints=2)
     a, _, _ = fq.sweep_results(cfg, seed=0)
     b, _, _ = fq.sweep_results(cfg, seed=1)
     assert [r.loss for r in a] != [r.loss for r in b]
@@ -84,7 +84,41 @@ def test_a_runs_seconds_are_timing_not_a_result():
     spec = fq.QuantSpec(None)
     runs = [fq.Run(spec, 0, 10, (1, 2), (3.0, 2.0), 4.0), fq.Run(spec, 1, 10, (1, 2), (3.0, 2.0), 2.0)]
     assert runs[0] == fq.Run(spec, 0, 10, (1, 2), (3.0, 2.0), 9.0)
-    assert fq.seconds_per_step(runs, 2) == 1.5
+    assert fq.seconds_per_step(runs, 1) == 1.5  # 6 s over 2 + 2 steps
+    longer = [fq.Run(spec, 0, 10, (2, 8), (3.0, 2.0), 4.0), fq.Run(spec, 1, 10, (2, 4), (3.0, 2.0), 2.0)]
+    assert fq.seconds_per_step(longer, 2) == 1.0  # 6 s over 4 + 2 steps of 2 tokens
+
+
+def test_the_sweep_trains_only_full_precision_and_the_low_precision_run_long():
+    cfg = fq.config("smoke", seeds=[300, 301], steps=24, long_steps=48)
+    plan = fq.sweep_plan(cfg)
+    assert [steps for _, _, steps in plan] == [48, 48, 24, 24] * 2
+    assert [spec for spec, _, steps in plan if steps == 48] == [fq.QuantSpec(None), fq.QuantSpec(*cfg.low)] * 2
+    assert fq.sweep_steps(cfg) == 2 * (2 * 48 + 2 * 24)
+    with pytest.raises(ValueError, match="long_steps"):
+        fq.sweep_plan(fq.config("smoke", steps=24, long_steps=12))
+
+
+def test_the_length_table_counts_seeds_per_length():
+    record = [{"seed": s, "steps": L, "dcrit_over_trained": d, "law_late_slope": k, "steps_past_dcrit": p}
+              for s, L, d, k, p in [(0, 10, 0.9, -0.1, 30), (1, 10, 0.5, 0.2, 10), (0, 20, 0.4, 0.3, 20),
+                                    (1, 20, 0.2, 0.0, 40)]]
+    assert fq.length_table(record) == [
+        {"steps": 10, "seeds": 2, "law_predicts_rise": 1, "late_half_past_dcrit": 1,
+         "median_dcrit_over_trained": pytest.approx(0.7)},
+        {"steps": 20, "seeds": 2, "law_predicts_rise": 2, "late_half_past_dcrit": 1,
+         "median_dcrit_over_trained": pytest.approx(0.3)}]
+
+
+def test_the_ci_long_length_is_a_calibrated_one_where_the_law_predicts_the_rise():
+    """The `ci` length of the long runs is one the calibration measured, on calibration seeds only (never a
+    verdict seed), and there the refitted law predicts the rise on at least `RISE_SHARE` of them."""
+    cfg = fq.config("ci")
+    seeds = {r["seed"] for r in fq.LENGTH_CALIBRATION}
+    assert seeds <= set(cfg.calibration_seeds) and not seeds & set(cfg.seeds)
+    row = next(r for r in fq.length_table(fq.LENGTH_CALIBRATION) if r["steps"] == cfg.long_steps)
+    assert row["law_predicts_rise"] >= fq.RISE_SHARE * row["seeds"]
+    assert cfg.long_steps in fq.checkpoints(cfg.steps, cfg.n_checkpoints, until=2 * cfg.long_steps)
 
 
 def test_the_model_blocks_fill_is_the_full_scales_width():

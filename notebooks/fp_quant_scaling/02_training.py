@@ -24,10 +24,12 @@
 # **The regime.** The quantisation term grows with data per parameter, $D^\beta / N^\alpha$, so we train one
 # *small* model (a 2-layer Llama with hidden size 8: about 1.3k linear weights inside its blocks) on *many*
 # tokens of a 64-symbol Markov language (hundreds of tokens per linear weight at `ci`; "The runs" prints how
-# many). Every seed trains four runs from the same initial weights on the same token stream: full precision, E2M1 with blocks of 1024
-# elements (the low-precision run), E2M1 at $B = 16$, and E1M2 at $B = 1024$. So every comparison is paired
-# within a seed. The learning rate is constant after a short warmup and the held-out loss is measured at
-# checkpoints spaced evenly in $\log D$, so one run gives loss against data.
+# many). Every seed trains four runs from the same initial weights on the same token stream: full precision, E2M1
+# with blocks of 1024 elements (the low-precision run), E2M1 at $B = 16$, and E1M2 at $B = 1024$. So every
+# comparison is paired within a seed. The learning rate is constant after a short warmup and the held-out loss is
+# measured at checkpoints spaced evenly in $\log D$, so one run gives loss against data. The paired comparisons read
+# the first `steps` of every run; full precision and the low-precision run carry on to `long_steps` (the same runs
+# continued: same warmup, batches and checkpoint grid), for the critical data size, which needs training past it.
 #
 # Before block size, exponent bits, the fit or the critical data size are judged, the low-precision penalty
 # (E2M1 at $B = 1024$ minus full precision, per seed) must be at least three times its spread over seeds
@@ -39,6 +41,7 @@ scale = "ci"
 seed = 0  # the language's seed
 seeds = None  # verdict seeds (training seeds); None: the scale's value
 steps = None  # training steps per run; tokens are steps x batch_size x seq_len
+long_steps = None  # steps of full precision and the low-precision run (>= steps; the critical data size reads them)
 n_checkpoints = None  # held-out evaluations per run, evenly spaced in log D
 model = None  # (hidden, ffn) of the tiny Llama
 # full: twelve seeds, weights of 32 x 32 and more, 8000 steps of 64 x 64 tokens, 32 checkpoints (hours on a CPU).
@@ -51,36 +54,42 @@ from icml25 import fp_quant_scaling as fq
 from icml25.core import check, plot
 
 plot.use_style()
-cfg = fq.config(scale, seeds=seeds, steps=steps, n_checkpoints=n_checkpoints, model=model)
+cfg = fq.config(scale, seeds=seeds, steps=steps, long_steps=long_steps, n_checkpoints=n_checkpoints, model=model)
 cfg
 
 # %% [markdown]
 # ## The runs
 #
 # The runs are cached like a zoo model (`fq.sweep_results`, addressed by every knob and the code that trains them),
-# so the book's builder trains them in its warm-up and this notebook reads them back; the training length is the
-# longest the warm-up's budget allows (chosen with the calibration seeds, see `fq.CI_STEPS`).
+# so the book's builder trains them in its warm-up and this notebook reads them back. The long runs' length was
+# chosen on calibration seeds within the warm-up's budget (`fq.CI_LONG_STEPS`; the record is printed with the
+# critical data size below).
 
 # %%
 runs, language, computed_now = fq.sweep_results(cfg, seed)
 print(f"{len(runs)} runs, {'computed now' if computed_now else 'loaded from the cache (computed in the warm-up)'}")
 E, M, B = cfg.low
-fp = {s: fq.find_run(runs, s) for s in cfg.seeds}
-N, D_max = runs[0].N, runs[0].D[-1]
+per_step = fq.tokens_per_step(cfg)
+D_common = cfg.steps * per_step  # every run's first `steps`: what the paired comparisons read
+common = [r.upto(D_common) for r in runs]
+fp = {s: fq.find_run(runs, s) for s in cfg.seeds}  # full precision, trained `long_steps`
+N, D_max = runs[0].N, cfg.long_steps * per_step
 smallest = fq.smallest_weight(fq.make_lm(cfg, cfg.seeds[0]))  # elements of the smallest quantised weight matrix
 weight_over_block = smallest / B
-print(f"{len(runs)} runs; N = {N:,d} linear weights, D up to {D_max:,d} tokens ({D_max / N:.0f} per weight); "
+print(f"{len(runs)} runs ({fq.sweep_steps(cfg):,d} steps in all); N = {N:,d} linear weights, D up to {D_common:,d} "
+      f"tokens ({D_common / N:.0f} per weight) in every run and {D_max:,d} ({D_max / N:.0f}) in full precision and "
+      f"E{E}M{M} at B = {B}; "
       f"entropy rate (loss floor) {language.entropy_rate():.3f}, unigram entropy {language.unigram_entropy():.3f} "
       "nats/token")
 specs = [(None, None, None), (E, M, B), (E, M, cfg.small_block), (*cfg.alt_format, B)]
-D_axis = np.array(runs[0].D)
 fig, (ax, ax2) = plot.subplots(1, 2, figsize=(11, 4))
 for (e, m, b), color in zip(specs, plot.PALETTE):
     curves = np.array([fq.find_run(runs, s, e, m, b).loss for s in cfg.seeds])
+    D_axis = np.array(fq.find_run(runs, cfg.seeds[0], e, m, b).D)
     label = "full precision" if e is None else f"E{e}M{m}, B = {b}"
     plot.seed_errorbar(ax, curves, D_axis, color, label)
     if e is not None:
-        gap = curves - np.array([fp[s].loss for s in cfg.seeds])
+        gap = curves - np.array([fp[s].upto(D_axis[-1]).loss for s in cfg.seeds])
         plot.seed_errorbar(ax2, gap, D_axis, color, label)
 ax.set(xscale="log", title=f"Held-out loss against training tokens (N = {N:,d})", xlabel="training tokens D",
        ylabel=f"loss (nats / token, mean ± sd over {len(cfg.seeds)} seeds)")
@@ -93,7 +102,7 @@ ax2.legend(fontsize=8);
 # %% [markdown]
 # ## The penalty and its noise
 #
-# Per seed, the late held-out loss (the mean over the checkpoints of the second half of training, which
+# Per seed, the late held-out loss (the mean over the checkpoints of the second half of the first `steps`, which
 # averages out the step-to-step fluctuation of a constant learning rate) of E2M1 at $B = 1024$ minus full
 # precision's. This is the size of the effect every later question is about; if it is not several times its
 # seed-to-seed spread, nothing below can be read.
@@ -106,17 +115,17 @@ ax2.legend(fontsize=8);
 # undecided is undecided here and what deciding it would cost.
 
 # %%
-pen = fq.penalty(runs, cfg.seeds, E, M, B)
-fp_gain = [language.unigram_entropy() - fp[s].late for s in cfg.seeds]
-slopes = fq.block_slope(runs, cfg.seeds, E, M, cfg.small_block, B)
-e_gap = [fq.find_run(runs, s, *cfg.alt_format, B).late - fq.find_run(runs, s, E, M, B).late for s in cfg.seeds]
+pen = fq.penalty(common, cfg.seeds, E, M, B)
+fp_gain = [language.unigram_entropy() - fq.find_run(common, s).late for s in cfg.seeds]
+slopes = fq.block_slope(common, cfg.seeds, E, M, cfg.small_block, B)
+e_gap = [fq.find_run(common, s, *cfg.alt_format, B).late - fq.find_run(common, s, E, M, B).late for s in cfg.seeds]
 resolution = fq.penalty_resolution({"penalty": pen})
 print("penalty per seed:", np.round(pen, 4), f"mean / sd = {resolution:.2f}")
 print("full-precision gain over the unigram entropy:", np.round(fp_gain, 3))
 print("rise per doubling of B:", np.round(slopes, 5), "  E1M2 - E2M1:", np.round(e_gap, 4))
-law_term = {b: float(fq.law_loss(N, D_max, E, M, b) - fq.law_loss(N, D_max)) for b in (cfg.small_block, B)}
+law_term = {b: float(fq.law_loss(N, D_common, E, M, b) - fq.law_loss(N, D_common)) for b in (cfg.small_block, B)}
 law_slope = (law_term[B] - law_term[cfg.small_block]) / (np.log2(B) - np.log2(cfg.small_block))
-print(f"the law with the paper's constants at N = {N:,d}, D = {D_max:,d}: penalty {law_term[B]:.5f} nats at B = {B}, "
+print(f"the law with the paper's constants at N = {N:,d}, D = {D_common:,d}: penalty {law_term[B]:.5f} nats at B = {B}, "
       f"rise per doubling of B {law_slope:.6f}; measured: penalty {np.mean(pen):.4f}, rise {np.mean(slopes):.5f} "
       f"(sd over seeds {np.std(slopes, ddof=1) if len(slopes) > 1 else float('nan'):.5f})")
 
@@ -140,9 +149,9 @@ dcrit_paper = float(fq.critical_data_size(N, E, M, B))
 fig, axes = plot.subplots(1, 2, figsize=(11, 4), sharey=True)
 for ax, h in zip(axes, (small, large)):
     for s, color in zip(cfg.seeds, plot.PALETTE):
-        f = fits[s, h.B]
-        ax.plot(D_axis, f.measured, "o", color=color, label=f"seed {s} measured (R² = {f.r2:.2f})")
-        ax.plot(D_axis, f.predicted, "-", color=color, label=f"seed {s} predicted")
+        f, D_held = fits[s, h.B], fq.find_run(runs, s, h.E, h.M, h.B).D
+        ax.plot(D_held, f.measured, "o", color=color, label=f"seed {s} measured (R² = {f.r2:.2f})")
+        ax.plot(D_held, f.predicted, "-", color=color, label=f"seed {s} predicted")
     ax.axhline(0, color="gray", ls="--", lw=1)
     ax.set(xscale="log", title=f"E{E}M{M}, B = {h.B}, left out of the fit", xlabel="training tokens D",
            ylabel="penalty over full precision (nats / token)")
@@ -158,13 +167,27 @@ print(f"D_crit with the paper's constants for N = {N:,d}: {dcrit_paper:.3g} toke
 # ## The critical data size, tested directly
 #
 # Past $D_{crit}$ the law says a low-precision run's loss *rises* with more data. We measure the slope of the
-# held-out loss against $\log_2 D$ over the second half of training, for E2M1 at $B = 1024$ and for full
-# precision on the same seed (a rising curve in both would be a property of the training, not of the precision),
-# and where each run's loss is lowest, against the $D_{crit}$ that the law fitted without this run predicts for
-# it. The claim is judged only where the law fitted without this run itself predicts a rising loss over that
+# held-out loss against $\log_2 D$ over the second half of the long runs (`long_steps`), for E2M1 at $B = 1024$
+# and for full precision on the same seed (a rising curve in both would be a property of the training, not of the
+# precision), and where each run's loss is lowest, against the $D_{crit}$ that the law fitted without this run
+# predicts for it. The claim is judged only where the law fitted without this run itself predicts a rising loss over that
 # second half, on at least two thirds of the seeds (precondition `law_predicts_rise`): a $D_{crit}$ inside the
 # run is not enough, since up to $D_{crit}$ the law's loss still falls, so $D_{crit}$ must lie early enough in the
 # late window. The paper's own constants put $D_{crit}$ of a model this small far beyond any run here.
+#
+# How long is long enough was measured on calibration seeds before the verdict seeds were trained: full
+# precision and E2M1 at $B = 1024$ trained past `steps`, read at lengths a quarter octave apart, with the law
+# refitted at each length (the fitted $D_{crit}$ may move as training grows). The record, per length: on how many
+# calibration seeds the refitted law predicts the rise, on how many the whole late half lies past its $D_{crit}$,
+# and the median $D_{crit}$ over the tokens trained.
+
+# %%
+calibration = fq.LENGTH_CALIBRATION
+cal_table = fq.length_table(calibration)
+for row in cal_table:
+    print(f"{row['steps']:5d} steps: law predicts the rise on {row['law_predicts_rise']} of {row['seeds']} "
+          f"calibration seeds, late half past D_crit on {row['late_half_past_dcrit']}, "
+          f"D_crit / trained {row['median_dcrit_over_trained']:.3f} (median)")
 
 # %%
 late_low = [fq.late_slope(fq.find_run(runs, s, E, M, B), 0.5) for s in cfg.seeds]
@@ -241,7 +264,7 @@ v = check(fq.EXPONENT_BITS, seeds=cfg.seeds, calibration_seeds=cfg.calibration_s
 plot.show_verdicts(v)
 
 # %%
-step_s = fq.seconds_per_step(runs, cfg.steps)
+step_s = fq.seconds_per_step(runs, per_step)
 if v.label == "inconclusive" and not failed(v):
     e = v.record["effect"]
     need = e.get("units_needed")
@@ -273,37 +296,52 @@ v = check(fq.CRITICAL_DATA, seeds=cfg.seeds, calibration_seeds=cfg.calibration_s
 plot.show_verdicts(v)
 
 # %%
+cal_here = next((row for row in cal_table if row["steps"] == cfg.long_steps), None)
+shared = [L for L in sorted({r["steps"] for r in calibration})
+          if {r["seed"] for r in calibration if r["steps"] == L} == {r["seed"] for r in calibration}]
+moved = [np.median([r["steps_past_dcrit"] for r in calibration if r["steps"] == L]) for L in (shared[0], shared[-1])]
+pace = "slower than" if moved[1] / moved[0] < shared[-1] / shared[0] else "at least as fast as"
+text = (f"**Reading `critical_data`.** Full precision and E2M1 at B = {B} trained {cfg.long_steps} steps "
+        f"({D_max:,d} tokens). The law fitted without each seed's E2M1 run puts its D_crit at "
+        f"{np.median(dcrit_ratio):.2f} times that (median over seeds; {min(dcrit_ratio):.2f} to "
+        f"{max(dcrit_ratio):.2f}), and over the second half of training it predicts a rising loss on "
+        f"{sum(x >= 0 for x in law_low)} of {len(law_low)} seeds, where `law_predicts_rise` asks for "
+        f"{fq.RISE_SHARE:.2f} of them"
+        + (f" (on the calibration seeds, at this length, {cal_here['law_predicts_rise']} of {cal_here['seeds']})"
+           if cal_here else "")
+        + f". The measured late slope of E2M1 is negative on {sum(x < 0 for x in late_low)} of {len(late_low)} "
+        f"seeds (the loss still falls there) and above full precision's on {sum(np.subtract(late_low, late_fp) > 0)}. "
+        f"Two cautions on the fitted D_crit: the fitted law predicts the held-out runs' penalty with R² "
+        f"{np.mean(r2):.2f} on average, so D_crit is an extrapolation of a law that fits these runs poorly; and it "
+        f"moves as training grows: on the calibration seeds, from {shared[0]} to {shared[-1]} steps, the length "
+        f"whose late half lies past the refitted D_crit moved from {moved[0]:.0f} to {moved[1]:.0f} steps (median), "
+        f"{pace} the training ({moved[1] / moved[0]:.2f}x against {shared[-1] / shared[0]:.2f}x).")
+display(Markdown(text))
+
+# %%
 if "law_predicts_rise" in [p["id"] for p in failed(v)]:
-    per_step = cfg.batch_size * cfg.seq_len
     low_runs = [fq.find_run(runs, s, E, M, B) for s in cfg.seeds]
     rise = fq.steps_for_share([fq.law_rise_steps(fits[s, B], r, per_step, cfg.n_checkpoints, fq.LATE_SHARE)
                                for s, r in zip(cfg.seeds, low_runs)], fq.RISE_SHARE)
     room = fq.steps_for_share([fq.steps_past_dcrit(fits[s, B], per_step) for s in cfg.seeds], fq.RISE_SHARE)
-    now_s = step_s * cfg.steps * len(runs)
-    text = (f"**Why `critical_data` is undecided here, and what deciding it would cost.** The law fitted without "
-            f"each seed's E2M1 run at B = {B} puts its D_crit at {np.median(dcrit_ratio):.2f} times the "
-            f"{D_max:,d} tokens trained (median over seeds; {min(dcrit_ratio):.2f} to {max(dcrit_ratio):.2f}), so "
-            f"over the second half of training that law itself predicts a rising loss on "
-            f"{sum(x >= 0 for x in law_low)} of {len(law_low)} seeds, where `law_predicts_rise` asks for "
-            f"{fq.RISE_SHARE:.2f} of them. ")
+    long_runs = 2 * len(cfg.seeds)
+    now_s = step_s * fq.sweep_steps(cfg)
+    text = "**Why `critical_data` is undecided here, and what deciding it would cost.** "
     if room is None or rise is None:
         text += "The fitted laws give no D_crit on enough seeds to say how long a run would need."
     else:
-        room_s = step_s * room * len(runs)
+        room_s = now_s + step_s * (room - cfg.long_steps) * long_runs
         text += (
-            f"Were the fitted D_crit to stay where it is, the law would predict the rise on that share of seeds "
+            f"Were the fitted D_crit to stay where it is, the law would predict the rise on {fq.RISE_SHARE:.2f} of "
+            f"the seeds "
             f"after {rise} steps, and the whole second half would lie past D_crit (room for the measured slope to "
-            f"show it) after {room} steps, {room / cfg.steps:.2f} times the {cfg.steps} trained. One thread "
-            f"trained this sweep ({len(runs)} runs) in {now_s:.0f} CPU-seconds ({step_s * 1e3:.1f} ms per step of "
-            f"one run); at {room} steps it would take about {room_s:.0f}, {room_s - now_s:.0f} more, against the "
-            f"{fq.WARMUP_BUDGET_S} s the `ci` length was sized to"
+            f"show it) after {room} steps, {room / cfg.long_steps:.2f} times the {cfg.long_steps} trained. One "
+            f"thread trained this sweep ({len(runs)} runs) in {now_s:.0f} CPU-seconds ({step_s * 1e3:.1f} ms per "
+            f"step of one run); with its {long_runs} long runs at {room} steps it would take about {room_s:.0f}, "
+            f"{room_s - now_s:.0f} more, against the {fq.WARMUP_BUDGET_S} s the `ci` lengths were sized to"
             + (" (this build trained faster than that sizing assumed)" if now_s < fq.WARMUP_BUDGET_S else "")
             + f". The whole `ci` book, warm-up included, must build within {fq.CI_LIMIT_S // 60} minutes and "
             "already takes most of them, so the book's rule is that no chapter's warm-up and notebook time grows "
             "unless another's shrinks; under that rule the claim is undecidable within CI's budget; the `full` "
             f"scale trains {fq.config('full').steps} steps. ")
-    text += (f"Two cautions on that length: the measured late slope of E2M1 is negative on "
-             f"{sum(x < 0 for x in late_low)} of {len(late_low)} seeds (the loss is still falling), and the fitted "
-             f"law predicts the held-out runs' penalty with R² {np.mean(r2):.2f} on average, so the fitted D_crit "
-             "is an extrapolation of a law that fits these runs poorly, and longer runs may move it.")
     display(Markdown(text))

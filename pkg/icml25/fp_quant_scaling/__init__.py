@@ -10,10 +10,12 @@ The package is split by idea: `law` (the law with the paper's Table 2 constants 
 critical data size, optimal exponent/mantissa split, cost-optimal precision), `quantize` (a `QLinear` that
 quantises what the paper quantises, on the compiled kernel `icml25.ops.fp_quantize`), `language` (a synthetic
 Markov language), `experiment` (a tiny LM trained on it: one small model, many tokens per parameter, every
-format paired with full precision on the same seed), `fit` (the least-squares fit of the law to our own runs)
-and `claims` (with the paired statistics they take).
+format paired with full precision on the same seed), `fit` (the least-squares fit of the law to our own runs),
+`claims` (with the paired statistics they take) and `calibration` (the `ci` length of the long runs, measured on
+calibration seeds).
 """
 
+from .calibration import *  # noqa: F401,F403
 from .claims import *  # noqa: F401,F403
 from .experiment import *  # noqa: F401,F403
 from .fit import *  # noqa: F401,F403

@@ -84,12 +84,14 @@ class HeldOutFit:
 
 def fit_held_out(runs: Sequence[Run], held: QuantSpec) -> HeldOutFit:
     """Fit the law (alpha, beta fixed) on every checkpoint of one seed's runs except the run with format
-    `held`, and predict that run's penalty over the seed's full-precision run. With one model size the law's
+    `held`, and predict that run's penalty over the seed's full-precision run (at the held-out run's checkpoints,
+    which a longer full-precision run holds). With one model size the law's
     base cancels in the penalty, so the prediction is its quantisation term alone, carried to the held-out
     format by the law's (E + 0.5)^delta (M + 0.5)^nu and log2 B."""
     fit = points_table([r for r in runs if r.spec != held])
     law = fit_law(fit["N"], fit["D"], fit["E"], fit["M"], fit["B"], fit["loss"])
     target, fp = (next(r for r in runs if r.spec == spec) for spec in (held, QuantSpec(None)))
+    fp = fp.upto(target.D[-1])  # full precision at the held-out run's checkpoints (it may be trained longer)
     D = np.array(target.D, float)
     quantised = math.isfinite(law.gamma)  # else the fit found no positive quantisation term
     term = D**law.beta / target.N**law.alpha * precision_term(held.E, held.M, held.B, law) if quantised else 0 * D
