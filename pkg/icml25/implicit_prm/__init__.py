@@ -26,7 +26,9 @@ exactly on an enumerable model), `rollouts` (problems, outcome-labelled rollouts
 (the training loop, π_ref's log-prob cache, the zoo PRM), `evaluation` (step AUC, first-error
 localisation, best-of-N, step verifiers of known quality), `scales` (models and settings), `experiment` (the
 arms and one seed's run), `calibration` (on the calibration seeds: the one-response PRM's training budget, and the
-main PRM's step AUC, `one_response`'s positive control) and `claims`.
+main PRM's step AUC, `one_response`'s positive control) and `claims`. The implicit reward itself (log-ratios,
+step rewards, the `ImplicitPRM`, the CE loss, outcome-labelled rollouts and training π_θ from π_ref) lives in
+:mod:`icml25.core.implicit_reward`, which rsd shares; `reward`, `objectives`, `rollouts` and `training` import it.
 """
 
 from .calibration import *  # noqa: F401,F403
