@@ -141,7 +141,7 @@ def test_learned_prm_costs_flops(pair, problems):
 
 def test_meter_reads_each_token_once():
     cfg = tinylm.make_model("nano", tinylm.char_tokenizer(arithmetic.ALPHABET), 0).config
-    m = rsd.Meter(cfg, [0])
+    m = rsd.Meter((cfg,), [0])
     m.call(0, 10, 5)  # prompt of 10, 5 written and kept
     m.call(0, 15, 4, keep=False)  # a discarded step: paid for, rolled back
     m.call(0, 15, 3)

@@ -259,6 +259,21 @@ display(Markdown(
     f"(the bar is {rsd.PRM_RANK_MIN})."))
 
 # %% [markdown]
+# **The implicit PRM, calibration only** (issue 50: it decides no claim here and is trained in no warm-up). Yuan et
+# al.'s implicit PRM on this draft (`rsd.implicit`): π_θ starts as a copy of the draft, π_ref is the frozen draft,
+# and π_θ learns with the cross-entropy of their Eq. 5 from the final-answer labels alone of the learned PRM's
+# rollouts. A step is read as its own reward β·Σ over its tokens of log π_θ/π_ref ("single", the declared reading)
+# or as the partial sum up to it ("accumulative", the reading the official step-error script thresholds), scored
+# σ(reward). Every setting tried on the calibration seeds (`rsd.IMPLICIT_PRM_CALIBRATION`, measured once, not by
+# the build), each cell the held-out step AUC against the checker's labels / the within-problem ranking AUC of the
+# record's best chain score, the readings of the bars `prm_quality` and `prm_ranks` that every graded PRM's claims
+# ask; the record the declared rule keeps (`rsd.kept_setting`) in bold:
+
+# %%
+display(Markdown(rsd.implicit_calibration_table()))
+display(Markdown(rsd.implicit_learns_text()))
+
+# %% [markdown]
 # How the efficiency claims' budget is set, per seed and graded PRM, without the test: RSD runs end to end on the
 # held-out calibration problems at each budget of the grid `keep_budgets`, and the smallest budget at which it keeps
 # the target's accuracy there, within the claims' margin, is kept (`rsd.accuracy_keeping_budget`). On calibration

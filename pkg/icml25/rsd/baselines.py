@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core import arithmetic, flops, zoo
 from ..core.seeding import torch_generator
-from .decoding import _ntok, decode_single
+from .decoding import _ntok, decode_single, models_of
 
 
 @dataclass
@@ -56,8 +56,7 @@ def step_rewards(samples: Samples, problems: Sequence[arithmetic.Problem], prm) 
             parts = arithmetic.split_steps(sol) or [""]
             for j, part in enumerate(parts):
                 rows[0].append(p), rows[1].append("".join(parts[:j])), rows[2].append(part), owner.append(i)
-            if prm.model is not None:
-                prm_flops[k] += flops.forward_flops(prm.model.config, _ntok(tok, p.prompt + sol))
+            prm_flops[k] += sum(flops.forward_flops(m.config, _ntok(tok, p.prompt + sol)) for m in models_of(prm.model))
         r, owner = np.asarray(prm.score(*rows), dtype=float), np.asarray(owner)
         rewards.append([r[owner == i] for i in range(len(problems))])
     return rewards, prm_flops

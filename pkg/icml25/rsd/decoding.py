@@ -18,11 +18,18 @@ from ..core.seeding import numpy_rng
 from .scales import DELIMITER, MAX_NEW_TOKENS, MAX_STEPS, PATIENCE
 
 
+def models_of(model) -> tuple:
+    """The models a role runs over the text it reads, each charged in full: none for a program (`None`), one model,
+    or several (an implicit PRM runs its policy π_θ and its reference π_ref over every token it scores)."""
+    return () if model is None else tuple(model) if isinstance(model, (tuple, list)) else (model,)
+
+
 @dataclass
 class Meter:
-    """FLOPs of one model over a batch, with a per-row KV cache of what the model has already read."""
+    """FLOPs of a role's models (none, one or several) over a batch, with a per-row KV cache of what the role has
+    already read (each of its models keeps one)."""
 
-    config: object
+    configs: tuple
     cached: list[int]
     flops: int = 0
     tokens_read: int = 0  # prefill of text the model had not seen
@@ -30,15 +37,16 @@ class Meter:
 
     @classmethod
     def of(cls, model, batch: int) -> "Meter":
-        return cls(model.config if model is not None else None, [0] * batch)
+        """The meter of `model`: `None`, a model or a tuple of models (:func:`models_of`)."""
+        return cls(tuple(m.config for m in models_of(model)), [0] * batch)
 
     def call(self, row: int, prefix_len: int, n_new: int, keep: bool = True) -> int:
-        """A call that reads `prefix_len` tokens and writes `n_new`: new tokens cost 2N + attention each.
-        With `keep=False` (a discarded step) the cache rolls back to the prefix."""
-        if self.config is None:
+        """A call that reads `prefix_len` tokens and writes `n_new`: new tokens cost 2N + attention each, in each
+        of the role's models. With `keep=False` (a discarded step) the cache rolls back to the prefix."""
+        if not self.configs:
             return 0
         past = min(self.cached[row], prefix_len)
-        cost = flops.forward_flops(self.config, prefix_len - past + n_new, past=past)
+        cost = sum(flops.forward_flops(c, prefix_len - past + n_new, past=past) for c in self.configs)
         self.flops += cost
         self.tokens_read += prefix_len - past
         self.tokens_written += n_new

@@ -15,7 +15,7 @@ from . import baselines, claims, decoding, pair, prms as _prms, routers, scales,
 from .baselines import at_flops, best_of_n, majority_vote, right_through_wrong_steps, sample
 from .claims import ACCURACY_MARGIN, GRADED, PRMS, RATE_MATCH
 from .decoding import (Decoded, budget_rule, check_pair, cut_step, decode, decode_single, delta_for_budget,
-                       floor_share, keeping_budget, keeps, random_rule, soft_rule, threshold_rule)
+                       floor_share, keeping_budget, keeps, models_of, random_rule, soft_rule, threshold_rule)
 from .prms import NoisyOraclePRM, OraclePRM, draft_rollouts, learned_prm
 from .routers import LengthRouter, PositionRouter, router_rule
 from .speculative import speculative_cost
@@ -27,7 +27,7 @@ def generated_flops(d: Decoded, draft: PreTrainedModel, target: PreTrainedModel,
     target tokens, and the PRM's pass over each draft step; the prefill of text another model wrote, and
     attention, are not counted."""
     n_d, n_t = flops.linear_params(draft.config), flops.linear_params(target.config)
-    n_prm = 0 if prm_model is None else flops.linear_params(prm_model.config)
+    n_prm = sum(flops.linear_params(m.config) for m in models_of(prm_model))
     t = d.tokens
     drafted = t["draft_accepted"] + t["draft_discarded"]
     return 2.0 * ((n_d + n_prm) * drafted + n_t * t["target"])
