@@ -41,7 +41,7 @@ scale = "ci"
 seed = 0  # the language's seed
 seeds = None  # verdict seeds (training seeds); None: the scale's value
 steps = None  # training steps per run; tokens are steps x batch_size x seq_len
-long_steps = None  # steps of full precision and the low-precision run (>= steps; the critical data size reads them)
+long_steps = None  # steps of full precision and the low-precision run, at least steps (critical data size)
 n_checkpoints = None  # held-out evaluations per run, evenly spaced in log D
 model = None  # (hidden, ffn) of the tiny Llama
 # full: twelve seeds, weights of 32 x 32 and more, 8000 steps of 64 x 64 tokens, 32 checkpoints (hours on a CPU).

@@ -82,7 +82,7 @@ before seeds 3-5 were trained: the longest length on the grid whose warm-up (the
 sweep's measured rate, 142-154 s for 36 x 288) grows by at most about 110 CPU-seconds, provided the law predicts the
 rise there on at least `RISE_SHARE` of the calibration seeds. That is 685 steps (2^(5/4) x 288: 18 runs x 685 plus
 18 x 288 run-steps, 1.69x the old sweep's, about +98 to +106 s); the law predicts the rise there on 6 of 6
-calibration seeds, and its whole late half lies past the fitted D_crit on 2 of 6 (815 steps would give 5 of 6, at
+calibration seeds, and its whole late half lies past the fitted D_crit on 2 of 6 (815 steps would give 6 of 6, at
 about +130 s). The notebook prints this record; it does not re-measure it."""
 
 
