@@ -136,3 +136,14 @@ def test_the_kept_setting_is_measured_on_every_seed_and_meets_both_bars_most_oft
     assert rsd.kept_setting([partial, one_seed_both, two_seeds_both]) is two_seeds_both
     cheaper = record(300, [0.9, 0.9, 0.7], [0.71, 0.71, 0.5])  # same merit, fewer steps
     assert rsd.kept_setting([two_seeds_both, cheaper]) is cheaper
+
+
+def test_the_calibration_table_has_a_row_per_record_and_marks_the_kept_one():
+    rows = rsd.implicit_calibration_table().splitlines()[2:]
+    kept = rsd.kept_setting(rsd.IMPLICIT_PRM_CALIBRATION)
+    assert len(rows) == len(rsd.IMPLICIT_PRM_CALIBRATION)
+    marked = [row for row in rows if "(**kept**)" in row]
+    assert len(marked) == 1 and marked[0].startswith(f"| {kept['beta']:g} | {kept['lr']:g} | {kept['steps']} | "
+                                                     f"{kept['reading']} ")
+    assert ("does not learn" in rsd.implicit_learns_text()) == (not (rsd.learns(kept)["step"]
+                                                                     and rsd.learns(kept)["rank"]))
