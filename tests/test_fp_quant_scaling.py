@@ -261,3 +261,21 @@ def test_grids_and_float8_agreement():
     assert fq.format_grid(4, 3).max() == 480
     assert fq.format_grid(4, 3, "fn").max() == 448
     assert fq.float8_mismatches(2000, 0) == {"E4M3": 0, "E5M2": 0}
+
+
+def test_the_referee_record_agrees_with_the_claims_rules():
+    """REFEREE_400 is transcribed: where its penalty resolution misses the bar, every claim must be inconclusive
+    (the shared precondition holds them back), each interval must contain its estimate, and the page's sentence
+    must give each run's resolution and labels."""
+    rec = fq.REFEREE_400
+    text = fq.referee_sentence(rec, 685)
+    for steps, run in rec["runs"].items():
+        if run["penalty_resolution"] < fq.RESOLUTION_BAR:
+            assert set(run["labels"].values()) == {"inconclusive"}
+        for key in ("late_slope_low", "late_slope_gap", "r2_held_out"):
+            est, lo, hi = run[key]
+            assert lo <= est <= hi
+        assert f"at {steps} steps" in text and f"{run['penalty_resolution']:.2f}" in text
+    # the bar the record is read against, on exact cases: mean / sd = 3 holds, 2 does not
+    assert fq.RESOLVED.evaluate("critical_data", {"penalty": [2.0, 3.0, 4.0]})["holds"]
+    assert not fq.RESOLVED.evaluate("critical_data", {"penalty": [0.5, 1.0, 1.5]})["holds"]

@@ -45,8 +45,8 @@ print("fp_quantize backend:", backend())
 # %% [markdown]
 # ## The grids
 #
-# Each row is one 4- to 6-bit format's non-negative values. Exponent bits buy range (E3M1 reaches 28), mantissa
-# bits buy resolution within a binade (E2M3 has eight steps between 1 and 2).
+# Each row is one 4- to 6-bit format's non-negative values. Exponent bits buy range (the legend gives each
+# format's largest value), mantissa bits buy resolution within a binade (E2M3 has eight steps between 1 and 2).
 
 # %%
 fig, ax = plot.subplots(figsize=(8, 3.5))

@@ -89,6 +89,6 @@ print(dict(zip([f"{c:.0e}" for c in compute_budgets], np.round(best_p, 2))))
 # tests (`tests/test_fp_quant_scaling.py`) check that the formula reproduces the paper's critical sizes (about
 # 1730T, 27T and 0.4T tokens) and layouts (E2M1, E4M3, E8M7), and that the loss is stationary in $D$ at
 # $D_{crit}$. The cost-optimal precision depends on our reading of the cost model ($C = kPND$ and a free
-# choice of $N$), which the paper states only briefly; the printed values above show where it leaves the
+# choice of $N$), which the paper states only briefly; the printed values above can be set against the
 # paper's 4–8 bit band. Whether a trained low-precision model's loss really turns up past a critical data size
 # is measured in the previous notebook.

@@ -68,7 +68,9 @@ LENGTH_CALIBRATION = [
 `law_predicts_rise` held on 1 of 9 seeds) and before any verdict at a new length, on calibration seeds 0-5 only
 (0-2 the chapter's, 3-5 added; never a verdict seed). Per seed, full precision and E2M1 at B = 1024 were trained
 past 288 steps (1152 steps on seeds 0-2, 815 on 3-5) with the sweep's warmup and checkpoint grid, so the run read
-up to `steps` is the run trained `steps` (`train_run`); E2M1 at B = 16 and E1M2 trained 288. At each length on the
+up to `steps` is the run trained `steps` on the same tokens (`train_run`); E2M1 at B = 16 and E1M2 trained 288. The
+token stream was drawn for the longest length (`token_stream`), so a sweep built at `steps` would train on other
+draws from the same language: each row is a prefix of its seed's long run, not that sweep. At each length on the
 grid (a quarter octave apart) the law was refitted without the E2M1 B = 1024 run (`fit_held_out`), on the runs as
 long as that length, as the notebook fits them: `dcrit_over_trained` is its D_crit over the tokens trained,
 `law_late_slope` the late slope it predicts for the run (`law_predicts_rise` asks >= 0), `steps_past_dcrit` the
@@ -83,7 +85,14 @@ sweep's measured rate, 142-154 s for 36 x 288) grows by at most about 110 CPU-se
 rise there on at least `RISE_SHARE` of the calibration seeds. That is 685 steps (2^(5/4) x 288: 18 runs x 685 plus
 18 x 288 run-steps, 1.69x the old sweep's, about +98 to +106 s); the law predicts the rise there on 6 of 6
 calibration seeds, and its whole late half lies past the fitted D_crit on 2 of 6 (815 steps would give 6 of 6, at
-about +130 s). The notebook prints this record; it does not re-measure it."""
+about +130 s by that projection).
+
+That projection overstated the cost. The first ci build with the long runs trained the 685-step sweep in 219 s
+(12.5 ms per run-step, against 13.7-14.9 for the 288-step sweep), and a referee's warm-ups took 204 s at 685 and
+234 s at 815. At the build's rate 815 would take about 248 s, +94 to +106 s over the old sweep: the rule evaluated
+at the measured rate picks 815. The length was not changed after the ci verdicts on seeds 300-308 and the referee's
+re-decision on 400-408 (at both lengths, `claims.REFEREE_400`) had been seen. The notebook prints this record; it
+does not re-measure it."""
 
 
 def length_table(record: Sequence[dict]) -> list[dict]:

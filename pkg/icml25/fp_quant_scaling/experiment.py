@@ -33,8 +33,9 @@ CI_STEPS = 288
 #: D_crit near the end of the run, where the law itself still predicts a falling loss (`law_predicts_rise` held on
 #: 1 of 9 seeds). On the calibration seeds, refitted at each length, the law predicts the rise at 685 steps on 6 of
 #: 6, and 685 is the longest length on the checkpoint grid within the warm-up's extra budget (`LENGTH_CALIBRATION`
-#: gives the lengths tried, the rule and the cost). These runs continue the 288-step ones (same warmup, batches and
-#: checkpoints), so only 18 of the 36 runs train longer.
+#: gives the lengths tried, the rule and the cost). Within one sweep these runs continue the 288-step ones (same
+#: warmup, token stream and checkpoints), so only 18 of the 36 runs train longer; the stream itself is drawn for
+#: `long_steps` steps, so a sweep at another length trains on other tokens (`token_stream`).
 CI_LONG_STEPS = 685
 #: the warm-up CPU-seconds the sweep was sized to: the 288-step sweep's 142-154 s plus the about 110 s the book's
 #: CI budget allowed this chapter to grow by (issue 51); the first ci build with the long runs took 219 s
@@ -85,7 +86,7 @@ class Run:
 
     def upto(self, tokens: int) -> Run:
         """The run read at its checkpoints up to `tokens` (a checkpoint's D): what the run stopped there measured,
-        since a longer run is the shorter one continued (`train_run`)."""
+        since a longer run on the same stream is the shorter one continued (`train_run`)."""
         if tokens not in self.D:
             raise ValueError(f"{tokens} tokens is not a checkpoint of this run (D = {self.D})")
         keep = self.D.index(tokens) + 1
@@ -156,7 +157,9 @@ def train_curve(model, batches, steps: int, lr: float, eval_at: Sequence[int], e
 
 def token_stream(cfg, seed: int, language: MarkovLanguage, steps: int | None = None) -> torch.Tensor:
     """[steps, batch_size, seq_len] training token ids of `seed` (default `cfg.steps` steps; every format of a
-    seed trains on a prefix of these)."""
+    seed trains on a prefix of these). `MarkovLanguage.sample` draws position by position across all sequences, so
+    the stream drawn for fewer steps is not a prefix of this one: runs are continuations of each other only when
+    they are handed the same stream, as `run_sweep` hands every run of a seed."""
     steps = cfg.steps if steps is None else steps
     gen = torch_generator(seed, "fpq-data")
     ids = language.sample(steps * cfg.batch_size, cfg.seq_len, gen) + len(tinylm.SPECIALS)
@@ -168,8 +171,8 @@ def train_run(cfg, spec: QuantSpec, seed: int, language: MarkovLanguage, stream:
     """Train one tiny LM with `spec` quantisation for `steps` steps (default `cfg.steps`) on `seed`'s Markov text
     (`token_stream`, passed in when several formats share it; a run takes its first `steps` batches), from
     `seed`'s initial weights, so every format of a seed is paired; the held-out loss (same quantised forward) at
-    the checkpoints. The warmup and the checkpoints below `cfg.steps` do not depend on `steps`, so a run trained
-    past `cfg.steps` is the `cfg.steps` run continued."""
+    the checkpoints. The warmup and the checkpoints below `cfg.steps` do not depend on `steps`, so on the same
+    `stream` a run trained past `cfg.steps` is the `cfg.steps` run continued."""
     offset, steps = len(tinylm.SPECIALS), cfg.steps if steps is None else steps
     model = quantize_model(make_lm(cfg, seed), spec)
     stream = token_stream(cfg, seed, language, steps) if stream is None else stream
