@@ -232,3 +232,17 @@ def test_a_zoo_key_covers_every_part_of_a_split_chapter_and_only_its_module_else
                         lambda m: real(m) + ("# changed" if m is icml25.rsd.scales else ""))
     assert zoo.key("rsd-prm", "smoke", 0) != before
     assert zoo.key("arith-draft", "smoke", 0) == core  # a chapter's change leaves the shared models where they are
+
+
+def test_a_zoo_key_covers_the_implicit_reward_that_implicit_prms_prm_trains_with(monkeypatch):
+    """implicit_prm's PRM is trained by `core.implicit_reward` (its loss, batches and training loop), which lives
+    outside the chapter's package: a change there must change the PRM's address, or a stale PRM would be reused."""
+    import icml25.implicit_prm  # noqa: F401  (registers the chapter's PRM, "implicit-prm")
+    from icml25.core import implicit_reward, zoo
+
+    name = "implicit-prm"
+    before = zoo.key(name, "smoke", 0)
+    real = zoo.inspect.getsource
+    monkeypatch.setattr(zoo.inspect, "getsource",
+                        lambda m: real(m) + ("# changed" if m is implicit_reward else ""))
+    assert zoo.key(name, "smoke", 0) != before

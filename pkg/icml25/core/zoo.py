@@ -101,13 +101,15 @@ def chapter_modules(module: ModuleType) -> list[ModuleType]:
 
 def key(name: str, scale: str, seed: int) -> str:
     """The content address: entry name, its settings at `scale`, the seed, and the code that trains it — the
-    registering module (every part of its chapter's package, for a chapter split by idea) and the core, including the shared reasoners, which chapter entries often start from (so a
-    retrained reasoner also retrains what was built on it), and this module (which sets how models are trained)."""
-    from . import arithmetic, facts, reasoners
+    registering module (every part of its chapter's package, for a chapter split by idea) and the core, including
+    the shared pieces chapter entries start from or train with (the reasoners, so a retrained reasoner also
+    retrains what was built on it; the implicit reward, which implicit_prm's PRM trains with), and this module
+    (which sets how models are trained)."""
+    from . import arithmetic, facts, implicit_reward, reasoners
 
     entry = _entry(name)
     sources = (*chapter_modules(inspect.getmodule(entry.build)), *_CORE_SOURCES, arithmetic, facts, reasoners,
-               inspect.getmodule(key))
+               implicit_reward, inspect.getmodule(key))
     blob = json.dumps({"name": name, "config": dict(entry.config(scale)), "seed": seed,
                        "code": code_digest(sources)}, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
