@@ -147,3 +147,15 @@ def test_the_calibration_table_has_a_row_per_record_and_marks_the_kept_one():
                                                      f"{kept['reading']} ")
     assert ("does not learn" in rsd.implicit_learns_text()) == (not (rsd.learns(kept)["step"]
                                                                      and rsd.learns(kept)["rank"]))
+
+
+def test_the_referee_sentence_reads_its_record_by_the_same_rule():
+    """The referee's longer run is judged by `learns`, as the calibration records are: the sentence's counts are
+    the record's seeds at or above each bar, and the learned PRM's ranking it compares with is BON_CALIBRATION's."""
+    ref = rsd.IMPLICIT_REFEREE_2400
+    text = rsd.implicit_referee_text(rsd.kept_setting(rsd.IMPLICIT_PRM_CALIBRATION))
+    n_step = sum(v >= rsd.PRM_AUC_MIN for v in ref["auc"].values())
+    n_rank = sum(v >= rsd.PRM_RANK_MIN for v in ref["rank"]["mean"].values())
+    assert f"on {n_step} of 5 (it {'meets' if n_step / 5 >= rsd.claims.SHARE else 'misses'} the step bar)" in text
+    assert f"on {n_rank} of 5 (it {'meets' if n_rank / 5 >= rsd.claims.SHARE else 'misses'} the ranking bar" in text
+    assert rsd.learns(ref)["step"] and not rsd.learns(ref)["rank"]  # as the referee reported: 4 of 5, 2 of 5

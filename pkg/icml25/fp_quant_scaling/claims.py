@@ -221,8 +221,8 @@ def referee_sentence(record: dict, long_steps: int) -> str:
         lo = r["late_slope_low"]
         parts.append(f"at {steps} steps{' (this chapter’s length)' if steps == long_steps else ''} "
                      f"`penalty_resolved` read {r['penalty_resolution']:.2f} against {RESOLUTION_BAR}, so "
-                     f"critical_data was {r['labels']['critical_data']} and fit {r['labels']['fit']}; E2M1's late slope was {lo[0]:+.4f} [{lo[1]:+.4f}, "
-                     f"{lo[2]:+.4f}] (negative on {r['late_slope_low_negative']} of 9 seeds, the law predicting "
+                     f"critical_data was {r['labels']['critical_data']} and fit {r['labels']['fit']}; E2M1's "
+                     f"late slope was {lo[0]:+.4f} [{lo[1]:+.4f}, {lo[2]:+.4f}] (negative on {r['late_slope_low_negative']} of 9 seeds, the law predicting "
                      f"the rise on {r['law_predicts_rise']}), and the held-out R² {r['r2_held_out'][0]:.2f} "
                      f"[{r['r2_held_out'][1]:.2f}, {r['r2_held_out'][2]:.2f}]")
     true_r2 = "; ".join(f"{r[0]:.2f} [{r[1]:.2f}, {r[2]:.2f}] with D_crit at {k:g} times the run"
@@ -233,5 +233,5 @@ def referee_sentence(record: dict, long_steps: int) -> str:
             "turn on the seeds drawn: the penalty's resolution sits near its bar, and on another nine seeds the "
             "shared precondition holds the claims back, while the direction of both effects repeats. The fit's "
             "bar is also strict for this regime: on synthetic runs where the law holds exactly, the same pipeline "
-            f"gives R² {true_r2}, short of {FIT.effects[0].min_effect:g}, because the law's penalty barely varies over a run this short. The "
-            "measured R² lies far below anything a true law gave there.")
+            f"gives R² {true_r2}, short of {FIT.effects[0].min_effect:g}, because the law's penalty barely "
+            "varies over a run this short. The measured R² lies far below anything a true law gave there.")

@@ -39,7 +39,7 @@ from .experiment import (accuracy_keeping_budget, calibrated_deltas, calibration
                          claim_measurements, draft_and_target, generated_flops, keep_spread, prm_auc,
                          reasoning_experiment, reasoning_results, spread_components, target_call_share, warm_up_seed)
 from .figures import (PRM_MARKERS, bon_calibration_table, implicit_calibration_table, implicit_learns_text,
-                      keep_budget_table, keep_calibration_table, keep_spread_table, pair_calibration_table,
+                      implicit_referee_text, keep_budget_table, keep_calibration_table, keep_spread_table, pair_calibration_table,
                       pair_runs_table, plot_acceptance, plot_accountings, plot_accuracy_vs_flops, prm_calibration_table,
                       ranking_table, router_calibration_table, router_comparison_table)
 from .implicit import (READINGS, SCORE_SCALE, ImplicitStepPRM, boundary_mismatches, calibrate_implicit, kept_setting,
@@ -51,6 +51,6 @@ from .prms import (PRM_BAD, PRM_GOOD, LearnedPRM, NoisyOraclePRM, OraclePRM, Ste
 from .pair import CALIBRATION, DRAFT_ACCURACY, PAIR_CALIBRATION, TARGET_ACCURACY, exact_match, pair_calibration
 from .routers import LengthRouter, PositionRouter, router_rule, step_positions
 from .scales import (BON_CALIBRATION, BON_CHAIN, DELIMITER, DRAFT_MODEL, FROM_DRAFT, IMPLICIT_PRM_CALIBRATION,
-                     KEEP_BUDGETS, KEEP_CALIBRATION, KEEP_SPREAD, MAX_NEW_TOKENS, MAX_STEPS, NOISY_EPSILON, PATIENCE,
-                     PRM_BATCH, ROUTER_CALIBRATION, TARGET_CALL_BUDGET, TARGET_MODEL, config)
+                     IMPLICIT_REFEREE_2400, KEEP_BUDGETS, KEEP_CALIBRATION, KEEP_SPREAD, MAX_NEW_TOKENS, MAX_STEPS,
+                     NOISY_EPSILON, PATIENCE, PRM_BATCH, ROUTER_CALIBRATION, TARGET_CALL_BUDGET, TARGET_MODEL, config)
 from .speculative import speculative_cost, speculative_decode

@@ -11,8 +11,8 @@ from .decoding import keeping_budget
 from .experiment import spread_components
 from .implicit import kept_setting, learns
 from .pair import DRAFT, DRAFT_ACCURACY, PAIR_CALIBRATION, TARGET, TARGET_ACCURACY
-from .scales import (BON_CALIBRATION, BON_CHAIN, IMPLICIT_PRM_CALIBRATION, KEEP_CALIBRATION, KEEP_SPREAD,
-                     PRM_CALIBRATION, ROUTER_CALIBRATION, ROUTERS, config)
+from .scales import (BON_CALIBRATION, BON_CHAIN, IMPLICIT_PRM_CALIBRATION, IMPLICIT_REFEREE_2400, KEEP_CALIBRATION,
+                     KEEP_SPREAD, PRM_CALIBRATION, ROUTER_CALIBRATION, ROUTERS, config)
 
 
 PRM_MARKERS = {"oracle": "o", "noisy": "s", "learned": "^"}
@@ -193,7 +193,9 @@ def implicit_learns_text() -> str:
     got, n = learns(r), len(r["auc"])
     full = [learns(x) for x in rec if set(x["auc"]) == set(r["auc"])]
     of = lambda bar: f"{round(got['shares'][bar] * n)} of {n}"  # noqa: E731
-    verdict = "learns" if got["step"] and got["rank"] else "does not learn"
+    longest = {b: max(x["steps"] for x in rec if x["beta"] == b) for b in sorted({x["beta"] for x in rec})}
+    verdict = ("learns" if got["step"] and got["rank"] else "does not learn at the budgets tried (at most "
+               + ", ".join(f"{steps} steps at β = {b:g}" for b, steps in longest.items()) + ")")
     return (f"The kept implicit PRM (β = {r['beta']:g}, lr {r['lr']:g}, {r['steps']} steps, {r['reading']} reading) "
             f"reaches a held-out step AUC of at least {PRM_AUC_MIN} on {of('step')} calibration seeds (lowest "
             f"{min(r['auc'].values()):.3f}) and a within-problem ranking AUC of at least {PRM_RANK_MIN} with its best "
@@ -204,7 +206,27 @@ def implicit_learns_text() -> str:
             f"every calibration seed, {sum(g['step'] for g in full)} meet the step bar and "
             f"{sum(g['rank'] for g in full)} the ranking bar on that share. The kept one's training took "
             f"{np.mean(list(r['seconds'].values())):.0f} s per seed on one thread (sampling the draft's rollouts "
-            "included).")
+            "included). " + implicit_referee_text(r))
+
+
+def implicit_referee_text(kept: dict) -> str:
+    """What a referee's longer training of the kept setting (`scales.IMPLICIT_REFEREE_2400`) met, read by the same
+    rule (`implicit.learns`), and the kept record's ranking AUC beside the learned PRM's (`BON_CALIBRATION`, its
+    declared chain) per calibration seed."""
+    ref = IMPLICIT_REFEREE_2400
+    got, n = learns(ref), len(ref["auc"])
+    ranks = ref["rank"][got["chain"]]
+    learned = BON_CALIBRATION["outcome"]["learned"][BON_CHAIN["learned"]]
+    mine = kept["rank"][learns(kept)["chain"]]
+    above = sum(mine[s] > learned[i] for i, s in enumerate(BON_CALIBRATION["seeds"]))
+    return (f"A referee with no stake trained the kept setting {ref['steps']} steps on the same seeds (chosen after "
+            f"seeing the loss still falling, so optimistic): step AUC at least {PRM_AUC_MIN} on "
+            f"{round(got['shares']['step'] * n)} of {n} (it {'meets' if got['step'] else 'misses'} the step bar), "
+            f"ranking AUC ({got['chain']} chain) at least {PRM_RANK_MIN} on {round(got['shares']['rank'] * n)} of "
+            f"{n} (it {'meets' if got['rank'] else 'misses'} the ranking bar; mean {np.mean(list(ranks.values())):.3f}"
+            f"), at {ref['seconds_range'][0]}-{ref['seconds_range'][1]} s a seed. The kept record ranks one "
+            f"problem's samples better than the learned PRM ({BON_CHAIN['learned']} chain, as `BON_CALIBRATION` "
+            f"records it, not recomputed on the same samples) on {above} of {len(learned)} calibration seeds.")
 
 
 def router_calibration_table() -> str:
