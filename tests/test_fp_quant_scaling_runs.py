@@ -127,3 +127,13 @@ def test_the_model_blocks_fill_is_the_full_scales_width():
     assert fq.smallest_weight(fq.make_lm(fq.config("ci", model=(hidden, 2 * hidden)), 0)) >= cfg.low[2]
     assert fq.smallest_weight(fq.make_lm(fq.config("ci", model=(hidden - 4, 2 * hidden - 8)), 0)) < cfg.low[2]
     assert hidden == fq.config("full").model[0]
+
+
+def test_dcrit_drift_reads_the_shortest_and_longest_length_every_seed_ran():
+    """Seed 1 ran 100, 200 and 400 steps, seed 2 only 100 and 200: the drift is read at 100 and 200, medians of
+    the two seeds' lengths past D_crit (150 and 250, then 180 and 320)."""
+    rows = [{"seed": 1, "steps": 100, "steps_past_dcrit": 150}, {"seed": 2, "steps": 100, "steps_past_dcrit": 250},
+            {"seed": 1, "steps": 200, "steps_past_dcrit": 180}, {"seed": 2, "steps": 200, "steps_past_dcrit": 320},
+            {"seed": 1, "steps": 400, "steps_past_dcrit": 999}]
+    assert fq.dcrit_drift(rows) == {"from_steps": 100, "to_steps": 200, "past_dcrit": [200.0, 250.0],
+                                    "drift": 1.25, "training": 2.0}

@@ -297,10 +297,8 @@ plot.show_verdicts(v)
 
 # %%
 cal_here = next((row for row in cal_table if row["steps"] == cfg.long_steps), None)
-shared = [L for L in sorted({r["steps"] for r in calibration})
-          if {r["seed"] for r in calibration if r["steps"] == L} == {r["seed"] for r in calibration}]
-moved = [np.median([r["steps_past_dcrit"] for r in calibration if r["steps"] == L]) for L in (shared[0], shared[-1])]
-pace = "slower than" if moved[1] / moved[0] < shared[-1] / shared[0] else "at least as fast as"
+drift = fq.dcrit_drift(calibration)
+pace = "slower than" if drift["drift"] < drift["training"] else "at least as fast as"
 text = (f"**Reading `critical_data`.** Full precision and E2M1 at B = {B} trained {cfg.long_steps} steps "
         f"({D_max:,d} tokens). The law fitted without each seed's E2M1 run puts its D_crit at "
         f"{np.median(dcrit_ratio):.2f} times that (median over seeds; {min(dcrit_ratio):.2f} to "
@@ -313,9 +311,10 @@ text = (f"**Reading `critical_data`.** Full precision and E2M1 at B = {B} traine
         f"seeds (the loss still falls there) and above full precision's on {sum(np.subtract(late_low, late_fp) > 0)}. "
         f"Two cautions on the fitted D_crit: the fitted law predicts the held-out runs' penalty with R² "
         f"{np.mean(r2):.2f} on average, so D_crit is an extrapolation of a law that fits these runs poorly; and it "
-        f"moves as training grows: on the calibration seeds, from {shared[0]} to {shared[-1]} steps, the length "
-        f"whose late half lies past the refitted D_crit moved from {moved[0]:.0f} to {moved[1]:.0f} steps (median), "
-        f"{pace} the training ({moved[1] / moved[0]:.2f}x against {shared[-1] / shared[0]:.2f}x).")
+        f"moves as training grows: on the calibration seeds, from {drift['from_steps']} to {drift['to_steps']} "
+        f"steps, the length whose late half lies past the refitted D_crit moved from {drift['past_dcrit'][0]:.0f} "
+        f"to {drift['past_dcrit'][1]:.0f} steps (median), {pace} the training ({drift['drift']:.2f}x against "
+        f"{drift['training']:.2f}x).")
 display(Markdown(text))
 
 # %%

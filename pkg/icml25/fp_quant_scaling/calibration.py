@@ -105,3 +105,16 @@ def length_table(record: Sequence[dict]) -> list[dict]:
                      "late_half_past_dcrit": sum(r["steps_past_dcrit"] <= steps for r in at),
                      "median_dcrit_over_trained": float(np.median([r["dcrit_over_trained"] for r in at]))})
     return rows
+
+
+def dcrit_drift(record: Sequence[dict]) -> dict:
+    """How the refitted D_crit moves as training grows: between the shortest and the longest length every seed of
+    `record` ran, the median over seeds of the length whose late half lies past D_crit (`steps_past_dcrit`) at each,
+    and both ratios (the drift's, the training's)."""
+    seeds = {r["seed"] for r in record}
+    shared = [L for L in sorted({r["steps"] for r in record})
+              if {r["seed"] for r in record if r["steps"] == L} == seeds]
+    first, last = shared[0], shared[-1]
+    moved = [float(np.median([r["steps_past_dcrit"] for r in record if r["steps"] == L])) for L in (first, last)]
+    return {"from_steps": first, "to_steps": last, "past_dcrit": moved, "drift": moved[1] / moved[0],
+            "training": last / first}

@@ -126,7 +126,8 @@ def calibrate_implicit(seed: int, settings: Sequence[dict], scale: str = "ci") -
     draft = zoo.get(DRAFT_MODEL, scale, seed)
     problems = reasoners.test_problems(cfg.n_test, seed)
     drafts = sample(draft, problems, cfg.bon_n, cfg.bon_temperature, seed)
-    held_out = draft_rollouts(draft, cfg.prm_eval_problems, seed, "rsd-prm-eval", "rsd-prm-eval")
+    mismatches = boundary_mismatches(draft.tokenizer, *draft_rollouts(draft, cfg.prm_eval_problems, seed,
+                                                                       "rsd-prm-eval", "rsd-prm-eval"))
     out = []
     for s in settings:
         with one_thread():
@@ -139,7 +140,7 @@ def calibrate_implicit(seed: int, settings: Sequence[dict], scale: str = "ci") -
                             auc=prm_auc({"implicit": read}, draft, cfg.prm_eval_problems, seed)["implicit"],
                             rank=best_of_n(drafts, problems, read)["ranking_auc_by_chain"],
                             final_loss=float(np.mean(info["losses"][-20:])), frac_correct=info["frac_correct"],
-                            boundary_mismatches=boundary_mismatches(draft.tokenizer, *held_out)))
+                            boundary_mismatches=mismatches))
     return out
 
 
