@@ -12,6 +12,7 @@ import pytest
 
 from icml25 import catalog
 from icml25.book import build, cli, scorecard, toc
+from icml25.core import machine
 
 GOOD = '''# %% tags=["parameters"]
 scale = "ci"
@@ -59,6 +60,7 @@ def test_failing_notebook_does_not_stop_the_others_and_keeps_its_traceback(proje
     good, bad = (manifest["notebooks"][t.key] for t in tasks)
     assert good["status"] == "ok" and good["scale"] == "ci" and good["duration_s"] > 0
     assert bad["status"] == "failed" and "deliberate failure" in bad["error"]
+    assert good["machine"] == bad["machine"] == machine.signature()  # where the pages were computed
     assert out.page(tasks[0]).exists()
     rendered = out.page(tasks[1]).read_text()
     assert "RuntimeError" in rendered and "deliberate failure" in rendered
@@ -329,7 +331,10 @@ def test_scorecard_shows_three_verdicts_with_reasons_and_never_mixes_scales(proj
     other = Claim("rsd", "demo_other", "x", "y", "z", claim.effects, claim.preconditions, claim.examples)
     claims.REGISTRY.pop(("rsd", "demo_other"))
     check(other, {"r": [0.5, 0.52, 0.55], "acc": 0.9}, seeds=[0, 1, 2], scale="ci")  # not from a built notebook
-    build._record(build.output("ci"), "rsd/01_x", {"status": "ok", "duration_s": 3.0, "scale": "ci", "error": None})
+    build._record(build.output("ci"), "rsd/01_x", {"status": "ok", "duration_s": 3.0, "scale": "ci", "error": None,
+                                                   "machine": "Demo CPU, AVX2, 8 MiB LLC"})
+    build._record(build.output("ci"), "rsd/02_y", {"status": "ok", "duration_s": 1.0, "scale": "smoke",
+                                                   "error": None, "machine": "Other CPU, AVX512"})
     table = [r for r in scorecard.rows() if r["slug"] == "rsd"]
     # neither the smoke record nor the record of a notebook the book does not show is on the scorecard
     assert [(r["verdict"], r["seeds"]) for r in table] == [("refuted", "0, 1, 2, 3, 4, 5, 6, 7 (ci)")]
@@ -337,6 +342,7 @@ def test_scorecard_shows_three_verdicts_with_reasons_and_never_mixes_scales(proj
     text = scorecard.render(with_figure=False)
     assert "0 reproduced, 1 refuted, 0 inconclusive** of 1 claims" in text
     assert "| Reproduced | Refuted | Inconclusive |" in text
+    assert "Built on Demo CPU, AVX2, 8 MiB LLC." in text and "Other CPU" not in text  # the book's scale only
     est, lo, hi = scorecard.standardised(table[0]["effects"][0])
     assert lo < est < hi < 1  # wholly short of the paper's smallest effect (1 on this axis)
     scorecard.write()

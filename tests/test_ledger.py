@@ -220,7 +220,7 @@ def test_the_builder_appends_a_verdict_only_when_it_or_the_declaration_changes(b
     monkeypatch.setattr(build, "BOOK", book)
     monkeypatch.setattr(ledger, "declarations", lambda slugs=None: decls)
     out, task = build.output("ci"), build.Task("rsd", "02_reasoning")
-    entry = {"status": "ok", "duration_s": 1.0, "scale": "ci", "error": None}
+    entry = {"status": "ok", "duration_s": 1.0, "scale": "ci", "error": None, "machine": "Demo CPU, AVX2, 8 MiB LLC"}
 
     def run(*records):
         build.commit(out, task, {"entry": entry, "notebook": None, "records": list(records)}, "input-hash")
@@ -230,6 +230,7 @@ def test_the_builder_appends_a_verdict_only_when_it_or_the_declaration_changes(b
     first = run(_record("refuted"))
     assert first[:-1] == baseline and first[-1]["verdict"] == "refuted" and first[-1]["source"] == "icml25 build"
     assert first[-1]["hash"] == ledger.fingerprint(decls["rsd"][CLAIM]) and first[-1]["date"] == "2026-12-03"
+    assert first[-1]["machine"] == "Demo CPU, AVX2, 8 MiB LLC"  # the machine the notebook ran on
     assert run(_record("refuted")) == first  # an unchanged rebuild changes no file
     assert run(_record("reproduced", scale="smoke")) == first  # smoke runs decide nothing
     decls["rsd"][CLAIM]["criterion"] = "a new criterion"

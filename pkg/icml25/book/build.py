@@ -49,6 +49,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from .. import catalog
+from ..core import machine
 from ..core.config import check_scale
 from ..core.paths import PROJECT_ROOT, build_dir, results_dir
 from . import ledger
@@ -304,7 +305,8 @@ def commit(out: Output, task: Task, result: dict, h: str) -> dict:
         manifest = load_manifest(out)
         manifest["notebooks"][task.key] = entry
         _write_json(out.manifest, manifest)
-    ledger.record_verdicts(BOOK, result["records"], PROJECT_ROOT)  # the claims' history in the committed ledger
+    ledger.record_verdicts(BOOK, result["records"], PROJECT_ROOT,  # the claims' history in the committed ledger
+                           machine=entry.get("machine"))
     return manifest
 
 
@@ -390,7 +392,8 @@ def run_notebook(task: Task, source: str, scale: str, threads: int) -> dict:
             page = nbformat.writes(out)
         records = [r for p in sorted((work / "_results").glob("*.json")) for r in json.loads(p.read_text())["records"]]
     entry = {"status": "failed" if error else "ok", "duration_s": round(duration, 1), "scale": scale,
-             "error": error, "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+             "error": error, "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+             "machine": machine.signature()}
     return {"entry": entry, "notebook": page, "records": records}
 
 
@@ -499,7 +502,7 @@ def _record_warmup(out: Output, models: list[tuple[str, int]], scale: str, secon
     """The manifest's `zoo_warmup`: its wall time, and each entry's own (`duration_s_per_model`; entries run side by
     side in `jobs` workers, so these add up to more than the wall time)."""
     labels = [n if s is None else f"{n} seed {s}" for n, s in models]
-    entry = {"duration_s": round(seconds, 1), "scale": scale, "models": labels,
+    entry = {"duration_s": round(seconds, 1), "scale": scale, "models": labels, "machine": machine.signature(),
              "duration_s_per_model": {label: round(t, 1) for label, t in zip(labels, each, strict=True)}}
     _record(out, "zoo_warmup", entry, section=None)
     print(f"Shared zoo models ready in {entry['duration_s']:.0f} s: {', '.join(entry['models'])}", flush=True)

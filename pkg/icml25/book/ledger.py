@@ -469,10 +469,11 @@ def append_history(book: Path, slug: str, claim_id: str, entry: dict) -> bool:
 
 
 def record_verdicts(book: Path, records: Iterable[Mapping[str, Any]], root: Path,
-                    current: Callable[[str], Mapping[str, dict]] | None = None) -> int:
+                    current: Callable[[str], Mapping[str, dict]] | None = None, machine: str | None = None) -> int:
     """The builder's hook: each claim record of a ci or full run goes into its chapter's history with the
-    declaration hash of the code now imported (`current(slug)`: {claim id: declaration}); returns how many were
-    appended."""
+    declaration hash of the code now imported (`current(slug)`: {claim id: declaration}) and, where given, the
+    `machine` it ran on (`core.machine.signature`: models trained in place differ across machine kinds); returns
+    how many were appended."""
     records = [r for r in records if r["scale"] != "smoke" and path(book, r["chapter"]).exists()]
     if not records:
         return 0
@@ -484,6 +485,8 @@ def record_verdicts(book: Path, records: Iterable[Mapping[str, Any]], root: Path
         if decl is not None:
             entry = {"scale": r["scale"], "verdict": r["verdict"], "hash": fingerprint(decl), "commit": commit,
                      "date": r.get("recorded_at", today())[:10], "source": "icml25 build"}
+            if machine:
+                entry["machine"] = machine
             n += append_history(book, r["chapter"], r["claim_id"], entry)
     return n
 
@@ -590,7 +593,8 @@ def cmd_history(book: Path, name: str) -> int:
               f"now {str(entry['hash'])[:12]})")
         for h in entry["history"]:
             print(f"  {h['date']}  {h['scale']:5s} {h['verdict']:12s} under {h['hash'][:12]}  ({h['source']}"
-                  + (f", {h['commit']}" if h.get("commit") else "") + ")")
+                  + (f", {h['commit']}" if h.get("commit") else "")
+                  + (f", on {h['machine']}" if h.get("machine") else "") + ")")
         for d in entry["deviations"]:
             after = d["verdict_seen"] and d["kind"] != FORMAT
             print(f"  {d['date']}  {d['kind']}: {d['why']}" + (" [after a verdict]" if after else ""))

@@ -96,6 +96,18 @@ def _warmup(manifest: dict) -> list[str]:
             "runtime above.", ""]
 
 
+def machines(manifest: dict, scale: str) -> list[str]:
+    """A sentence naming the machine(s) that built the book's notebooks at `scale` (from their manifest entries),
+    or nothing where no entry records one."""
+    seen = dict.fromkeys(v["machine"] for v in manifest["notebooks"].values()
+                         if v.get("scale") == scale and v.get("machine"))
+    if not seen:
+        return []
+    return [f"Built on {'; '.join(seen)}. Models are trained in place, and their bits (so a verdict whose interval "
+            "sits near its bar) can differ on a CPU of another kind: see each claim's history in its chapter's "
+            "ledger (`icml25 ledger history`).", ""]
+
+
 def figure(table: list[dict]):
     """Every claim's deciding effect (`core.claims.deciding_effect`: the one that refutes it, is left undecided,
     or clears its bar by the least), standardised (see `standardised`), with its interval, coloured by verdict."""
@@ -146,7 +158,7 @@ def render(out: build.Output | None = None, with_figure: bool = True) -> str:
         f"`{out.scale}`: **{counts[REPRODUCED]} reproduced, "
         f"{counts[REFUTED]} refuted, {counts[INCONCLUSIVE]} inconclusive** of {len(checked)} claims, across "
         f"{len({r['slug'] for r in checked})} of {len(catalog.CHAPTERS)} papers.", "", HOW, "",
-        "## By paper", "", *_summary(table), "", *_warmup(manifest),
+        "## By paper", "", *_summary(table), "", *_warmup(manifest), *machines(manifest, out.scale),
     ]
     if with_figure and any(r["effects"] for r in table):
         lines += ["## Every effect at a glance", "", f"![Every claim's effect and interval]({FIGURE})", ""]

@@ -41,15 +41,13 @@ import torch.nn.functional as F
 
 from .. import kernels
 from ..core.config import COUNT, POSITIVE, make_config
+from ..core.machine import last_level_cache_bytes
 from ..core.seeding import one_thread
 from .build import backend, compiled
 from .embedding_bag import embedding_bag, embedding_bag_reference
 from .expert_ffn import Experts, Routing, expert_ffn, expert_ffn_reference
 from .fp_quant import FPFormat, fp_quantize, fp_quantize_reference
 from .timing import ForeignLoad
-
-#: assumed when the operating system does not report the last-level cache
-DEFAULT_LLC_BYTES = 32 * 2**20
 
 config = make_config({
     "smoke": {"fp_cache_multiple": None, "fp_max_mib": None, "fp_shape": (256, 256), "fp_block": 32, "bag_rows": (2**10,),
@@ -84,19 +82,6 @@ def fix_allocator() -> bool:
     if mallopt is None:
         return False
     return all([mallopt(param, value) == 1 for param, value in ALLOCATOR_POLICY.items()])
-
-
-def last_level_cache_bytes(cpu: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> int:
-    """The size of the largest (last-level) cache of CPU 0 as the kernel reports it, or `DEFAULT_LLC_BYTES`."""
-    sizes = []
-    for index in cpu.glob("index*"):
-        try:
-            text = (index / "size").read_text().strip()
-        except OSError:
-            continue
-        units = {"K": 2**10, "M": 2**20, "G": 2**30}
-        sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
-    return max(sizes, default=DEFAULT_LLC_BYTES)
 
 
 def fp_shape(cfg, llc: int | None = None) -> tuple[int, int]:
