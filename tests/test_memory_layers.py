@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -225,6 +226,39 @@ def test_capacity_claims_ask_the_dense_model_to_have_plateaued(claim):
     assert check.evaluate(claim.id, at)["holds"]
     assert not check.evaluate(claim.id, {**at, "dense_half_acc": [0.34, 0.44, 0.24]})["holds"]  # 0.06: still learning
     assert ml.plateau_budget(ml.config("ci")) * 2 == ml.config("ci").steps
+
+
+# recall of the dense model on seeds 5101-5108 trained 250, 125 and 62 steps (a referee's budget, and the probe that
+# checked this precondition against it): flat, but still accelerating
+_FLAT_START = {"dense_acc": [0.0623, 0.0715, 0.0715, 0.0791, 0.0693, 0.0745, 0.0830, 0.0864],
+               "dense_half_acc": [0.0342, 0.0332, 0.0425, 0.0413, 0.0408, 0.0352, 0.0376, 0.0371],
+               "dense_quarter_acc": [0.0198, 0.0183, 0.0198, 0.0215, 0.0203, 0.0217, 0.0222, 0.0166]}
+
+
+@pytest.mark.parametrize("claim", [ml.ISO_FLOP, ml.BEATS_2X, ml.BEATS_MOE, ml.FACTUAL])
+def test_a_flat_start_of_learning_is_not_a_plateau(claim):
+    full = "fact_dense" if claim is ml.FACTUAL else "dense_acc"
+    (plateau,) = [p for p in claim.preconditions if p.id == "dense_at_plateau"]
+    (bends,) = [p for p in claim.preconditions if p.id == "dense_curve_bends"]
+    flat = {**_FLAT_START, full: _FLAT_START["dense_acc"]}
+    assert plateau.evaluate(claim.id, flat)["holds"]  # a gain of 0.037 from half the steps passes the bar ...
+    assert not bends.evaluate(claim.id, flat)["holds"]  # ... but it is larger than the gain before it
+    bending = {full: [0.40, 0.50, 0.30], "dense_half_acc": [0.36, 0.46, 0.25], "dense_quarter_acc": [0.2, 0.3, 0.1]}
+    assert bends.evaluate(claim.id, bending)["holds"]
+    assert not bends.evaluate(claim.id, {**bending, "dense_quarter_acc": [0.34, 0.44, 0.24]})["holds"]
+    assert ml.capacity_budgets(ml.config("ci")) == (200, 100)
+
+
+def test_the_batchnorm_claim_needs_both_variants_at_one_rate():
+    (same,) = [p for p in ml.QUERY_BN.preconditions if p.id == "same_learning_rate"]
+    assert same.evaluate("query_batchnorm", {"lr_bn": 3e-3, "lr_no_bn": 3e-3})["holds"]
+    assert not same.evaluate("query_batchnorm", {"lr_bn": 9e-3, "lr_no_bn": 3e-3})["holds"]
+    # the referee's record: usage falls with the rate for both variants, so own rates confound the comparison
+    ref = ml.QUERY_BN_REFEREE
+    for name in ("memory", "memory, no query BN"):
+        assert np.mean(ref["usage"][name, 9e-3]) < np.mean(ref["usage"][name, 3e-3])
+    assert len({len(v) for v in ref["usage"].values()} | {len(ref["seeds"])}) == 1
+    assert not set(ref["seeds"]) & {s for scale in ("smoke", "ci", "full") for s in ml.config(scale).seeds}
 
 
 def test_budget_calibration_ran_on_calibration_seeds_only():

@@ -24,8 +24,10 @@
 # at almost no FLOPs, so it should win where the dense model's parameters cannot hold the facts. A comparison at a
 # fixed number of steps measures that only if the dense model has stopped learning by then, its recall bounded by
 # its parameters, not by its training. The precondition `dense_at_plateau` asks exactly this on the verdict seeds:
-# the dense model is trained twice, for the budget (`steps` of `batch_size`, the same for every model: the paper
-# compares at equal tokens) and for half of it, and its recall may gain at most 0.05 from the doubling. The
+# the dense model is trained three times, for the budget (`steps` of `batch_size`, the same for every model: the
+# paper compares at equal tokens), for half of it and for a quarter; its recall may gain at most 0.05 from the last
+# doubling, and no more than from the doubling before (`dense_curve_bends`: early in training the curve is flat
+# too, but there each doubling gains more than the one before). The
 # table below shows, from this page's runs, how many bits of the facts each model holds per parameter (recall ×
 # facts × log2(objects) / parameters); language models store at most about 2. At `ci` the world has many relations
 # per subject (`n_facts` = 4096 = 64 × 64), so a fact cannot be read off the subject's or the relation's embedding
@@ -67,7 +69,8 @@
 # released configs' 1e-3 against 1e-4, on the same warmup-cosine schedule) and the same weight decay as
 # everything else (`weight_decay`, 0.1 there). Each architecture's base learning rate is chosen on a *held-out*
 # fact world (seed `tune_seed`, used by no claim) before any claim run, the BatchNorm's ablation included: each
-# model at its own best rate (a shared rate would favour the model it was chosen for). The values' 10× rate matters
+# model at its own best rate (a shared rate would favour the model it was chosen for; the BatchNorm claim, where
+# usage itself moves with the rate, asks the two variants' rates to agree). The values' 10× rate matters
 # here: the referee found that with 1× the memory model recalls about as much as the 2× dense model does.
 #
 # At `full` scale: d = 128, N = 256² values, 64k facts, 5000 steps, a 4x dense model, 8 verdict seeds (hours on a
@@ -99,7 +102,7 @@ from IPython.display import Markdown, display
 
 from icml25 import memory_layers as ml
 from icml25.core import check, plot
-from icml25.core.claims import mean_sd
+from icml25.core.claims import mean_sd, t_interval
 
 plot.use_style()
 cfg = ml.config(scale, seeds=seeds, n_facts=n_facts, steps=steps, batch_size=batch_size, lr_centres=lr_centres,
@@ -159,8 +162,8 @@ display(Markdown("Chosen: " + ", ".join(f"{k} **{v:.3g}**" for k, v in lrs.items
 # ## Training every model
 #
 # For each seed: every architecture on the fact world drawn from that seed (the runs of a seed are paired: same
-# facts, same batches), the dense model again for half the steps (the capacity check), and dense and memory
-# trained on the control task (`control_steps` steps of batch `control_batch_size`) and scored on held-out
+# facts, same batches), the dense model again for half and for a quarter of the steps (the capacity check), and
+# dense and memory trained on the control task (`control_steps` steps of batch `control_batch_size`) and scored on held-out
 # problems the training set does not hold. The loss is the cross-entropy of the scored tokens only. Like the search, the runs are
 # cached (`ml.scaling_results`, addressed by the knobs they read, the chosen rates and the code) and trained by the
 # builder's warm-up, so the build manifest lists their time under `zoo_warmup`.
@@ -174,7 +177,9 @@ full = dict(task=task.name, steps=cfg.steps)
 facts = {a: ml.select(runs, arch=a, **full) for a in names}
 fact_loss = {a: ml.select(runs, "loss", arch=a, **full) for a in names}
 usage = {a: ml.select(runs, "usage", arch=a, **full) for a in ("memory", "memory, no query BN")}
-dense_half = ml.select(runs, arch="dense", task=task.name, steps=ml.plateau_budget(cfg))
+half_steps, quarter_steps = ml.capacity_budgets(cfg)
+dense_half = ml.select(runs, arch="dense", task=task.name, steps=half_steps)
+dense_quarter = ml.select(runs, arch="dense", task=task.name, steps=quarter_steps)
 control = {a: ml.select(runs, arch=a, task=ml.control_task(1, 0).name) for a in ("dense", "memory")}
 
 # %%
@@ -210,11 +215,12 @@ axes[1].set_title("Fact recall against parameters");
 # ## Capacity: bits held per parameter, and whether the dense model has plateaued
 #
 # Generated from this page's runs: each model's mean recall, what that recall holds (recall × facts ×
-# log2(objects) bits) per parameter, and for the dense model the same at half the steps.
+# log2(objects) bits) per parameter, and for the dense model the same at half and a quarter of the steps.
 
 # %%
 bits = cfg.n_facts * np.log2(cfg.n_objects)
-rows = [(f"dense, {ml.plateau_budget(cfg)} steps", dense_half, ml.select(runs, "params", arch="dense", **full))]
+rows = [(f"dense, {b} steps", acc, ml.select(runs, "params", arch="dense", **full))
+        for b, acc in ((quarter_steps, dense_quarter), (half_steps, dense_half))]
 rows += [(f"{a}, {cfg.steps} steps", facts[a], ml.select(runs, "params", arch=a, **full)) for a in names]
 display(Markdown(
     f"{cfg.n_facts} facts over {cfg.n_objects} objects: {bits / 1e3:.1f} kbit.\n\n"
@@ -222,7 +228,9 @@ display(Markdown(
     + "\n".join(f"| {name} | {int(np.mean(p)):,d} | {mean_sd(acc)} | {np.mean(acc) * bits / np.mean(p):.2f} |"
                  for name, acc, p in rows)
     + f"\n\nThe dense model's recall gains {mean_sd(ml.paired(facts['dense'], dense_half))} from "
-      f"{ml.plateau_budget(cfg)} to {cfg.steps} steps (`dense_at_plateau` allows at most {ml.PLATEAU_GAIN})."))
+      f"{half_steps} to {cfg.steps} steps (`dense_at_plateau` allows at most {ml.PLATEAU_GAIN}), and "
+      f"{mean_sd(ml.paired(dense_half, dense_quarter))} from {quarter_steps} to {half_steps} (`dense_curve_bends` "
+      "asks the later gain to be no larger)."))
 
 # %% [markdown]
 # ## What a plateaued dense baseline would cost
@@ -354,11 +362,12 @@ display(Markdown(text))
 # %% [markdown]
 # ## The query BatchNorm, as a component
 #
-# Value usage is the fraction of the $N$ values that at least one fact selects (in any head). Without the
-# BatchNorm the queries sit in a narrow, off-centre cone, so each half reaches few of its sub-keys and most
-# values are never read; the BatchNorm centres and scales every query feature over the batch. Left: usage during
-# training, right: final usage and fact accuracy with and without it (same data and seeds, each at its own
-# learning rate from the held-out search).
+# Value usage is the fraction of the $N$ values that at least one fact selects (in any head). The BatchNorm
+# centres and scales every query feature over the batch; without it the queries may crowd into a few sub-keys
+# (Lample et al.'s argument), which would leave values unread. Left: usage during training, right: final usage and
+# fact accuracy with and without it (same data and seeds, each at its own learning rate from the held-out search).
+# Usage also falls as the learning rate rises, so the claim asks both variants' chosen rates to be the same
+# (`same_learning_rate`); below the verdict, a referee's runs of both variants at both rates.
 
 # %%
 fig, axes = plot.subplots(1, 2)
@@ -383,10 +392,32 @@ axes[1].legend(fontsize=8);
 v = check(ml.QUERY_BN, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
           measured={"usage_bn": usage["memory"], "usage_no_bn": usage["memory, no query BN"],
                     "acc_bn": facts["memory"], "acc_no_bn": facts["memory, no query BN"],
-                    "lrs_at_grid_edge": len(edge)},
+                    "lrs_at_grid_edge": len(edge), "lr_bn": lrs["memory"], "lr_no_bn": lrs["memory, no query BN"]},
           our_value=f"usage {mean_sd(usage['memory'])} with vs {mean_sd(usage['memory, no query BN'])} without; "
                     f"accuracy {mean_sd(facts['memory'])} vs {mean_sd(facts['memory, no query BN'])}")
 plot.show_verdicts(v)
+
+# %% [markdown]
+# **The learning rate, not only the BatchNorm.** A referee with no stake re-ran this chapter on seeds 5101-5108
+# and then trained both variants at both rates the search had chosen (`ml.QUERY_BN_REFEREE`). The paired
+# difference of usage (with - without the BatchNorm, 95% t interval over the seeds), generated from that record:
+
+# %%
+ref = ml.QUERY_BN_REFEREE
+rates = sorted({lr for _, lr in ref["usage"]})
+pairs = {f"both at {lr:g}": (ref["usage"]["memory", lr], ref["usage"]["memory, no query BN", lr]) for lr in rates}
+own = {name: ref["lr_chosen"][name] for name in ("memory", "memory, no query BN")}
+pairs[f"each at its own rate ({own['memory']:g} with, {own['memory, no query BN']:g} without)"] = (
+    ref["usage"]["memory", own["memory"]], ref["usage"]["memory, no query BN", own["memory, no query BN"]])
+lines = ["| rates | usage with | usage without | with - without [95% t interval] |", "|---|---|---|---|"]
+for label, (a, b) in pairs.items():
+    est, lo, hi = t_interval(np.array(ml.paired(a, b)), 0.95)
+    lines.append(f"| {label} | {mean_sd(a)} | {mean_sd(b)} | {est:+.3f} [{lo:+.3f}, {hi:+.3f}] |")
+display(Markdown(f"Seeds {ref['seeds'][0]}-{ref['seeds'][-1]}:\n\n" + "\n".join(lines)
+                 + f"\n\nOn this page's seeds the chosen rates are {lrs['memory']:.3g} with and "
+                 f"{lrs['memory, no query BN']:.3g} without the BatchNorm: `same_learning_rate` "
+                 + ("holds." if abs(lrs["memory"] / lrs["memory, no query BN"] - 1) <= 1e-9 else
+                    "fails, so the verdict above is inconclusive whatever the usage says.")))
 
 # %% [markdown]
 # ## The claim checks
@@ -399,7 +430,8 @@ def flops_of(name):
     return np.mean(ml.select(runs, "flops_per_token", arch=name, **full))
 
 
-common = {"lrs_at_grid_edge": len(edge), "dense_acc": facts["dense"], "dense_half_acc": dense_half}
+common = {"lrs_at_grid_edge": len(edge), "dense_acc": facts["dense"], "dense_half_acc": dense_half,
+          "dense_quarter_acc": dense_quarter}
 iso = check(ml.ISO_FLOP, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
             measured={"memory_acc": facts["memory"],
                       "flop_ratio": flops_of("memory") / flops_of("dense"), **common},
@@ -448,7 +480,7 @@ ax.legend()
 fa = check(ml.FACTUAL, seeds=cfg.seeds, calibration_seeds=cfg.calibration_seeds, scale=scale,
            measured={"fact_memory": facts["memory"], "fact_dense": facts["dense"],
                      "control_memory": control["memory"], "control_dense": control["dense"],
-                     "dense_half_acc": dense_half, "lrs_at_grid_edge": len(edge)},
+                     "dense_half_acc": dense_half, "dense_quarter_acc": dense_quarter, "lrs_at_grid_edge": len(edge)},
            our_value=f"advantage on facts {np.mean(ml.paired(facts['memory'], facts['dense'])):+.3f}, on the "
                      f"control {np.mean(ml.paired(control['memory'], control['dense'])):+.3f}")
 plot.show_verdicts(fa)
@@ -459,6 +491,7 @@ plot.show_verdicts(fa)
 # %%
 gain = ml.paired(facts["memory"], facts["dense"])
 plateau = np.mean(ml.paired(facts["dense"], dense_half))
+earlier = np.mean(ml.paired(dense_half, dense_quarter))
 display(Markdown(
     f"With the query BatchNorm the memory model reads {mean_sd(usage['memory'])} of its values and recalls "
     f"{mean_sd(facts['memory'])} of the facts; without it, at its own learning rate "
@@ -469,8 +502,10 @@ display(Markdown(
     f"({mean_sd(facts['MoE'])}) **{bm.label}**; larger on facts than on the held-out control: **{fa.label}** "
     f"(the two advantages start from different baselines: dense recalls {np.mean(facts['dense']):.2f} of the "
     f"facts and gets {np.mean(control['dense']):.2f} of the control's digits, so a difference of differences "
-    f"compares gains with different room above them). The dense model's recall still gains {plateau:+.3f} from "
-    f"{ml.plateau_budget(cfg)} to {cfg.steps} steps: "
-    + ("it has plateaued, so the comparisons measure capacity." if plateau <= ml.PLATEAU_GAIN else
-       "it has not plateaued, so at this budget the comparisons measure how fast the facts are learned, not how "
-       "many fit, and the capacity claims are not decided here (their precondition `dense_at_plateau` fails).")))
+    f"compares gains with different room above them). The dense model's recall gains {plateau:+.3f} from "
+    f"{half_steps} to {cfg.steps} steps, after {earlier:+.3f} from {quarter_steps} to {half_steps}: "
+    + ("it has plateaued, so the comparisons measure capacity." if plateau <= ml.PLATEAU_GAIN and plateau <= earlier
+       else "it has not plateaued, so at this budget the comparisons measure how fast the facts are learned, not how "
+       "many fit, and the capacity claims are not decided here (" + " and ".join(
+           f"`{p}` fails" for p, ok in (("dense_at_plateau", plateau <= ml.PLATEAU_GAIN),
+                                        ("dense_curve_bends", plateau <= earlier)) if not ok) + ").")))

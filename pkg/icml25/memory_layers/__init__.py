@@ -20,7 +20,8 @@ one with attention context before and after), and a synthetic *fact world* (subj
 is the sequence ``s r o``, scored on ``o``) with many relations per subject, so that a fact cannot be read off one
 embedding, against a control task (the core's modular arithmetic, scored on held-out problems) where a small rule
 suffices. Whether the dense model is bounded by its parameters, not by its training, is measured (it trains for the
-budget and for half of it) and the capacity claims are judged only where it has plateaued.
+budget, half of it and a quarter) and the capacity claims are judged only where it has plateaued: a small gain from
+half to full steps that is no larger than the gain before it.
 
 The package is split by idea: `product_keys` (Eqs. 1-3), `models` (the ladder's models and their FLOPs),
 `data` (the fact world and the control task), `experiment` (configuration, training, learning-rate search, runs),
