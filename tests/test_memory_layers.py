@@ -246,7 +246,26 @@ def test_a_flat_start_of_learning_is_not_a_plateau(claim):
     bending = {full: [0.40, 0.50, 0.30], "dense_half_acc": [0.36, 0.46, 0.25], "dense_quarter_acc": [0.2, 0.3, 0.1]}
     assert bends.evaluate(claim.id, bending)["holds"]
     assert not bends.evaluate(claim.id, {**bending, "dense_quarter_acc": [0.34, 0.44, 0.24]})["holds"]
+    # on a real plateau both gains are noise: a later gain within FLAT_GAIN passes whatever came before
+    noisy = {full: [0.301, 0.305, 0.298], "dense_half_acc": [0.295, 0.297, 0.288],
+             "dense_quarter_acc": [0.296, 0.298, 0.29]}
+    assert bends.evaluate(claim.id, noisy)["holds"] and plateau.evaluate(claim.id, noisy)["holds"]
     assert ml.capacity_budgets(ml.config("ci")) == (200, 100)
+    with pytest.raises(ValueError, match="steps must be >= 4"):
+        ml.capacity_budgets(ml.config("smoke", steps=3))
+
+
+@pytest.mark.parametrize("claim", [ml.ISO_FLOP, ml.BEATS_2X, ml.BEATS_MOE, ml.FACTUAL])
+def test_a_world_learned_whole_is_no_capacity_bound(claim):
+    """A referee's 1024-fact world: every model recalls 1.000 at 800 steps, both plateau checks pass, and only the
+    headroom check keeps a ceiling from deciding the claim."""
+    full = "fact_dense" if claim is ml.FACTUAL else "dense_acc"
+    (headroom,) = [p for p in claim.preconditions if p.id == "dense_has_headroom"]
+    saturated = {full: [1.0] * 8, "dense_half_acc": [0.999] * 8, "dense_quarter_acc": [0.44] * 8}
+    for check in claim.preconditions:
+        if check.id in ("dense_at_plateau", "dense_curve_bends"):
+            assert check.evaluate(claim.id, saturated)["holds"]
+    assert not headroom.evaluate(claim.id, saturated)["holds"]
 
 
 def test_the_batchnorm_claim_needs_both_variants_at_one_rate():

@@ -26,18 +26,17 @@
 # its parameters, not by its training. The precondition `dense_at_plateau` asks exactly this on the verdict seeds:
 # the dense model is trained three times, for the budget (`steps` of `batch_size`, the same for every model: the
 # paper compares at equal tokens), for half of it and for a quarter; its recall may gain at most 0.05 from the last
-# doubling, and no more than from the doubling before (`dense_curve_bends`: early in training the curve is flat
-# too, but there each doubling gains more than the one before). The
+# doubling, and no more than from the doubling before or than 0.01 (`dense_curve_bends`: early in training the
+# curve is flat too, but there each doubling gains more than the one before); and it must still recall at most half
+# of the facts (`dense_has_headroom`: a world learned whole is flat too). The
 # table below shows, from this page's runs, how many bits of the facts each model holds per parameter (recall ×
 # facts × log2(objects) / parameters); language models store at most about 2. At `ci` the world has many relations
 # per subject (`n_facts` = 4096 = 64 × 64), so a fact cannot be read off the subject's or the relation's embedding
-# alone. It was chosen on calibration seeds (0, 1), never on the verdict seeds. Narrower worlds tried on
-# calibration seed 0 for a dense model bounded by its parameters (model width 8 and 16, 2048 and 4096 facts over
-# 256 objects) either were learned whole or were still being learned at the steps the book's CI can afford (those
-# probes are not part of this page's runs), so the capacity claims can come out *inconclusive* here on that
-# precondition alone: then the comparison measured learning speed, and the page says so rather than reading it as
-# capacity. After they did, the dense model's recall was measured against its budget on the calibration seeds
-# (section "What a plateaued dense baseline would cost" below).
+# alone. It was chosen on calibration seeds (0, 1), never on the verdict seeds. The capacity claims can come out
+# *inconclusive* here on these preconditions alone: then the comparison measured learning speed, and the page says
+# so rather than reading it as capacity. After they did, the dense model's recall was measured against its budget on
+# the calibration seeds, for this world and narrower ones (section "What a plateaued dense baseline would cost"
+# below, generated from its record).
 #
 # **Placement.** The memory replaces the feed-forward block of the second (last) of two layers. The paper replaces
 # the FFN of a few intermediate layers of a deep model by memory (three layers sharing one pool at the 8B scale,
@@ -70,8 +69,7 @@
 # everything else (`weight_decay`, 0.1 there). Each architecture's base learning rate is chosen on a *held-out*
 # fact world (seed `tune_seed`, used by no claim) before any claim run, the BatchNorm's ablation included: each
 # model at its own best rate (a shared rate would favour the model it was chosen for; the BatchNorm claim, where
-# usage itself moves with the rate, asks the two variants' rates to agree). The values' 10× rate matters
-# here: the referee found that with 1× the memory model recalls about as much as the 2× dense model does.
+# usage itself moves with the rate, asks the two variants' rates to agree).
 #
 # At `full` scale: d = 128, N = 256² values, 64k facts, 5000 steps, a 4x dense model, 8 verdict seeds (hours on a
 # CPU).
@@ -116,7 +114,8 @@ cfg
 #
 # FLOPs per token follow the core's accounting (2 per weight a token passes through, plus attention), with the
 # memory layer's query projection, $2\sqrt N$ sub-key scores per head, the $Hk$-value weighted sum and $W_1, W_2$
-# in place of the FFN it replaces. The memory model has by far the most parameters but not the most FLOPs.
+# in place of the FFN it replaces. The memory model and the MoE (sized to the memory's parameters) have the most
+# parameters, and by design at most the dense model's FLOPs per token (the printout below gives both).
 
 # %%
 task = ml.fact_task(ml.fact_world(cfg.n_facts, cfg.seeds[0], cfg.n_relations, cfg.n_objects))
@@ -222,15 +221,20 @@ bits = cfg.n_facts * np.log2(cfg.n_objects)
 rows = [(f"dense, {b} steps", acc, ml.select(runs, "params", arch="dense", **full))
         for b, acc in ((quarter_steps, dense_quarter), (half_steps, dense_half))]
 rows += [(f"{a}, {cfg.steps} steps", facts[a], ml.select(runs, "params", arch=a, **full)) for a in names]
+dense_params = np.mean(ml.select(runs, "params", arch="dense", **full))
+exposures = cfg.steps * cfg.batch_size / cfg.n_facts
 display(Markdown(
-    f"{cfg.n_facts} facts over {cfg.n_objects} objects: {bits / 1e3:.1f} kbit.\n\n"
+    f"{cfg.n_facts} facts over {cfg.n_objects} objects: {bits / 1e3:.1f} kbit. Holding every fact would take "
+    f"{bits / dense_params:.2f} bits per dense parameter, "
+    + ("below" if bits / dense_params < 2 else "above") + " the about 2 that language models store at most; each "
+    f"fact is seen about {exposures:.0f} times in training ({cfg.steps} steps of {cfg.batch_size}).\n\n"
     "| model | parameters | recall (mean ± sd) | bits held per parameter |\n|---|---|---|---|\n"
     + "\n".join(f"| {name} | {int(np.mean(p)):,d} | {mean_sd(acc)} | {np.mean(acc) * bits / np.mean(p):.2f} |"
                  for name, acc, p in rows)
     + f"\n\nThe dense model's recall gains {mean_sd(ml.paired(facts['dense'], dense_half))} from "
       f"{half_steps} to {cfg.steps} steps (`dense_at_plateau` allows at most {ml.PLATEAU_GAIN}), and "
       f"{mean_sd(ml.paired(dense_half, dense_quarter))} from {quarter_steps} to {half_steps} (`dense_curve_bends` "
-      "asks the later gain to be no larger)."))
+      f"asks the later gain to be no larger, or at most {ml.FLAT_GAIN})."))
 
 # %% [markdown]
 # ## What a plateaued dense baseline would cost
@@ -409,15 +413,25 @@ pairs = {f"both at {lr:g}": (ref["usage"]["memory", lr], ref["usage"]["memory, n
 own = {name: ref["lr_chosen"][name] for name in ("memory", "memory, no query BN")}
 pairs[f"each at its own rate ({own['memory']:g} with, {own['memory, no query BN']:g} without)"] = (
     ref["usage"]["memory", own["memory"]], ref["usage"]["memory, no query BN", own["memory, no query BN"]])
-lines = ["| rates | usage with | usage without | with - without [95% t interval] |", "|---|---|---|---|"]
+recall = {f"both at {lr:g}": (ref["accuracy"]["memory", lr], ref["accuracy"]["memory, no query BN", lr])
+          for lr in rates}
+recall[list(pairs)[-1]] = (ref["accuracy"]["memory", own["memory"]],
+                           ref["accuracy"]["memory, no query BN", own["memory, no query BN"]])
+lines = ["| rates | usage with | usage without | with - without [95% t interval] | recall with | recall without |",
+         "|---|---|---|---|---|---|"]
 for label, (a, b) in pairs.items():
     est, lo, hi = t_interval(np.array(ml.paired(a, b)), 0.95)
-    lines.append(f"| {label} | {mean_sd(a)} | {mean_sd(b)} | {est:+.3f} [{lo:+.3f}, {hi:+.3f}] |")
+    lines.append(f"| {label} | {mean_sd(a)} | {mean_sd(b)} | {est:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+                 f"{mean_sd(recall[label][0])} | {mean_sd(recall[label][1])} |")
+same = abs(lrs["memory"] / lrs["memory, no query BN"] - 1) <= 1e-9
 display(Markdown(f"Seeds {ref['seeds'][0]}-{ref['seeds'][-1]}:\n\n" + "\n".join(lines)
-                 + f"\n\nOn this page's seeds the chosen rates are {lrs['memory']:.3g} with and "
-                 f"{lrs['memory, no query BN']:.3g} without the BatchNorm: `same_learning_rate` "
-                 + ("holds." if abs(lrs["memory"] / lrs["memory, no query BN"] - 1) <= 1e-9 else
-                    "fails, so the verdict above is inconclusive whatever the usage says.")))
+                 + f"\n\nThe search on the held-out world (seed {cfg.tune_seed}; no verdict seed enters it) chose "
+                 f"{lrs['memory']:.3g} with and {lrs['memory, no query BN']:.3g} without the BatchNorm, so "
+                 "`same_learning_rate` " + ("holds." if same else
+                 "fails on every set of verdict seeds at this scale: the claim cannot be decided here. What the runs "
+                 "show: at each variant's own rate (the comparison declared first) the BatchNorm model reads fewer "
+                 "values; at a shared rate it reads more, in runs made after that refutation had been seen, and at "
+                 "the higher rate beside an ablation that barely learns.")))
 
 # %% [markdown]
 # ## The claim checks
@@ -492,6 +506,8 @@ plot.show_verdicts(fa)
 gain = ml.paired(facts["memory"], facts["dense"])
 plateau = np.mean(ml.paired(facts["dense"], dense_half))
 earlier = np.mean(ml.paired(dense_half, dense_quarter))
+checks = (("dense_has_headroom", max(facts["dense"]) <= ml.HEADROOM_BAR), ("dense_at_plateau", plateau <= ml.PLATEAU_GAIN),
+          ("dense_curve_bends", plateau <= max(earlier, ml.FLAT_GAIN)))
 display(Markdown(
     f"With the query BatchNorm the memory model reads {mean_sd(usage['memory'])} of its values and recalls "
     f"{mean_sd(facts['memory'])} of the facts; without it, at its own learning rate "
@@ -504,8 +520,7 @@ display(Markdown(
     f"facts and gets {np.mean(control['dense']):.2f} of the control's digits, so a difference of differences "
     f"compares gains with different room above them). The dense model's recall gains {plateau:+.3f} from "
     f"{half_steps} to {cfg.steps} steps, after {earlier:+.3f} from {quarter_steps} to {half_steps}: "
-    + ("it has plateaued, so the comparisons measure capacity." if plateau <= ml.PLATEAU_GAIN and plateau <= earlier
-       else "it has not plateaued, so at this budget the comparisons measure how fast the facts are learned, not how "
-       "many fit, and the capacity claims are not decided here (" + " and ".join(
-           f"`{p}` fails" for p, ok in (("dense_at_plateau", plateau <= ml.PLATEAU_GAIN),
-                                        ("dense_curve_bends", plateau <= earlier)) if not ok) + ").")))
+    + ("it has plateaued below half the facts, so the comparisons measure capacity." if all(ok for _, ok in checks)
+       else "it has not plateaued below half the facts, so at this budget the comparisons do not measure how many "
+       "facts fit, and the capacity claims are not decided here (" + " and ".join(
+           f"`{p}` fails" for p, ok in checks if not ok) + ").")))

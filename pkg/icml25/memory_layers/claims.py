@@ -21,10 +21,17 @@ _GRID = at_most("lr_grid_brackets", "lrs_at_grid_edge", 0,
 _DENSE_LEARNS = at_least("dense_learns", "dense_acc", 0.05,
                          rule="the dense model recalls >= 5% of the facts on every seed (3x chance: 1/64)")
 HEADROOM_BAR = 0.5
-_HEADROOM = at_most("dense_has_headroom", "dense_acc", HEADROOM_BAR,
-                    rule="the world binds the dense model: it recalls at most half of the facts on every seed, so "
-                         "extra capacity has something to add")
+def _headroom(full: str = "dense_acc") -> Precondition:
+    """The dense model recalls at most `HEADROOM_BAR` of the facts on every seed. With the plateau checks this
+    separates "bounded by its parameters" from "has learned everything": a referee's 1024-fact world, learned whole
+    by 800 steps, passed both plateau checks and refuted `factual` on a ceiling (every model at 1.000)."""
+    return at_most("dense_has_headroom", full, HEADROOM_BAR,
+                   rule="the world binds the dense model: it recalls at most half of the facts on every seed, so "
+                        "extra capacity has something to add")
 PLATEAU_GAIN = 0.05
+#: the gain per doubling below which a recall curve counts as flat whatever came before (about 3 standard errors of
+#: an 8-seed mean gain at ci, whose per-seed sd is about 0.01)
+FLAT_GAIN = 0.01
 
 
 def _plateau(full: str = "dense_acc", half: str = "dense_half_acc") -> Precondition:
@@ -42,14 +49,18 @@ def _bends(full: str = "dense_acc", half: str = "dense_half_acc", quarter: str =
     curve has stopped accelerating. Early in training the curve is flat too: a referee's 250-step budget on seeds
     5101-5108 passed `dense_at_plateau` (gain +0.037 from 125 steps) in a world the dense model memorises whole at
     1600 steps; there the gains grow with every doubling of the steps (+0.019 more than from 62 to 125), and this
-    check fails. Statistic: the mean over seeds of (full - half) - (half - quarter)."""
-    def acceleration(m) -> float:
-        return float(np.mean(paired(paired(m[full], m[half]), paired(m[half], m[quarter]))))
+    check fails. On a real plateau both gains are noise around 0, so a later gain up to `FLAT_GAIN` passes whatever
+    the earlier one was (an exact comparison would pass there by a coin flip). Statistic: the mean gain from half to
+    full steps minus the larger of the mean gain from a quarter to half and `FLAT_GAIN`."""
+    def excess(m) -> float:
+        later, earlier = np.mean(paired(m[full], m[half])), np.mean(paired(m[half], m[quarter]))
+        return float(later - max(earlier, FLAT_GAIN))
 
     return Precondition("dense_curve_bends",
-                        "the dense model's recall gains no more from half to full steps than from a quarter to half "
-                        "(mean paired difference of the two gains <= 0): its curve has stopped accelerating, so a "
-                        "small gain is a plateau, not the flat start of learning", acceleration, lambda v: v <= 0)
+                        "the dense model's mean recall gain from half to full steps is no larger than its gain from a "
+                        f"quarter to half, or than {FLAT_GAIN} (value: the excess, <= 0): its curve has stopped "
+                        "accelerating, so a small gain is a plateau, not the flat start of learning", excess,
+                        lambda v: v <= 0)
 
 
 def _diff(a: str, b: str) -> Callable[[Mapping], list[float]]:
@@ -66,7 +77,7 @@ ISO_FLOP = Claim(
               "most the dense model's) is above 0 (95% t interval); refuted if it lies wholly below +0.05",
     effects=[Effect("memory_minus_dense", _diff("memory_acc", "dense_acc"), min_effect=0.05)],
     preconditions=[at_most("iso_flop", "flop_ratio", 1.0, rule="memory FLOPs per token / dense <= 1"),
-                   _DENSE_LEARNS, _HEADROOM, _plateau(), _bends(), _GRID],
+                   _DENSE_LEARNS, _headroom(), _plateau(), _bends(), _GRID],
     examples=({"memory_acc": [0.9, 0.8, 0.85], "dense_acc": [0.4, 0.35, 0.45], "dense_half_acc": [0.39, 0.35, 0.43],
                "dense_quarter_acc": [0.3, 0.28, 0.33], "flop_ratio": 0.9, "lrs_at_grid_edge": 0},
               {"memory_acc": [0.4, 0.3, 0.42], "dense_acc": [0.4, 0.35, 0.45], "dense_half_acc": [0.39, 0.35, 0.43],
@@ -93,7 +104,7 @@ BEATS_2X = Claim(
     effects=[Effect("memory_minus_dense2x", _diff("memory_acc", "dense2x_acc"))],
     preconditions=[at_least("twice_the_flops", "dense_flop_ratio", 2.0 - 0.05,
                             rule="dense 2x FLOPs per token / memory >= 1.95"),
-                   _WIDER_LEARNS, _plateau(), _bends(), _GRID],
+                   _WIDER_LEARNS, _headroom(), _plateau(), _bends(), _GRID],
     examples=({**_B2_OK, "memory_acc": [0.9, 0.8, 0.85], "dense2x_acc": [0.5, 0.45, 0.5]},
               {**_B2_OK, "memory_acc": [0.4, 0.3, 0.42], "dense2x_acc": [0.5, 0.45, 0.5]},
               {**_B2_OK, "memory_acc": [0.52, 0.43, 0.5], "dense2x_acc": [0.5, 0.45, 0.5]}),
@@ -118,7 +129,7 @@ BEATS_MOE = Claim(
                            rule="MoE FLOPs per token / dense <= 1 (the memory model's budget)"),
                    at_least("moe_learns", "moe_acc", 0.05,
                             rule="the MoE model recalls >= 5% of the facts on every seed (3x chance: 1/64)"),
-                   _plateau(), _bends(), _GRID],
+                   _headroom(), _plateau(), _bends(), _GRID],
     examples=({**_MOE_OK, "memory_acc": [0.9, 0.8, 0.85], "moe_acc": [0.5, 0.45, 0.5]},
               {**_MOE_OK, "memory_acc": [0.4, 0.3, 0.42], "moe_acc": [0.5, 0.45, 0.5]},
               {**_MOE_OK, "memory_acc": [0.52, 0.43, 0.5], "moe_acc": [0.5, 0.45, 0.5]}),
@@ -142,7 +153,7 @@ FACTUAL = Claim(
                                  "(guessing: 10%)"),
                    at_least("dense_learns", "fact_dense", 0.05,
                             rule="the dense model recalls >= 5% of the facts on every seed (3x chance: 1/64)"),
-                   _plateau("fact_dense"), _bends("fact_dense"), _GRID],
+                   _headroom("fact_dense"), _plateau("fact_dense"), _bends("fact_dense"), _GRID],
     examples=({"fact_memory": [0.9, 0.8, 0.85], "fact_dense": [0.4, 0.35, 0.45], "control_memory": [0.5, 0.5, 0.6],
                "control_dense": [0.5, 0.52, 0.58], "lrs_at_grid_edge": 0, "dense_half_acc": [0.39, 0.35, 0.43],
                "dense_quarter_acc": [0.3, 0.28, 0.33]},
