@@ -250,6 +250,8 @@ def test_a_flat_start_of_learning_is_not_a_plateau(claim):
     noisy = {full: [0.301, 0.305, 0.298], "dense_half_acc": [0.295, 0.297, 0.288],
              "dense_quarter_acc": [0.296, 0.298, 0.29]}
     assert bends.evaluate(claim.id, noisy)["holds"] and plateau.evaluate(claim.id, noisy)["holds"]
+    steady = {full: [0.40, 0.50, 0.30], "dense_half_acc": [0.36, 0.46, 0.26], "dense_quarter_acc": [0.32, 0.42, 0.22]}
+    assert plateau.evaluate(claim.id, steady)["holds"] and not bends.evaluate(claim.id, steady)["holds"]  # +0.04 twice
     assert ml.capacity_budgets(ml.config("ci")) == (200, 100)
     with pytest.raises(ValueError, match="steps must be >= 4"):
         ml.capacity_budgets(ml.config("smoke", steps=3))
@@ -266,6 +268,18 @@ def test_a_world_learned_whole_is_no_capacity_bound(claim):
         if check.id in ("dense_at_plateau", "dense_curve_bends"):
             assert check.evaluate(claim.id, saturated)["holds"]
     assert not headroom.evaluate(claim.id, saturated)["holds"]
+
+
+@pytest.mark.parametrize("claim", [ml.ISO_FLOP, ml.BEATS_2X, ml.BEATS_MOE, ml.FACTUAL])
+def test_capacity_claims_need_a_world_the_dense_model_cannot_hold_and_a_dense_model_that_learns(claim):
+    full = "fact_dense" if claim is ml.FACTUAL else "dense_acc"
+    checks = {p.id: p for p in claim.preconditions}
+    ci = ml.config("ci")
+    bits = ci.n_facts * math.log2(ci.n_objects)  # 4096 facts over 64 objects
+    assert not checks["world_exceeds_dense"].evaluate(claim.id, {"fact_bits": bits, "dense_params": 39104})["holds"]
+    assert checks["world_exceeds_dense"].evaluate(claim.id, {"fact_bits": 4 * bits, "dense_params": 39104})["holds"]
+    at_chance = {full: [0.02] * 8}  # flat at chance passes the curve checks; dense_learns must stop it
+    assert not checks["dense_learns"].evaluate(claim.id, at_chance)["holds"]
 
 
 def test_the_batchnorm_claim_needs_both_variants_at_one_rate():
