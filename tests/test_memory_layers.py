@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.stats
 import torch
 import torch.nn.functional as F
 
@@ -292,6 +293,17 @@ def test_the_batchnorm_claim_needs_both_variants_at_one_rate():
         assert np.mean(ref["usage"][name, 9e-3]) < np.mean(ref["usage"][name, 3e-3])
     assert len({len(v) for v in ref["usage"].values()} | {len(ref["seeds"])}) == 1
     assert not set(ref["seeds"]) & {s for scale in ("smoke", "ci", "full") for s in ml.config(scale).seeds}
+    rows = ml.rate_comparisons(ref)
+    assert [r["label"] for r in rows] == ["both at 0.003", "both at 0.009",
+                                          "each at its own rate (0.009 with, 0.003 without)"]
+    own = rows[-1]
+    assert own["usage"] == (ref["usage"]["memory", 9e-3], ref["usage"]["memory, no query BN", 3e-3])
+    assert own["recall"] == (ref["accuracy"]["memory", 9e-3], ref["accuracy"]["memory, no query BN", 3e-3])
+    diffs = np.subtract(*own["usage"])
+    assert own["effect"][0] == pytest.approx(diffs.mean())
+    half = scipy.stats.t.ppf(0.975, len(diffs) - 1) * diffs.std(ddof=1) / np.sqrt(len(diffs))
+    assert own["effect"][1:] == pytest.approx((diffs.mean() - half, diffs.mean() + half))
+    assert own["effect"][2] < 0 < rows[0]["effect"][1] and rows[1]["effect"][1] > 0  # the sign turns with the rate
 
 
 def test_budget_calibration_ran_on_calibration_seeds_only():

@@ -103,7 +103,7 @@ from IPython.display import Markdown, display
 
 from icml25 import memory_layers as ml
 from icml25.core import check, plot
-from icml25.core.claims import mean_sd, t_interval
+from icml25.core.claims import mean_sd
 
 plot.use_style()
 cfg = ml.config(scale, seeds=seeds, n_facts=n_facts, steps=steps, batch_size=batch_size, lr_centres=lr_centres,
@@ -412,21 +412,12 @@ plot.show_verdicts(v)
 
 # %%
 ref = ml.QUERY_BN_REFEREE
-rates = sorted({lr for _, lr in ref["usage"]})
-pairs = {f"both at {lr:g}": (ref["usage"]["memory", lr], ref["usage"]["memory, no query BN", lr]) for lr in rates}
-own = {name: ref["lr_chosen"][name] for name in ("memory", "memory, no query BN")}
-pairs[f"each at its own rate ({own['memory']:g} with, {own['memory, no query BN']:g} without)"] = (
-    ref["usage"]["memory", own["memory"]], ref["usage"]["memory, no query BN", own["memory, no query BN"]])
-recall = {f"both at {lr:g}": (ref["accuracy"]["memory", lr], ref["accuracy"]["memory, no query BN", lr])
-          for lr in rates}
-recall[list(pairs)[-1]] = (ref["accuracy"]["memory", own["memory"]],
-                           ref["accuracy"]["memory, no query BN", own["memory, no query BN"]])
 lines = ["| rates | usage with | usage without | with - without [95% t interval] | recall with | recall without |",
          "|---|---|---|---|---|---|"]
-for label, (a, b) in pairs.items():
-    est, lo, hi = t_interval(np.array(ml.paired(a, b)), 0.95)
-    lines.append(f"| {label} | {mean_sd(a)} | {mean_sd(b)} | {est:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
-                 f"{mean_sd(recall[label][0])} | {mean_sd(recall[label][1])} |")
+for row in ml.rate_comparisons(ref):
+    (a, b), (ra, rb), (est, lo, hi) = row["usage"], row["recall"], row["effect"]
+    lines.append(f"| {row['label']} | {mean_sd(a)} | {mean_sd(b)} | {est:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+                 f"{mean_sd(ra)} | {mean_sd(rb)} |")
 same = next(p["holds"] for p in v.record["preconditions"] if p["id"] == "same_learning_rate")
 display(Markdown(f"Seeds {ref['seeds'][0]}-{ref['seeds'][-1]}:\n\n" + "\n".join(lines)
                  + f"\n\nThe search on the held-out world (seed {cfg.tune_seed}; no verdict seed enters it) chose "

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .claims import HEADROOM_BAR, PLATEAU_GAIN
+from ..core.claims import t_interval
+from .claims import HEADROOM_BAR, PLATEAU_GAIN, paired
 
 _FIELDS = ("arch", "d_model", "n_facts", "batch_size", "lr", "seed", "steps", "recall", "seconds")
 
@@ -166,3 +167,20 @@ was refuted, while at either shared rate it read more. This is why `query_batchn
 (`same_learning_rate`); the notebook prints the paired differences at each rate. These runs were made after the
 refutations had been seen and decide nothing; at 9e-3 the ablation barely learns (recall 0.09-0.25), so the
 comparison there is between a trained model and a barely trained one."""
+
+
+def rate_comparisons(record: dict = QUERY_BN_REFEREE, with_bn: str = "memory",
+                     without: str = "memory, no query BN") -> list[dict]:
+    """The BatchNorm's usage effect in `record` under each way of setting the two variants' rates: both at each
+    shared rate the record ran, then each at its own chosen rate. One dict per comparison: its label, the per-seed
+    usage and recall of each variant, and the paired usage difference with - without (mean, 95% t interval)."""
+    own = (record["lr_chosen"][with_bn], record["lr_chosen"][without])
+    settings = [(f"both at {lr:g}", lr, lr) for lr in sorted({lr for _, lr in record["usage"]})]
+    settings.append((f"each at its own rate ({own[0]:g} with, {own[1]:g} without)", *own))
+    rows = []
+    for label, lr_with, lr_without in settings:
+        usage = (record["usage"][with_bn, lr_with], record["usage"][without, lr_without])
+        rows.append({"label": label, "usage": usage,
+                     "recall": (record["accuracy"][with_bn, lr_with], record["accuracy"][without, lr_without]),
+                     "effect": t_interval(np.array(paired(*usage)), 0.95)})
+    return rows
