@@ -256,6 +256,10 @@ def test_a_flat_start_of_learning_is_not_a_plateau(claim):
     assert ml.capacity_budgets(ml.config("ci")) == (200, 100)
     with pytest.raises(ValueError, match="steps must be >= 4"):
         ml.capacity_budgets(ml.config("smoke", steps=3))
+    smoke = ml.config("smoke")
+    task = ml.fact_task(ml.fact_world(smoke.n_facts, 0, smoke.n_relations, smoke.n_objects))
+    with pytest.raises(ValueError, match="at least one step"):  # 0 steps is not "the config's budget"
+        ml.run(ml.architectures(smoke, task.vocab_size, 3)[0], task, smoke, 0, 1e-3, steps=0)
 
 
 @pytest.mark.parametrize("claim", [ml.ISO_FLOP, ml.BEATS_2X, ml.BEATS_MOE, ml.FACTUAL])

@@ -330,7 +330,7 @@ def plateau_budget(cfg) -> int:
 def capacity_budgets(cfg) -> tuple[int, int]:
     """The dense model's shorter trainings, each on its own schedule: half of `cfg.steps` (`plateau_budget`) and a
     quarter. With the full budget they give two gains per doubling of the steps; a plateau is where the later gain
-    is small and no larger than the earlier (`dense_at_plateau`, `dense_curve_bends`)."""
+    is small and has shrunk from the earlier (`dense_at_plateau`, `dense_curve_bends`)."""
     if cfg.steps < 4:
         raise ValueError(f"the capacity check trains a quarter of the steps: steps must be >= 4, got {cfg.steps}")
     return plateau_budget(cfg), cfg.steps // 4
